@@ -1,0 +1,117 @@
+"""The ``streamchaos`` command line. User mistakes end as one line on stderr and exit 2."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from chaos.errors import HarnessError, UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Fault injection and consistency testing for PySpark Structured Streaming.")
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False)
+
+EXIT_BAD_INPUT = 2
+EXIT_INCONCLUSIVE = 3
+
+
+def _terminate(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+@app.command()
+def trial(
+    pipeline: Annotated[str, typer.Argument(help="catalogue name or module:attribute")],
+    events: Annotated[int, typer.Option(help="events in the stream")] = 2000,
+    seed: Annotated[int, typer.Option(help="seed of the event stream")] = 0,
+    fault: Annotated[list[str] | None, typer.Option(help="ACTION@BATCH:PHASE[/ARG...], repeatable")] = None,
+    events_per_batch: Annotated[int, typer.Option(help="events per micro-batch")] = 200,
+    partitions: Annotated[int, typer.Option(help="partitions of the event log")] = 2,
+    cluster: Annotated[str, typer.Option(help="standalone | local-cluster[W,C,M] | spark://HOST:PORT")] = "standalone",
+    workers: Annotated[int, typer.Option(help="workers of the standalone cluster")] = 2,
+    downtime: Annotated[float, typer.Option(help="seconds a killed driver stays down")] = 1.0,
+    recovery_timeout: Annotated[float, typer.Option(help="seconds without a commit before 'stalled'")] = 180.0,
+    keep: Annotated[Path | None, typer.Option(help="run directory to keep (default runs/trial-<time>)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
+) -> None:
+    """Run one trial of PIPELINE under a fault schedule and print what happened."""
+    from chaos.scenario import Scenario
+    from chaos.trial import Harness
+    from pipelines_under_test import resolve
+
+    scenario = Scenario(
+        pipeline=pipeline, events=events, seed=seed, events_per_batch=events_per_batch,
+        partitions=partitions, faults=list(fault or []), cluster=cluster, workers=workers,
+        driver_downtime=downtime, recovery_timeout=recovery_timeout,
+    )
+    resolve(pipeline)  # unknown pipeline: fail before any JVM starts
+    run_dir = keep or Path("runs") / time.strftime("trial-%Y%m%d-%H%M%S")
+    with Harness(cluster=cluster, workers=workers, workdir=run_dir.parent) as harness:
+        if not as_json:
+            err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
+        result = harness.trial(scenario, run_dir)
+    result["timings"] = harness.timings
+    if as_json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        print_result(result)
+    if result["outcome"] != "drained":
+        raise typer.Exit(EXIT_INCONCLUSIVE)
+
+
+def print_result(result: dict) -> None:
+    out.print(f"[bold]{result['pipeline']}[/] ({result['guarantee']} declared): {result['events']} events, "
+              f"{result['batches']} batches committed, {result['restarts']} driver restart(s), "
+              f"{result['seconds']}s — {result['outcome']} {result['reason']}")
+    for f in result["faults"]:
+        state = f"fired at t={f['t']}s" if f["fired"] else "NOT fired"
+        extra = ", ".join(f"{k}={v}" for k, v in f["detail"].items() if k not in ("done", "spec"))
+        out.print(f"  fault {f['spec']}: {state} (batch {f['batch']}, {f['phase']}) {extra}")
+    ids = result["ids"]
+    out.print(f"  ids in sink: {ids['missing']} missing, {ids['once']} once, {ids['more']} more than once"
+              + (f", {ids['unknown']} unknown" if ids["unknown"] else ""))
+    if result["duplicated_ids_sample"]:
+        out.print(f"  duplicated ids (first {len(result['duplicated_ids_sample'])}): {result['duplicated_ids_sample']}")
+    out.print(f"  run directory: {result['run_dir']}")
+
+
+@app.command()
+def reap() -> None:
+    """Kill processes left by a harness that was itself killed (every start does this too)."""
+    from chaos.procs import reap_orphans
+
+    out.print(f"reaped {reap_orphans()} orphan process(es)")
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        app(standalone_mode=False)
+    except UserError as exc:
+        err.print(f"error: {exc}")
+        sys.exit(EXIT_BAD_INPUT)
+    except HarnessError as exc:
+        err.print(f"harness failure: {exc}")
+        sys.exit(EXIT_INCONCLUSIVE)
+    except KeyboardInterrupt:
+        err.print("interrupted: every process the harness started was stopped")
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            err.print(f"error: {exc.format_message()}")
+            sys.exit(EXIT_BAD_INPUT)
+        if isinstance(exc, click.exceptions.Abort):
+            sys.exit(130)
+        raise

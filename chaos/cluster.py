@@ -1,0 +1,289 @@
+"""The Spark cluster a trial runs on (Jepsen's "db").
+
+Three shapes, named by ``--cluster``:
+* ``standalone`` (default): a master and N workers started from the pyspark wheel alone
+  (``spark-class ...deploy.master.Master`` / ``...deploy.worker.Worker``), each a separate process
+  group owned by the harness, bound to 127.0.0.1. Workers can be killed and restarted.
+* ``local-cluster[W,C,M]``: Spark's test cluster; executors are real JVMs under the driver.
+* ``spark://host:port``: a cluster the user runs; we only find our app's executors on it.
+
+Executors are found in the process table (``CoarseGrainedExecutorBackend --executor-id N
+--app-id APP``), which is how faults aim at them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from chaos.errors import HarnessError, UserError
+from chaos.procs import Group, Owned, wait_until
+
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+
+
+def spark_home() -> str:
+    import pyspark
+
+    return os.path.dirname(pyspark.__file__)
+
+
+def spark_env() -> dict[str, str]:
+    """Environment for every Spark process we start: loopback only, this Python for workers."""
+    env = dict(os.environ)
+    env.update(
+        SPARK_HOME=spark_home(),
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOCAL_HOSTNAME="localhost",
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        SPARK_NO_DAEMONIZE="1",
+    )
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass(frozen=True)
+class Executor:
+    executor_id: str
+    pid: int
+    app_id: str
+
+
+def executors(app_id: str | None = None) -> list[Executor]:
+    """Live executor JVMs on this machine (of one app, if given), sorted by executor id."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmd = proc.info.get("cmdline") or []
+        if EXECUTOR_CLASS not in cmd:
+            continue
+        args = dict(zip(cmd, cmd[1:], strict=False))
+        exec_id, app = args.get("--executor-id"), args.get("--app-id")
+        if exec_id is None or (app_id is not None and app != app_id):
+            continue
+        found.append(Executor(exec_id, proc.pid, app or ""))
+    return sorted(found, key=lambda e: (len(e.executor_id), e.executor_id))
+
+
+def executor_of(pid: int) -> Executor | None:
+    """The executor JVM a process runs under (a Python worker's ancestor), if any."""
+    try:
+        proc = psutil.Process(pid)
+        chain = [proc, *proc.parents()]
+    except psutil.Error:
+        return None
+    for p in chain:
+        try:
+            cmd = p.cmdline()
+        except psutil.Error:
+            continue
+        if EXECUTOR_CLASS in cmd:
+            args = dict(zip(cmd, cmd[1:], strict=False))
+            return Executor(args.get("--executor-id", "?"), p.pid, args.get("--app-id", ""))
+    return None
+
+
+class Cluster:
+    """Base: a master URL for drivers; subclasses may own processes."""
+
+    kind = "external"
+    owns_workers = False
+
+    def __init__(self, master_url: str) -> None:
+        self.master_url = master_url
+
+    def start(self) -> None:
+        pass
+
+    def healthy(self) -> bool:
+        return True
+
+    def heal(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def worker_groups(self) -> list[Group]:
+        return []
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "master": self.master_url}
+
+
+class LocalCluster(Cluster):
+    kind = "local-cluster"
+
+
+class StandaloneCluster(Cluster):
+    """Master + N workers from the pyspark wheel, each in its own process group."""
+
+    kind = "standalone"
+    owns_workers = True
+
+    def __init__(
+        self,
+        owned: Owned,
+        workdir: Path,
+        workers: int = 2,
+        worker_cores: int = 1,
+        worker_memory: str = "1g",
+        master_port: int | None = None,
+    ) -> None:
+        if master_port is not None and port_in_use(master_port):
+            raise UserError(f"port {master_port} on 127.0.0.1 is in use: pick another master port or free it")
+        self.port = master_port or free_port()
+        super().__init__(f"spark://127.0.0.1:{self.port}")
+        self.owned = owned
+        self.workdir = Path(workdir)
+        self.workers = workers
+        self.worker_cores = worker_cores
+        self.worker_memory = worker_memory
+        self.master: Group | None = None
+        self.worker_list: list[Group | None] = [None] * workers
+
+    def _spark_class(self) -> str:
+        return os.path.join(spark_home(), "bin", "spark-class")
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        log = self.workdir / "master.log"
+        self.master = self.owned.spawn(
+            "master",
+            [self._spark_class(), MASTER_CLASS, "--host", "127.0.0.1", "--port", str(self.port),
+             "--webui-port", str(free_port())],
+            env=spark_env(),
+            log_path=log,
+        )
+        ok = wait_until(lambda: "ALIVE" in _read(log) or not self.master.alive(), 90, 0.2)
+        if not ok or not self.master.alive():
+            raise HarnessError(f"Spark master did not start; see {log}: {_tail(log)}")
+        for i in range(self.workers):
+            self.start_worker(i)
+        for i in range(self.workers):
+            self.wait_worker(i)
+
+    def _worker_log(self, i: int) -> Path:
+        return self.workdir / f"worker-{i}.log"
+
+    def start_worker(self, i: int) -> None:
+        log = self._worker_log(i)
+        log.write_text("")  # a restart's log starts fresh, so readiness reads this start's lines
+        work = self.workdir / f"worker-{i}"
+        work.mkdir(exist_ok=True)
+        env = spark_env()
+        env["SPARK_WORKER_DIR"] = str(work)
+        self.worker_list[i] = self.owned.spawn(
+            f"worker-{i}",
+            [self._spark_class(), WORKER_CLASS, self.master_url, "--host", "127.0.0.1",
+             "--cores", str(self.worker_cores), "--memory", self.worker_memory,
+             "--work-dir", str(work), "--webui-port", str(free_port())],
+            env=env,
+            log_path=log,
+        )
+
+    def wait_worker(self, i: int, timeout: float = 90) -> None:
+        log, group = self._worker_log(i), self.worker_list[i]
+        ok = wait_until(lambda: "Successfully registered with master" in _read(log) or not group.alive(),
+                        timeout, 0.2)
+        if not ok or not group.alive():
+            raise HarnessError(f"Spark worker {i} did not register; see {log}: {_tail(log)}")
+
+    def kill_worker(self, i: int) -> Group:
+        group = self.worker_list[i]
+        if group is not None:
+            group.kill()
+            self.owned.forget(group)
+        return group
+
+    def restart_worker(self, i: int) -> None:
+        self.kill_worker(i)
+        self.start_worker(i)
+        self.wait_worker(i)
+
+    def worker_groups(self) -> list[Group]:
+        return [g for g in self.worker_list if g is not None]
+
+    def worker_index_of(self, pid: int) -> int | None:
+        """Which worker launched the process ``pid`` (an executor or its Python worker)."""
+        try:
+            ancestors = {p.pid for p in psutil.Process(pid).parents()} | {pid}
+        except psutil.Error:
+            return None
+        for i, group in enumerate(self.worker_list):
+            if group is not None and group.pid in ancestors:
+                return i
+        return None
+
+    def healthy(self) -> bool:
+        return bool(self.master and self.master.alive()) and all(
+            g is not None and g.alive() for g in self.worker_list
+        )
+
+    def heal(self) -> None:
+        """Between trials: restart whatever died (a killed worker, or the whole cluster)."""
+        if not (self.master and self.master.alive()):
+            self.stop()
+            self.start()
+            return
+        for i, group in enumerate(self.worker_list):
+            if group is None or not group.alive():
+                self.restart_worker(i)
+
+    def stop(self) -> None:
+        for group in [*self.worker_list, self.master]:
+            if group is not None:
+                group.kill()
+                self.owned.forget(group)
+        self.worker_list = [None] * self.workers
+        self.master = None
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "master": self.master_url, "workers": self.workers,
+                "worker_cores": self.worker_cores, "worker_memory": self.worker_memory}
+
+
+_LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
+
+
+def make_cluster(spec: str, owned: Owned, workdir: Path, workers: int = 2) -> Cluster:
+    """``standalone`` | ``local-cluster[W,C,M]`` | ``spark://host:port``."""
+    if spec == "standalone":
+        return StandaloneCluster(owned, workdir, workers=workers)
+    if _LOCAL_CLUSTER.match(spec):
+        return LocalCluster(spec)
+    if re.match(r"^spark://[^:/]+:\d+$", spec):
+        return Cluster(spec)
+    raise UserError(
+        f"unknown cluster {spec!r}: use standalone, local-cluster[WORKERS,CORES,MEMORY_MB] "
+        "(e.g. local-cluster[2,1,1024]) or a master URL spark://HOST:PORT"
+    )
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _tail(path: Path, lines: int = 3) -> str:
+    return " | ".join(_read(path).strip().splitlines()[-lines:])

@@ -1,0 +1,134 @@
+"""The harness's controller: the server side of the phase barriers, and the keeper of the history.
+
+Every phase report (from the source, the sinks, the checkpoint watcher) goes through ``report``.
+It appends a history record and, if a fault is armed for that (batch, phase) and has not fired,
+fires it through the nemesis *before* answering, so the reporting process is held exactly at the
+phase while the fault happens. Each fault fires once: a replayed batch passes its phase freely.
+"""
+
+from __future__ import annotations
+
+import json
+import socketserver
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from chaos.spec import Fault
+
+
+@dataclass
+class ArmedFault:
+    fault: Fault
+    fired: bool = False
+    record: dict = field(default_factory=dict)
+
+
+class History:
+    """The timeline of a trial: records ``{t, kind, batch, phase, detail}``, t in seconds from start."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+        self.records: list[dict] = []
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+
+    def add(self, kind: str, batch: int | None = None, phase: str | None = None, **detail) -> dict:
+        with self.lock:
+            record = {
+                "t": round(time.monotonic() - self.t0, 3),
+                "kind": kind,
+                "batch": batch,
+                "phase": phase,
+                "detail": detail,
+            }
+            self.records.append(record)
+            self.changed.notify_all()
+            return record
+
+    def snapshot(self) -> list[dict]:
+        with self.lock:
+            return list(self.records)
+
+
+Fire = Callable[[Fault, dict], dict]
+
+
+class Controller:
+    """Serves barrier requests on 127.0.0.1 and fires armed faults through ``fire``."""
+
+    def __init__(self, history: History, faults: list[Fault], fire: Fire) -> None:
+        self.history = history
+        self.armed = [ArmedFault(f) for f in faults]
+        self.fire = fire
+        self.fire_lock = threading.Lock()
+        self.attempts: dict[tuple[int, str], int] = {}
+        self.incarnation = 0
+        self.app_id: str | None = None
+        self.driver_pid: int | None = None
+        controller = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                line = self.rfile.readline()
+                if not line:
+                    return
+                reply = controller.handle(json.loads(line))
+                try:
+                    self.wfile.write(json.dumps(reply).encode() + b"\n")
+                except OSError:
+                    pass  # the reporter died at its phase (the fault was aimed at it)
+
+        class Server(socketserver.ThreadingTCPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.server = Server(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, name="controller", daemon=True)
+        self.thread.start()
+
+    @property
+    def address(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"{host}:{port}"
+
+    def handle(self, message: dict) -> dict:
+        if message.get("type") == "driver":
+            self.app_id = message.get("app_id") or self.app_id
+            self.driver_pid = message.get("pid") or self.driver_pid
+            self.history.add("driver", **_drop(message, "type"))
+            return {"ok": True}
+        detail = dict(message.get("detail") or {})
+        detail["pid"] = message.get("pid")
+        self.report(int(message["batch"]), message["phase"], **detail)
+        return {"ok": True}
+
+    def report(self, batch: int, phase: str, **detail) -> None:
+        """Record a phase and fire every fault armed for it (once each); return when they fired."""
+        with self.fire_lock:
+            key = (batch, phase)
+            self.attempts[key] = self.attempts.get(key, 0) + 1
+            detail.setdefault("incarnation", self.incarnation)
+            self.history.add("phase", batch, phase, attempt=self.attempts[key], **detail)
+            for armed in self.armed:
+                f = armed.fault
+                if armed.fired or f.batch != batch or f.phase != phase:
+                    continue
+                armed.fired = True
+                try:
+                    outcome = self.fire(f, detail)
+                except Exception as exc:  # a fault that could not be carried out is recorded, not raised
+                    outcome = {"done": False, "error": f"{type(exc).__name__}: {exc}"}
+                armed.record = self.history.add("fault", batch, phase, spec=f.spec, **outcome)
+
+    def unfired(self) -> list[Fault]:
+        return [a.fault for a in self.armed if not a.fired]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _drop(d: dict, *keys: str) -> dict:
+    return {k: v for k, v in d.items() if k not in keys}

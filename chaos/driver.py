@@ -1,0 +1,109 @@
+"""The driver process of a trial (Jepsen's "client"): ``python -m chaos.driver RUN_DIR INCARNATION``.
+
+One incarnation = one process group (this Python, its JVM, the JVM's Python workers), so killing
+the driver kills all of it, as losing the driver's host would. Each incarnation restarts the query
+from the same checkpoint: Spark re-runs the last batch that has offsets/N but no commits/N.
+
+Start-up is split in two steps, ``boot`` (JVM + SparkSession, the slow part) and ``run`` (start the
+query), so that a pre-warmed standby can boot ahead and run only when the active one dies.
+SIGTERM stops the query cleanly (used after the input is drained).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import traceback
+from pathlib import Path
+
+from chaos import barrier
+
+
+def boot(config: dict):
+    from pyspark.sql import SparkSession
+
+    from chaos.source import EventLogSource
+
+    builder = (
+        SparkSession.builder.master(config["master"])
+        .appName(f"streamchaos-{config['pipeline']}")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", str(config.get("shuffle_partitions", 2)))
+        .config("spark.executor.memory", config.get("executor_memory", "512m"))
+        .config("spark.driver.memory", config.get("driver_memory", "1g"))
+        .config("spark.driver.extraJavaOptions", "-Xss16m")
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .config("spark.python.worker.reuse", "true")
+    )
+    if config.get("cores_max"):
+        builder = builder.config("spark.cores.max", str(config["cores_max"]))
+    for key, value in (config.get("spark_conf") or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark.dataSource.register(EventLogSource)
+    return spark
+
+
+def run(spark, config: dict, incarnation: int) -> int:
+    from chaos.source import SOURCE_NAME
+    from pipelines_under_test import DriverContext, resolve
+
+    controller = config["controller"]
+    host, port = controller.rsplit(":", 1)
+    pipeline = resolve(config["pipeline"])
+    source = (
+        spark.readStream.format(SOURCE_NAME)
+        .option("eventlog", config["eventlog"])
+        .option("controller", controller)
+        .option("checkpoint", config["checkpoint"])
+        .option("maxRowsPerBatch", str(config["events_per_batch"]))
+        .load()
+    )
+
+    def phase(batch: int, name: str, **detail) -> None:
+        barrier.report(controller, batch, name, incarnation=incarnation, **detail)
+
+    # Registered before the query starts: batch 0's faults may need this app's executors.
+    barrier.request(host, int(port), {
+        "type": "driver", "event": "booted", "incarnation": incarnation,
+        "app_id": spark.sparkContext.applicationId, "pid": os.getpid(),
+    })
+    ctx = DriverContext(spark, source, config["checkpoint"], Path(config["sink_dir"]), incarnation, phase)
+    query = pipeline.start(ctx)
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    while not stop.is_set():
+        if query.awaitTermination(0.5):
+            break
+    if stop.is_set():
+        query.stop()
+        spark.stop()
+        return 0
+    error = query.exception()
+    if error is not None:
+        print(f"streamchaos: query failed: {error}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    run_dir, incarnation = Path(argv[0]), int(argv[1])
+    config = json.loads((run_dir / "driver.json").read_text())
+    try:
+        spark = boot(config)
+        return run(spark, config, incarnation)
+    except Exception:
+        traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

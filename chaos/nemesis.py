@@ -1,0 +1,187 @@
+"""The nemesis: carries out a fault at the moment the controller fires it, and heals it later.
+
+Kills are SIGKILL of a whole host's worth of processes (the driver's group; an executor JVM and
+its Python workers; a worker and the executors it launched). Pauses are SIGSTOP, then SIGCONT
+after the fault's duration. A killed worker is restarted after its downtime; a killed driver is
+restarted by the trial loop. Heals run on timers and are all awaited before the trial ends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+from chaos.cluster import Cluster, StandaloneCluster, executor_of, executors
+from chaos.controller import History
+from chaos.procs import Group, kill_tree
+from chaos.spec import Fault
+
+DEFAULT_WORKER_DOWNTIME = 2.0
+
+
+class Nemesis:
+    def __init__(
+        self,
+        cluster: Cluster,
+        driver: Callable[[], Group | None],
+        app_id: Callable[[], str | None],
+        checkpoint: Path,
+        history: History,
+    ) -> None:
+        self.cluster = cluster
+        self.driver = driver
+        self.app_id = app_id
+        self.checkpoint = Path(checkpoint)
+        self.history = history
+        self.heals: list[threading.Thread] = []
+        self.driver_kill: Fault | None = None  # the fault that killed the current driver, if any
+
+    # -- entry point -------------------------------------------------------------------------
+    def fire(self, fault: Fault, detail: dict) -> dict:
+        handler = {
+            "kill": self._kill,
+            "pause": self._pause,
+            "damage": self._damage,
+        }[fault.kind]
+        return handler(fault, detail)
+
+    def wait_heals(self, timeout: float = 300) -> None:
+        for thread in list(self.heals):
+            thread.join(timeout)
+
+    # -- targets -------------------------------------------------------------------------------
+    def _executor(self, fault: Fault, detail: dict):
+        live = executors(self.app_id())
+        if fault.index is not None:
+            if fault.index >= len(live):
+                raise LookupError(f"no executor at index {fault.index} ({len(live)} live)")
+            return live[fault.index]
+        reporter = executor_of(int(detail["pid"])) if detail.get("pid") else None
+        if reporter is not None:
+            return reporter
+        if not live:
+            raise LookupError("no live executor of this application")
+        return live[0]
+
+    def _worker_index(self, fault: Fault, detail: dict) -> int:
+        if not isinstance(self.cluster, StandaloneCluster):
+            raise LookupError("worker faults need the harness's own standalone cluster")
+        if fault.index is not None:
+            if fault.index >= self.cluster.workers:
+                raise LookupError(f"no worker at index {fault.index}")
+            return fault.index
+        if detail.get("pid"):
+            found = self.cluster.worker_index_of(int(detail["pid"]))
+            if found is not None:
+                return found
+        for ex in executors(self.app_id()):
+            found = self.cluster.worker_index_of(ex.pid)
+            if found is not None:
+                return found
+        return 0
+
+    def _processes(self, fault: Fault, detail: dict) -> tuple[list[psutil.Process], dict]:
+        """The processes of the fault's target, and a description for the history."""
+        if fault.target == "driver":
+            group = self.driver()
+            if group is None or not group.alive():
+                raise LookupError("no live driver")
+            return group.members(), {"pid": group.pid}
+        if fault.target == "executor":
+            ex = self._executor(fault, detail)
+            proc = psutil.Process(ex.pid)
+            return [proc, *proc.children(recursive=True)], {"executor_id": ex.executor_id, "pid": ex.pid}
+        index = self._worker_index(fault, detail)
+        group = self.cluster.worker_list[index]
+        return group.members(), {"worker": index, "pid": group.pid}
+
+    # -- actions -------------------------------------------------------------------------------
+    def _kill(self, fault: Fault, detail: dict) -> dict:
+        if fault.target == "driver":
+            group = self.driver()
+            if group is None or not group.alive():
+                raise LookupError("no live driver")
+            self.driver_kill = fault
+            group.kill()
+            return {"done": True, "pid": group.pid}
+        if fault.target == "executor":
+            procs, what = self._processes(fault, detail)
+            kill_tree(procs)
+            return {"done": True, **what}
+        index = self._worker_index(fault, detail)
+        group = self.cluster.kill_worker(index)
+        downtime = fault.duration if fault.duration is not None else DEFAULT_WORKER_DOWNTIME
+        self._heal_later(fault, downtime, lambda: self.cluster.restart_worker(index), worker=index)
+        return {"done": True, "worker": index, "pid": group.pid if group else None, "downtime": downtime}
+
+    def _pause(self, fault: Fault, detail: dict) -> dict:
+        procs, what = self._processes(fault, detail)
+        for proc in procs:
+            try:
+                proc.send_signal(signal.SIGSTOP)
+            except psutil.Error:
+                pass
+
+        def resume() -> None:
+            for proc in procs:
+                try:
+                    proc.send_signal(signal.SIGCONT)
+                except psutil.Error:
+                    pass
+
+        self._heal_later(fault, fault.duration or 0.0, resume, **what)
+        return {"done": True, "duration": fault.duration, **what}
+
+    def _damage(self, fault: Fault, detail: dict) -> dict:
+        how, what = fault.mode.split("-", 1)
+        target = newest_checkpoint_file(self.checkpoint, what)
+        if target is None:
+            raise LookupError(f"no {what} file in the checkpoint yet")
+        if how == "truncate":
+            size = target.stat().st_size
+            with open(target, "r+b") as fh:
+                fh.truncate(size // 2)
+        else:
+            target.unlink()
+        return {"done": True, "file": str(target.relative_to(self.checkpoint)), "how": how}
+
+    def _heal_later(self, fault: Fault, after: float, action: Callable[[], None], **detail) -> None:
+        done = threading.Event()
+
+        def heal() -> None:
+            done.wait(after)
+            try:
+                action()
+                self.history.add("heal", fault.batch, fault.phase, spec=fault.spec, **detail)
+            except Exception as exc:
+                self.history.add("heal", fault.batch, fault.phase, spec=fault.spec, error=str(exc), **detail)
+
+        thread = threading.Thread(target=heal, name=f"heal {fault.spec}", daemon=True)
+        self.heals.append(thread)
+        thread.start()
+
+
+def newest_checkpoint_file(checkpoint: Path, what: str) -> Path | None:
+    """The newest offsets/N, commits/N or state file (by batch number / state version)."""
+    if what in ("offsets", "commits"):
+        folder = checkpoint / what
+        numbers = [int(n) for n in os.listdir(folder) if n.isdigit()] if folder.is_dir() else []
+        return folder / str(max(numbers)) if numbers else None
+    state = checkpoint / "state"
+    if not state.is_dir():
+        return None
+    files = [p for p in state.rglob("*") if p.is_file() and state_version(p) is not None]
+    return max(files, key=lambda p: (state_version(p), p.stat().st_mtime_ns), default=None)
+
+
+def state_version(path: Path) -> int | None:
+    """Version number of a state store file: ``12.delta``, ``12.snapshot``, ``12.zip``, ``12.changelog``."""
+    stem, _, ext = path.name.partition(".")
+    if ext in ("delta", "snapshot", "zip", "changelog") and stem.isdigit():
+        return int(stem)
+    return None

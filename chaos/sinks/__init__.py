@@ -1,0 +1,1 @@
+"""Sinks the catalogue pipelines write to, each reporting its phases to the controller."""

@@ -1,0 +1,127 @@
+"""The replayable streaming source: a PySpark Python data source over the event-log server.
+
+``spark.readStream.format("streamchaos")`` with options ``eventlog`` (server URL), ``controller``
+(barrier address), ``checkpoint`` (the query's checkpoint dir) and ``maxRowsPerBatch``.
+
+Batch N always covers the same offsets: ``latestOffset`` cuts the log at start + maxRowsPerBatch
+in the log's append order. The source reports two phases to the controller and waits at each:
+``planned`` when the driver plans batch N's partitions (offsets/N is already written), and
+``reading`` at the start of every executor task. The batch id is not part of the reader API, so
+``partitions`` finds it in the write-ahead log: the offsets/N whose end offset equals ``end``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadMaxRows
+
+from chaos import barrier
+from chaos.scenario import EVENT_SCHEMA
+
+SOURCE_NAME = "streamchaos"
+
+
+def _get(url: str):
+    with urllib.request.urlopen(url, timeout=60) as resp:
+        return json.loads(resp.read())
+
+
+def batch_of(checkpoint: str, end: dict) -> int:
+    """The id of the batch whose write-ahead entry (offsets/N) ends at ``end``; -1 if none."""
+    offsets_dir = os.path.join(checkpoint, "offsets")
+    try:
+        names = sorted((int(n) for n in os.listdir(offsets_dir) if n.isdigit()), reverse=True)
+    except FileNotFoundError:
+        return -1
+    for n in names:
+        for offset in read_offsets_file(os.path.join(offsets_dir, str(n))):
+            if offset == end:
+                return n
+    return -1
+
+
+def read_offsets_file(path: str) -> list[dict]:
+    """The source offsets recorded in one offsets/N file (line 1: version, 2: metadata)."""
+    try:
+        with open(path) as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines[2:]:
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+    return found
+
+
+class BatchPartition(InputPartition):
+    def __init__(self, batch: int, partition: int, start: int, end: int) -> None:
+        super().__init__(partition)
+        self.batch = batch
+        self.partition = partition
+        self.start = start
+        self.end = end
+
+
+class EventLogStreamReader(DataSourceStreamReader):
+    def __init__(self, options: dict) -> None:
+        self.url = options["eventlog"]
+        self.controller = options.get("controller")
+        self.checkpoint = options.get("checkpoint", "")
+        self.max_rows = int(options.get("maxRowsPerBatch", "0")) or None
+        self.partition_count = int(_get(f"{self.url}/meta")["partitions"])
+
+    def initialOffset(self) -> dict:
+        return {str(p): 0 for p in range(self.partition_count)}
+
+    def getDefaultReadLimit(self):
+        return ReadMaxRows(self.max_rows) if self.max_rows else super().getDefaultReadLimit()
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        query = f"from={quote(json.dumps(start))}"
+        if isinstance(limit, ReadMaxRows):
+            query += f"&max={limit.max_rows}"
+        return _get(f"{self.url}/advance?{query}")
+
+    def partitions(self, start: dict, end: dict) -> list[BatchPartition]:
+        batch = batch_of(self.checkpoint, end)
+        if self.controller:
+            barrier.report(self.controller, batch, "planned", start=start, end=end)
+        return [
+            BatchPartition(batch, int(p), int(start.get(p, 0)), int(end[p]))
+            for p in sorted(end, key=int)
+            if int(end[p]) > int(start.get(p, 0))
+        ]
+
+    def read(self, partition: BatchPartition):
+        if self.controller:
+            barrier.report(self.controller, partition.batch, "reading", partition=partition.partition,
+                           start=partition.start, end=partition.end)
+        rows = _get(f"{self.url}/read?p={partition.partition}&start={partition.start}&end={partition.end}")
+        for id_, key, value, ms, part, offset in rows:
+            yield (id_, key, value, datetime.fromtimestamp(ms / 1000, tz=UTC), part, offset)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: the log keeps every event (it must, for replay)."""
+
+
+class EventLogSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return EVENT_SCHEMA
+
+    def streamReader(self, schema) -> EventLogStreamReader:
+        return EventLogStreamReader(self.options)

@@ -1,0 +1,132 @@
+"""The fault spec grammar users type and reports print: ``ACTION@BATCH:PHASE[/ARG...]``.
+
+Examples: ``kill-driver@3:sink-done``, ``kill-executor@5:reading``, ``pause-executor@2:reading/3s``,
+``damage-checkpoint@6:committed/truncate-offsets``. A fault is anchored to a logical point (a
+micro-batch id and a checkpoint phase), never to a wall-clock time, so a schedule replays exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from chaos.errors import UserError
+
+# Phases of micro-batch N, in the order they usually happen (see DESIGN.md §2; the real order
+# depends on the sink and is recorded, not assumed).
+PHASES = ("planned", "reading", "state-commit", "sink-write", "sink-done", "committed")
+
+TARGETS = ("driver", "executor", "worker")
+DAMAGE_MODES = tuple(
+    f"{how}-{what}" for what in ("offsets", "commits", "state") for how in ("truncate", "delete")
+)
+ACTIONS = (
+    *(f"kill-{t}" for t in TARGETS),
+    *(f"pause-{t}" for t in TARGETS),
+    "damage-checkpoint",
+)
+
+_SPEC = re.compile(r"^(?P<action>[a-z-]+)@(?P<batch>\d+):(?P<phase>[a-z-]+)(?P<args>(/[^/]+)*)$")
+_DURATION = re.compile(r"^(?P<n>\d+(\.\d+)?)(?P<unit>ms|s|m)$")
+
+
+def parse_duration(text: str) -> float:
+    """``3s`` / ``500ms`` / ``1.5s`` / ``2m`` -> seconds."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(text)
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0}[match["unit"]]
+    return float(match["n"]) * scale
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 1 or seconds != int(seconds):
+        return f"{round(seconds * 1000)}ms"
+    return f"{int(seconds)}s"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One scheduled fault. ``args`` keep the user's words; the properties below interpret them."""
+
+    action: str
+    batch: int
+    phase: str
+    args: tuple[str, ...] = ()
+
+    @property
+    def spec(self) -> str:
+        return f"{self.action}@{self.batch}:{self.phase}" + "".join(f"/{a}" for a in self.args)
+
+    def __str__(self) -> str:
+        return self.spec
+
+    @property
+    def kind(self) -> str:
+        """kill, pause or damage."""
+        return self.action.split("-", 1)[0]
+
+    @property
+    def target(self) -> str:
+        return self.action.split("-", 1)[1]
+
+    @property
+    def duration(self) -> float | None:
+        """Pause length, or the downtime before a killed driver/worker is restarted."""
+        for arg in self.args:
+            if _DURATION.match(arg):
+                return parse_duration(arg)
+        return None
+
+    @property
+    def index(self) -> int | None:
+        """Which executor/worker (by position in the live map); None means the one at the phase."""
+        for arg in self.args:
+            if arg.isdigit():
+                return int(arg)
+        return None
+
+    @property
+    def mode(self) -> str | None:
+        """The damage mode of damage-checkpoint."""
+        for arg in self.args:
+            if arg in DAMAGE_MODES:
+                return arg
+        return None
+
+
+def parse_fault(text: str) -> Fault:
+    """Parse one spec; raise UserError with a one-line explanation on any mistake."""
+    text = text.strip()
+    match = _SPEC.match(text)
+    if not match:
+        raise UserError(
+            f"malformed fault spec {text!r}: expected ACTION@BATCH:PHASE[/ARG...], "
+            "e.g. kill-driver@3:sink-done or pause-executor@2:reading/3s"
+        )
+    action, phase = match["action"], match["phase"]
+    batch = int(match["batch"])
+    args = tuple(a for a in match["args"].split("/") if a)
+    if action not in ACTIONS:
+        raise UserError(f"unknown fault action {action!r} in {text!r}: use one of {', '.join(ACTIONS)}")
+    if phase not in PHASES:
+        raise UserError(f"unknown phase {phase!r} in {text!r}: use one of {', '.join(PHASES)}")
+    fault = Fault(action, batch, phase, args)
+    for arg in args:
+        known = _DURATION.match(arg) or arg.isdigit() or arg in DAMAGE_MODES
+        if not known:
+            raise UserError(
+                f"unknown argument {arg!r} in {text!r}: use a duration (3s, 500ms), "
+                f"an index (0, 1, ...) or a damage mode ({', '.join(DAMAGE_MODES)})"
+            )
+    if fault.kind == "pause" and fault.duration is None:
+        raise UserError(f"{text!r}: a pause needs a duration, e.g. {fault.spec}/3s")
+    if fault.action == "damage-checkpoint" and fault.mode is None:
+        raise UserError(
+            f"{text!r}: damage-checkpoint needs a mode, one of {', '.join(DAMAGE_MODES)}"
+        )
+    if fault.action != "damage-checkpoint" and fault.mode is not None:
+        raise UserError(f"{text!r}: a damage mode only goes with damage-checkpoint")
+    if fault.target == "driver" and fault.index is not None:
+        raise UserError(f"{text!r}: there is one driver; drop the index")
+    return fault

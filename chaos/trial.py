@@ -1,0 +1,288 @@
+"""One trial: scenario in, stored run directory out (scenario, events, history, sink, result).
+
+The loop is Jepsen's: start the pipeline's driver, let the controller fire each fault at its
+(batch, phase), restart a killed driver from the same checkpoint after its downtime, heal every
+fault, then drain (wait until a committed batch covers the whole input) or give up after the
+recovery timeout (``stalled``). The runner decides no verdict; it records what happened.
+
+Run directory::
+
+    scenario.json   the replayable scenario      events.parquet  the input stream
+    driver.json     the driver's configuration   history.jsonl   the timeline
+    checkpoint/     Spark's checkpoint           sink/           the sink's files
+    logs/           driver-<k>.log per incarnation
+    result.json     the summary other tools read (see ``summarize``)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+
+from chaos.cluster import Cluster, make_cluster, spark_env
+from chaos.controller import Controller, History
+from chaos.errors import UserError
+from chaos.eventlog import EventLogServer
+from chaos.java import require_java
+from chaos.nemesis import Nemesis
+from chaos.procs import Group, Owned, reap_orphans
+from chaos.scenario import Scenario, generate_events
+from chaos.source import read_offsets_file
+from chaos.watcher import CheckpointWatcher
+from pipelines_under_test import Pipeline, resolve
+
+MAX_UNPLANNED_EXITS = 2
+STOP_GRACE = 30.0
+
+
+class Harness:
+    """What lives across the trials of one run: owned processes, the cluster, the event log server."""
+
+    def __init__(self, cluster: str = "standalone", workers: int = 2, workdir: Path | None = None) -> None:
+        self.cluster_spec = cluster
+        self.workers = workers
+        self.workdir = Path(workdir or Path.cwd() / "runs")
+        self.owned = Owned()
+        self.cluster: Cluster | None = None
+        self.eventlog: EventLogServer | None = None
+        self.timings: dict[str, float] = {}
+
+    def __enter__(self) -> Harness:
+        require_java()
+        reap_orphans()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            t0 = time.monotonic()
+            self.cluster = make_cluster(self.cluster_spec, self.owned, self.workdir / "cluster", self.workers)
+            self.cluster.start()
+            self.timings["cluster_start_s"] = round(time.monotonic() - t0, 2)
+            self.eventlog = EventLogServer()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.eventlog:
+            self.eventlog.close()
+            self.eventlog = None
+        if self.cluster:
+            self.cluster.stop()
+        self.owned.stop_all()
+
+    def check_faults(self, scenario: Scenario) -> None:
+        """Reject faults this cluster cannot carry out, before anything starts."""
+        for fault in scenario.schedule:
+            if fault.target == "worker" and not self.cluster.owns_workers:
+                raise UserError(f"{fault.spec} needs --cluster standalone (the harness's own workers)")
+            if fault.target == "executor" and self.cluster_spec.startswith("local["):
+                raise UserError(f"{fault.spec}: local mode has no executor processes")
+
+    def trial(self, scenario: Scenario, run_dir: Path) -> dict:
+        pipeline = resolve(scenario.pipeline)
+        self.check_faults(scenario)
+        if not self.cluster.healthy():
+            self.cluster.heal()
+        return Trial(self, pipeline, scenario, Path(run_dir)).run()
+
+
+class Trial:
+    def __init__(self, harness: Harness, pipeline: Pipeline, scenario: Scenario, run_dir: Path) -> None:
+        self.h = harness
+        self.pipeline = pipeline
+        self.scenario = scenario
+        self.dir = run_dir
+        self.driver: Group | None = None
+        self.incarnation = -1
+        self.restarts = 0
+        self.history = History()
+
+    # -- set-up -------------------------------------------------------------------------------
+    def _prepare(self) -> pl.DataFrame:
+        if self.dir.exists():
+            shutil.rmtree(self.dir)
+        for sub in ("checkpoint", "sink", "logs"):
+            (self.dir / sub).mkdir(parents=True)
+        self.scenario.save(self.dir / "scenario.json")
+        events = generate_events(self.scenario)
+        events.write_parquet(self.dir / "events.parquet")
+        self.pipeline.prepare_sink(self.dir / "sink")
+        self.h.eventlog.load(events, self.scenario.partitions)
+        return events
+
+    def _start_driver(self) -> None:
+        self.incarnation += 1
+        self.controller.incarnation = self.incarnation
+        self.nemesis.driver_kill = None
+        env = spark_env()
+        env["PYTHONPATH"] = ":".join(p for p in [str(Path.cwd()), env.get("PYTHONPATH", "")] if p)
+        self.driver = self.h.owned.spawn(
+            f"driver-{self.incarnation}",
+            [sys.executable, "-m", "chaos.driver", str(self.dir), str(self.incarnation)],
+            env=env,
+            log_path=self.dir / "logs" / f"driver-{self.incarnation}.log",
+        )
+        self.history.add("driver", event="start", incarnation=self.incarnation, pid=self.driver.pid)
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self) -> dict:
+        events = self._prepare()
+        faults = self.scenario.schedule
+        checkpoint = self.dir / "checkpoint"
+        self.nemesis = Nemesis(self.h.cluster, lambda: self.driver, lambda: self.controller.app_id,
+                               checkpoint, self.history)
+        self.controller = Controller(self.history, faults, self.nemesis.fire)
+        (self.dir / "driver.json").write_text(json.dumps({
+            "pipeline": self.scenario.pipeline,
+            "master": self.h.cluster.master_url,
+            "controller": self.controller.address,
+            "eventlog": self.h.eventlog.url,
+            "checkpoint": str(checkpoint),
+            "sink_dir": str(self.dir / "sink"),
+            "events_per_batch": self.scenario.events_per_batch,
+            "cores_max": self.scenario.workers,
+        }, indent=2))
+        watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height)
+        started = time.monotonic()
+        outcome, reason = "drained", ""
+        try:
+            watcher.start()
+            self._start_driver()
+            outcome, reason = self._supervise(watcher)
+            self.nemesis.wait_heals()
+        finally:
+            self._stop_driver()
+            watcher.stop()
+            watcher.scan()
+            self.controller.close()
+        seconds = round(time.monotonic() - started, 2)
+        result = summarize(self, events, outcome, reason, seconds)
+        (self.dir / "history.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in self.history.snapshot()))
+        write_json(self.dir / "result.json", result)
+        return result
+
+    def _supervise(self, watcher: CheckpointWatcher) -> tuple[str, str]:
+        timeout = self.scenario.recovery_timeout
+        last_progress = time.monotonic()
+        unplanned = 0
+        while True:
+            if watcher.drained.wait(0.1):
+                return "drained", ""
+            if watcher.progress.is_set():
+                watcher.progress.clear()
+                last_progress = time.monotonic()
+            if time.monotonic() - last_progress > timeout:
+                return "stalled", f"no batch committed for {timeout:.0f}s"
+            if self.driver.alive():
+                continue
+            rc = self.driver.proc.returncode
+            fault = self.nemesis.driver_kill
+            self.h.owned.forget(self.driver)
+            self.history.add("driver", event="exit", incarnation=self.incarnation, rc=rc,
+                             killed_by=fault.spec if fault else None)
+            if watcher.drained.is_set():
+                return "drained", ""
+            if fault is None:
+                unplanned += 1
+                if unplanned > MAX_UNPLANNED_EXITS:
+                    return "failed", f"driver exited {unplanned} times on its own: {self._log_tail()}"
+            downtime = fault.duration if (fault and fault.duration is not None) else self.scenario.driver_downtime
+            time.sleep(downtime)  # the configured downtime of the crashed host, not a placement guess
+            self.restarts += 1
+            self.history.add("restart", incarnation=self.incarnation + 1, downtime=downtime)
+            self._start_driver()
+            last_progress = time.monotonic()
+
+    def _stop_driver(self) -> None:
+        if self.driver is not None:
+            self.driver.terminate(STOP_GRACE)
+            self.h.owned.forget(self.driver)
+
+    def _log_tail(self) -> str:
+        log = self.dir / "logs" / f"driver-{self.incarnation}.log"
+        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()] if log.exists() else []
+        errors = [ln for ln in lines if "Error" in ln or "Exception" in ln]
+        return (errors or lines or ["(empty log)"])[-1][:300]
+
+
+# -- the summary ---------------------------------------------------------------------------------
+def batch_offsets(checkpoint: Path) -> list[dict]:
+    """Per committed-or-planned batch: its start and end offsets from the write-ahead log."""
+    folder = checkpoint / "offsets"
+    names = sorted(int(n.name) for n in folder.iterdir() if n.name.isdigit()) if folder.is_dir() else []
+    commits = checkpoint / "commits"
+    out, previous = [], None
+    for n in names:
+        ends = read_offsets_file(str(folder / str(n)))
+        end = ends[0] if ends else None
+        out.append({"batch": n, "start": previous, "end": end, "committed": (commits / str(n)).exists()})
+        previous = end
+    return out
+
+
+def id_counts(output: pl.DataFrame, events: pl.DataFrame) -> dict:
+    counts = output.group_by("id").len()
+    known = counts.join(events.select("id"), on="id", how="semi")
+    return {
+        "missing": events.height - known.height,
+        "once": known.filter(pl.col("len") == 1).height,
+        "more": known.filter(pl.col("len") > 1).height,
+        "unknown": counts.height - known.height,
+    }
+
+
+def summarize(trial: Trial, events: pl.DataFrame, outcome: str, reason: str, seconds: float) -> dict:
+    records = trial.history.snapshot()
+    faults = []
+    for armed in trial.controller.armed:
+        rec = armed.record
+        faults.append({
+            "spec": armed.fault.spec,
+            "fired": armed.fired and rec.get("detail", {}).get("done", False),
+            "batch": armed.fault.batch,
+            "phase": armed.fault.phase,
+            "t": rec.get("t"),
+            "detail": rec.get("detail", {}),
+        })
+    output = trial.pipeline.read_output(trial.dir / "sink")
+    deliveries = trial.pipeline.read_deliveries(trial.dir / "sink")
+    offsets = batch_offsets(trial.dir / "checkpoint")
+    counts = id_counts(output, events)
+    dup_ids = (output.group_by("id").len().filter(pl.col("len") > 1).sort("id")["id"].to_list())
+    return {
+        "pipeline": trial.scenario.pipeline,
+        "guarantee": trial.pipeline.guarantee,
+        "events": events.height,
+        "batches": len([b for b in offsets if b["committed"]]),
+        "restarts": trial.restarts,
+        "incarnations": trial.incarnation + 1,
+        "outcome": outcome,
+        "reason": reason,
+        "seconds": seconds,
+        "faults": faults,
+        "ids": counts,
+        "duplicated_ids_sample": dup_ids[:20],
+        "offsets": offsets,
+        "deliveries": deliveries.to_dicts() if deliveries is not None else None,
+        "phases": sum(1 for r in records if r["kind"] == "phase"),
+        "cluster": trial.h.cluster.describe(),
+        "run_dir": str(trial.dir),
+        "seed": trial.scenario.seed,
+    }
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write atomically: a reader never sees half a result."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    tmp.replace(path)
+

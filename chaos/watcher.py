@@ -1,0 +1,91 @@
+"""Watches the checkpoint directory for the phases no Python hook can see.
+
+* ``committed``: commits/N appeared (Spark writes it after the sink returned).
+* ``state-commit``: a state store file of version N+1 appeared or was rewritten (batch N).
+* offsets/N appearing is recorded as a ``checkpoint`` record (the ``planned`` phase itself is
+  reported by the source, which waits there).
+
+Faults on these phases fire the moment the file is observed: the watcher polls often (20 ms) and
+the controller fires synchronously, but Spark is not held, so the next step may already be under
+way. The watcher also tells the trial when the input is drained: a committed batch whose end
+offsets cover every event.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from chaos.controller import Controller, History
+from chaos.nemesis import state_version
+from chaos.source import read_offsets_file
+
+POLL = 0.02
+
+
+class CheckpointWatcher:
+    def __init__(self, checkpoint: Path, controller: Controller, history: History, total_events: int) -> None:
+        self.checkpoint = Path(checkpoint)
+        self.controller = controller
+        self.history = history
+        self.total = total_events
+        self.seen: dict[str, int] = {}
+        self.committed: set[int] = set()
+        self.drained = threading.Event()
+        self.progress = threading.Event()  # set on every commit; the trial clears it
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="checkpoint-watcher", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(10)
+
+    def _changed(self, path: Path) -> bool:
+        try:
+            mtime = path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return False
+        key = str(path)
+        if self.seen.get(key) == mtime:
+            return False
+        self.seen[key] = mtime
+        return True
+
+    def _loop(self) -> None:
+        while not self._stop.wait(POLL):
+            self.scan()
+
+    def scan(self) -> None:
+        offsets = self.checkpoint / "offsets"
+        for name in _numbered(offsets):
+            if self._changed(offsets / str(name)):
+                self.history.add("checkpoint", name, None, file=f"offsets/{name}")
+        state = self.checkpoint / "state"
+        if state.is_dir():
+            for path in sorted(state.rglob("*")):
+                version = state_version(path)
+                if version is not None and path.is_file() and self._changed(path):
+                    rel = str(path.relative_to(self.checkpoint))
+                    self.controller.report(version - 1, "state-commit", file=rel, source="watcher")
+        commits = self.checkpoint / "commits"
+        for name in _numbered(commits):
+            if self._changed(commits / str(name)):
+                self.committed.add(name)
+                self.controller.report(name, "committed", source="watcher")
+                self.progress.set()
+                if self._covers_all(name):
+                    self.drained.set()
+
+    def _covers_all(self, batch: int) -> bool:
+        ends = read_offsets_file(str(self.checkpoint / "offsets" / str(batch)))
+        return bool(ends) and sum(int(v) for v in ends[0].values()) >= self.total
+
+
+def _numbered(folder: Path) -> list[int]:
+    try:
+        return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+    except FileNotFoundError:
+        return []

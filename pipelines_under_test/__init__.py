@@ -1,0 +1,34 @@
+"""The catalogue of pipelines under test, and how a name (or ``module:attr``) resolves to one."""
+
+from __future__ import annotations
+
+import importlib
+
+from chaos.errors import UserError
+from pipelines_under_test.base import DriverContext, Pipeline
+from pipelines_under_test.passthrough import PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT
+
+CATALOGUE: dict[str, Pipeline] = {p.name: p for p in (PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT)}
+
+__all__ = ["CATALOGUE", "DriverContext", "Pipeline", "resolve"]
+
+
+def resolve(name: str) -> Pipeline:
+    """A catalogue name, or ``package.module:attribute`` naming a user's Pipeline (instance or class)."""
+    if name in CATALOGUE:
+        return CATALOGUE[name]
+    if ":" in name:
+        module_name, _, attr = name.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise UserError(f"cannot import pipeline module {module_name!r}: {exc}") from None
+        obj = getattr(module, attr, None)
+        if isinstance(obj, type) and issubclass(obj, Pipeline):
+            obj = obj()
+        if not isinstance(obj, Pipeline):
+            raise UserError(f"{name!r} is not a streamchaos Pipeline (subclass pipelines_under_test.Pipeline)")
+        return obj
+    raise UserError(
+        f"unknown pipeline {name!r}: use one of {', '.join(sorted(CATALOGUE))} or module:attribute"
+    )

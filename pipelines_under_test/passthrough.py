@@ -1,0 +1,58 @@
+"""Stateless passthrough pipelines into SQLite through foreachBatch.
+
+``passthrough-append`` inserts each batch as it comes: when the driver dies after the sink wrote
+batch N but before commits/N, Spark replays batch N with the same offsets and the rows land twice.
+At-least-once, as Spark documents for foreachBatch.
+
+``passthrough-idempotent`` replaces the rows of batch N in one transaction, keyed by the batch id
+Spark passes to foreachBatch: the replay overwrites its own earlier write. Exactly-once, the
+documented way to make foreachBatch idempotent.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from chaos.sinks import sqlite
+from pipelines_under_test.base import DriverContext, Pipeline
+
+
+class SqlitePassthrough(Pipeline):
+    def __init__(self, name: str, mode: str, guarantee: str, description: str) -> None:
+        self.name = name
+        self.mode = mode
+        self.guarantee = guarantee
+        self.description = description
+
+    def _db(self, sink_dir: Path) -> Path:
+        return Path(sink_dir) / "sink.sqlite"
+
+    def prepare_sink(self, sink_dir: Path) -> None:
+        sqlite.create(self._db(sink_dir))
+
+    def start(self, ctx: DriverContext):
+        sink = sqlite.SqliteBatchSink(self._db(ctx.sink_dir), self.mode, ctx.phase, ctx.incarnation)
+        return (
+            ctx.source.writeStream.foreachBatch(sink)
+            .option("checkpointLocation", ctx.checkpoint)
+            .queryName(self.name.replace("-", "_"))
+            .start()
+        )
+
+    def read_output(self, sink_dir: Path) -> pl.DataFrame:
+        return sqlite.read_output(self._db(sink_dir))
+
+    def read_deliveries(self, sink_dir: Path) -> pl.DataFrame:
+        return sqlite.read_deliveries(self._db(sink_dir))
+
+
+PASSTHROUGH_APPEND = SqlitePassthrough(
+    "passthrough-append", "append", "at-least-once",
+    "foreachBatch plain INSERT into SQLite: a replayed batch is written again.",
+)
+PASSTHROUGH_IDEMPOTENT = SqlitePassthrough(
+    "passthrough-idempotent", "idempotent", "exactly-once",
+    "foreachBatch DELETE+INSERT keyed by batch id in one transaction: replays overwrite.",
+)
