@@ -16,8 +16,8 @@ from chaos.errors import HarnessError, UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Fault injection and consistency testing for PySpark Structured Streaming.")
-err = Console(stderr=True, highlight=False)
-out = Console(highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True)
 
 EXIT_BAD_INPUT = 2
 EXIT_INCONCLUSIVE = 3
@@ -96,22 +96,23 @@ def main() -> None:
     try:
         app(standalone_mode=False)
     except UserError as exc:
-        err.print(f"error: {exc}")
+        print(f"error: {exc}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except HarnessError as exc:
-        err.print(f"harness failure: {exc}")
+        print(f"harness failure: {exc}", file=sys.stderr)
         sys.exit(EXIT_INCONCLUSIVE)
     except KeyboardInterrupt:
         err.print("interrupted: every process the harness started was stopped")
         sys.exit(130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            err.print(f"error: {exc.format_message()}")
+    except Exception as exc:
+        # Usage errors of the click that typer carries (its module path varies by version).
+        if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):
+            message = exc.format_message()
+            if message:  # empty when the help screen was the answer
+                print(f"error: {message}", file=sys.stderr)
             sys.exit(EXIT_BAD_INPUT)
-        if isinstance(exc, click.exceptions.Abort):
+        if type(exc).__name__ == "Abort":
             sys.exit(130)
         raise

@@ -14,7 +14,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from chaos.cluster import executor_of
 from chaos.spec import Fault
 
 
@@ -28,11 +30,13 @@ class ArmedFault:
 class History:
     """The timeline of a trial: records ``{t, kind, batch, phase, detail}``, t in seconds from start."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path | None = None) -> None:
         self.t0 = time.monotonic()
         self.records: list[dict] = []
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
+        # Appended as it happens: a harness that dies mid-trial still leaves its timeline.
+        self.file = open(path, "a") if path else None  # noqa: SIM115
 
     def add(self, kind: str, batch: int | None = None, phase: str | None = None, **detail) -> dict:
         with self.lock:
@@ -44,8 +48,17 @@ class History:
                 "detail": detail,
             }
             self.records.append(record)
+            if self.file:
+                self.file.write(json.dumps(record, default=str) + "\n")
+                self.file.flush()
             self.changed.notify_all()
             return record
+
+    def close(self) -> None:
+        with self.lock:
+            if self.file:
+                self.file.close()
+                self.file = None
 
     def snapshot(self) -> list[dict]:
         with self.lock:
@@ -63,7 +76,7 @@ class Controller:
         self.armed = [ArmedFault(f) for f in faults]
         self.fire = fire
         self.fire_lock = threading.Lock()
-        self.attempts: dict[tuple[int, str], int] = {}
+        self.attempts: dict[tuple, int] = {}
         self.incarnation = 0
         self.app_id: str | None = None
         self.driver_pid: int | None = None
@@ -101,13 +114,16 @@ class Controller:
             return {"ok": True}
         detail = dict(message.get("detail") or {})
         detail["pid"] = message.get("pid")
+        executor = executor_of(int(detail["pid"])) if detail["pid"] else None
+        if executor is not None:
+            detail["executor"] = executor.executor_id
         self.report(int(message["batch"]), message["phase"], **detail)
         return {"ok": True}
 
     def report(self, batch: int, phase: str, **detail) -> None:
         """Record a phase and fire every fault armed for it (once each); return when they fired."""
         with self.fire_lock:
-            key = (batch, phase)
+            key = (batch, phase, detail.get("partition"))  # a read attempt is per partition
             self.attempts[key] = self.attempts.get(key, 0) + 1
             detail.setdefault("incarnation", self.incarnation)
             self.history.add("phase", batch, phase, attempt=self.attempts[key], **detail)

@@ -54,11 +54,11 @@ class Harness:
 
     def __enter__(self) -> Harness:
         require_java()
+        self.cluster = make_cluster(self.cluster_spec, self.owned, self.workdir / "cluster", self.workers)
         reap_orphans()
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
             t0 = time.monotonic()
-            self.cluster = make_cluster(self.cluster_spec, self.owned, self.workdir / "cluster", self.workers)
             self.cluster.start()
             self.timings["cluster_start_s"] = round(time.monotonic() - t0, 2)
             self.eventlog = EventLogServer()
@@ -103,7 +103,7 @@ class Trial:
         self.driver: Group | None = None
         self.incarnation = -1
         self.restarts = 0
-        self.history = History()
+        self.history: History | None = None
 
     # -- set-up -------------------------------------------------------------------------------
     def _prepare(self) -> pl.DataFrame:
@@ -114,6 +114,7 @@ class Trial:
         self.scenario.save(self.dir / "scenario.json")
         events = generate_events(self.scenario)
         events.write_parquet(self.dir / "events.parquet")
+        self.history = History(self.dir / "history.jsonl")
         self.pipeline.prepare_sink(self.dir / "sink")
         self.h.eventlog.load(events, self.scenario.partitions)
         return events
@@ -164,9 +165,8 @@ class Trial:
             watcher.scan()
             self.controller.close()
         seconds = round(time.monotonic() - started, 2)
+        self.history.close()
         result = summarize(self, events, outcome, reason, seconds)
-        (self.dir / "history.jsonl").write_text(
-            "".join(json.dumps(r) + "\n" for r in self.history.snapshot()))
         write_json(self.dir / "result.json", result)
         return result
 

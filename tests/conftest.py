@@ -1,0 +1,71 @@
+"""Shared fixtures: one standalone Spark cluster per test session, and a CLI runner.
+
+Spark tests run the real ``streamchaos`` CLI as a subprocess against the session's cluster
+(``--cluster spark://...``), so each test pays for its driver, not for a cluster start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from chaos.cluster import StandaloneCluster
+from chaos.java import require_java
+from chaos.procs import OWNER_VAR, Owned
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class CliRun:
+    rc: int
+    stdout: str
+    stderr: str
+    pid: int
+
+    @property
+    def json(self) -> dict:
+        return json.loads(self.stdout)
+
+
+def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 600) -> CliRun:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "chaos", *args],
+        cwd=cwd, env=env or os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    out, err = proc.communicate(timeout=timeout)
+    return CliRun(proc.returncode, out, err, proc.pid)
+
+
+def left_by(pid: int) -> list[psutil.Process]:
+    """Processes still alive that a harness with this pid started."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            tag = proc.environ().get(OWNER_VAR, "")
+        except (psutil.Error, OSError):
+            continue
+        if tag.startswith(f"{pid}:") and proc.status() != psutil.STATUS_ZOMBIE:
+            found.append(proc)
+    return found
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    require_java()
+    owned = Owned()
+    cluster = StandaloneCluster(owned, tmp_path_factory.mktemp("cluster"), workers=2)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        owned.stop_all()
+

@@ -1,0 +1,43 @@
+"""Bad input: one clear line on stderr, exit 2, no traceback, nothing started."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.conftest import cli, left_by
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["trial", "no-such-pipeline"], "unknown pipeline 'no-such-pipeline'"),
+        (["trial", "passthrough-append", "--fault", "kill-driver@three:sink-done"], "malformed fault spec"),
+        (["trial", "passthrough-append", "--fault", "kill-driver@3:flush"], "unknown phase 'flush'"),
+        (["trial", "passthrough-append", "--events", "2000", "--fault", "kill-driver@12:sink-done"],
+         "batches 0..9"),
+        (["trial", "passthrough-append", "--cluster", "yarn"], "unknown cluster 'yarn'"),
+        (["trial", "passthrough-append", "--events", "0"], "--events must be at least 1"),
+        (["trial", "nosuchmodule_xyz:thing"], "cannot import pipeline module"),
+        (["trial", "passthrough-append", "--bogus"], "No such option"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
+    run = cli(*args, cwd=tmp_path)
+    assert run.rc == 2, (run.stdout, run.stderr)
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and words in lines[0], run.stderr
+    assert "Traceback" not in run.stderr
+    assert not (tmp_path / "runs").exists(), "nothing is written for a rejected command"
+
+
+def test_missing_java_says_how_to_fix_it(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    python_dir = os.path.dirname(os.path.realpath(os.sys.executable))
+    env["PATH"] = python_dir  # a PATH with Python but no java
+    run = cli("trial", "passthrough-append", cwd=tmp_path, env=env)
+    assert run.rc == 2
+    assert "no Java found" in run.stderr and "openjdk-17" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert left_by(run.pid) == []

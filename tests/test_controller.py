@@ -1,0 +1,99 @@
+"""The phase barrier over real loopback sockets: a report waits until its armed fault has fired."""
+
+import threading
+import time
+
+from chaos import barrier
+from chaos.controller import Controller, History
+from chaos.spec import parse_fault
+
+
+def make(faults, fire):
+    history = History()
+    return history, Controller(history, [parse_fault(f) for f in faults], fire)
+
+
+def test_report_is_held_until_the_fault_fired_and_fires_once():
+    release = threading.Event()
+    fired = []
+
+    def fire(fault, detail):
+        fired.append((fault.spec, detail["pid"]))
+        release.wait(10)
+        return {"done": True}
+
+    history, ctl = make(["kill-driver@3:sink-done"], fire)
+    try:
+        returned = threading.Event()
+        t = threading.Thread(target=lambda: (barrier.report(ctl.address, 3, "sink-done", rows=5), returned.set()))
+        t.start()
+        assert not returned.wait(0.5), "the reporter must wait while the fault fires"
+        release.set()
+        assert returned.wait(5)
+        # the replayed batch passes the same phase freely
+        barrier.report(ctl.address, 3, "sink-done", rows=5)
+        assert len(fired) == 1 and fired[0][0] == "kill-driver@3:sink-done"
+        kinds = [(r["kind"], r["batch"], r["phase"]) for r in history.snapshot()]
+        assert kinds == [("phase", 3, "sink-done"), ("fault", 3, "sink-done"), ("phase", 3, "sink-done")]
+        attempts = [r["detail"]["attempt"] for r in history.snapshot() if r["kind"] == "phase"]
+        assert attempts == [1, 2]
+        assert ctl.unfired() == []
+    finally:
+        ctl.close()
+
+
+def test_other_phases_and_batches_pass_and_unfired_faults_are_listed():
+    history, ctl = make(["kill-executor@5:reading"], lambda f, d: {"done": True})
+    try:
+        for batch, phase in [(4, "reading"), (5, "planned"), (5, "sink-done")]:
+            barrier.report(ctl.address, batch, phase)
+        assert [f.spec for f in ctl.unfired()] == ["kill-executor@5:reading"]
+        assert not [r for r in history.snapshot() if r["kind"] == "fault"]
+    finally:
+        ctl.close()
+
+
+def test_concurrent_readers_of_one_batch_fire_the_fault_once():
+    count = []
+
+    def fire(fault, detail):
+        count.append(detail["partition"])
+        time.sleep(0.2)
+        return {"done": True}
+
+    history, ctl = make(["pause-executor@2:reading/1s"], fire)
+    try:
+        threads = [threading.Thread(target=barrier.report, args=(ctl.address, 2, "reading"),
+                                    kwargs={"partition": p}) for p in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(5)
+        assert len(count) == 1
+        reads = [r for r in history.snapshot() if r["kind"] == "phase"]
+        assert sorted(r["detail"]["partition"] for r in reads) == [0, 1, 2, 3]
+        assert all(r["detail"]["attempt"] == 1 for r in reads)
+    finally:
+        ctl.close()
+
+
+def test_a_fault_that_cannot_be_carried_out_is_recorded_not_raised():
+    def fire(fault, detail):
+        raise LookupError("no live executor of this application")
+
+    history, ctl = make(["kill-executor@0:reading"], fire)
+    try:
+        barrier.report(ctl.address, 0, "reading")
+        fault = [r for r in history.snapshot() if r["kind"] == "fault"][0]
+        assert fault["detail"]["done"] is False
+        assert "no live executor" in fault["detail"]["error"]
+    finally:
+        ctl.close()
+
+
+def test_controller_listens_on_loopback_only():
+    _, ctl = make([], lambda f, d: {})
+    try:
+        assert ctl.address.startswith("127.0.0.1:")
+    finally:
+        ctl.close()

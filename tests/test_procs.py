@@ -1,0 +1,63 @@
+"""Process ownership with real processes: groups die with the harness, orphans are reaped."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+
+from chaos.procs import OWNER_VAR, Owned, reap_orphans, tagged_processes, wait_until
+
+SLEEPER = [sys.executable, "-c", "import subprocess, sys, time; "
+           "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); time.sleep(300)"]
+
+
+def test_spawned_groups_carry_the_tag_and_stop_all_kills_them_and_their_children(tmp_path):
+    owned = Owned()
+    group = owned.spawn("sleeper", SLEEPER, log_path=tmp_path / "log")
+    assert wait_until(lambda: len(group.members()) == 2, 10)
+    assert os.getpgid(group.pid) == group.pid, "each child leads its own process group"
+    pids = [p.pid for p in group.members()]
+    assert {p.pid for p in tagged_processes(owned.tag)} >= set(pids)
+    owned.stop_all()
+    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    assert tagged_processes(owned.tag) == []
+
+
+def test_reap_kills_what_a_sigkilled_harness_left(tmp_path):
+    # A stand-in harness: a real process that owns a sleeper group, then dies by SIGKILL.
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {os.getcwd()!r})
+        from chaos.procs import Owned
+        owned = Owned()
+        owned.spawn("sleeper", {SLEEPER!r})
+        print(owned.tag, flush=True)
+        time.sleep(300)
+    """)
+    harness = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    tag = harness.stdout.readline().strip()
+    assert wait_until(lambda: len(tagged_processes(tag)) == 2, 10)
+    harness.send_signal(signal.SIGKILL)
+    harness.wait()
+    left = tagged_processes(tag)
+    assert len(left) == 2, "the children outlive a SIGKILLed harness..."
+    reaped = reap_orphans()
+    assert reaped >= 2
+    assert wait_until(lambda: tagged_processes(tag) == [], 10), "...until the next start reaps them"
+
+
+def test_reap_leaves_processes_of_a_live_harness_alone(tmp_path):
+    owned = Owned()
+    try:
+        group = owned.spawn("sleeper", SLEEPER)
+        assert wait_until(lambda: len(group.members()) == 2, 10)
+        reap_orphans()
+        time.sleep(0.2)
+        assert group.alive()
+        assert group.proc.args and psutil.Process(group.pid).environ()[OWNER_VAR] == owned.tag
+    finally:
+        owned.stop_all()

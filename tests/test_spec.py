@@ -1,0 +1,66 @@
+import pytest
+
+from chaos.errors import UserError
+from chaos.spec import DAMAGE_MODES, Fault, parse_duration, parse_fault
+
+
+@pytest.mark.parametrize(
+    "text, action, batch, phase, args",
+    [
+        ("kill-driver@3:sink-done", "kill-driver", 3, "sink-done", ()),
+        ("kill-executor@5:reading", "kill-executor", 5, "reading", ()),
+        ("kill-executor@5:reading/1", "kill-executor", 5, "reading", ("1",)),
+        ("pause-executor@2:reading/3s", "pause-executor", 2, "reading", ("3s",)),
+        ("damage-checkpoint@6:committed/truncate-offsets", "damage-checkpoint", 6, "committed",
+         ("truncate-offsets",)),
+        ("kill-worker@0:planned/0/4s", "kill-worker", 0, "planned", ("0", "4s")),
+    ],
+)
+def test_valid_specs_parse_and_print_back(text, action, batch, phase, args):
+    fault = parse_fault(text)
+    assert (fault.action, fault.batch, fault.phase, fault.args) == (action, batch, phase, args)
+    assert fault.spec == text
+    assert parse_fault(fault.spec) == fault
+
+
+def test_arguments_are_interpreted():
+    pause = parse_fault("pause-executor@2:reading/1/500ms")
+    assert pause.duration == 0.5 and pause.index == 1 and pause.kind == "pause" and pause.target == "executor"
+    damage = parse_fault("damage-checkpoint@4:committed/delete-commits")
+    assert damage.mode == "delete-commits" and damage.duration is None
+    assert parse_fault("kill-driver@1:planned").index is None
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("kill-driver", "malformed"),
+        ("kill-driver@x:sink-done", "malformed"),
+        ("explode-driver@1:planned", "unknown fault action"),
+        ("kill-driver@1:flushing", "unknown phase"),
+        ("pause-driver@1:planned", "needs a duration"),
+        ("damage-checkpoint@1:committed", "needs a mode"),
+        ("kill-driver@1:planned/truncate-offsets", "only goes with damage-checkpoint"),
+        ("kill-driver@1:planned/2", "one driver"),
+        ("kill-executor@1:reading/sideways", "unknown argument"),
+    ],
+)
+def test_malformed_specs_say_what_is_wrong(text, words):
+    with pytest.raises(UserError) as info:
+        parse_fault(text)
+    message = str(info.value)
+    assert words in message and "\n" not in message
+
+
+def test_durations():
+    assert parse_duration("3s") == 3.0
+    assert parse_duration("250ms") == 0.25
+    assert parse_duration("2m") == 120.0
+    with pytest.raises(ValueError):
+        parse_duration("3 seconds")
+
+
+def test_every_damage_mode_is_accepted():
+    for mode in DAMAGE_MODES:
+        assert parse_fault(f"damage-checkpoint@0:committed/{mode}").mode == mode
+    assert Fault("kill-driver", 1, "planned").spec == "kill-driver@1:planned"

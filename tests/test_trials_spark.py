@@ -1,0 +1,134 @@
+"""Real trials on a real standalone Spark cluster, through the CLI as a user runs it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.conftest import cli, left_by
+
+pytestmark = pytest.mark.spark
+
+APPEND_KILL = ["--events", "2000", "--seed", "11", "--fault", "kill-driver@3:sink-done", "--json"]
+
+
+def trial(cluster, tmp: Path, pipeline: str, *args: str, name: str = "run") -> dict:
+    run = cli("trial", pipeline, "--cluster", cluster.master_url, "--keep", str(tmp / name), *args, cwd=tmp)
+    assert run.rc == 0, run.stderr[-2000:]
+    assert left_by(run.pid) == [], "the trial left processes behind"
+    return run.json
+
+
+def history(result: dict) -> list[dict]:
+    return [json.loads(line) for line in (Path(result["run_dir"]) / "history.jsonl").read_text().splitlines()]
+
+
+def ids_of_batch(result: dict, batch: int) -> set[int]:
+    """The event ids batch N covers, from its offsets in the checkpoint's write-ahead log."""
+    entry = next(b for b in result["offsets"] if b["batch"] == batch)
+    events = pl.read_parquet(Path(result["run_dir"]) / "events.parquet")
+    ids: set[int] = set()
+    for part, end in entry["end"].items():
+        start = entry["start"][part]
+        chunk = events.filter((pl.col("partition") == int(part)) & pl.col("offset").is_between(start, end - 1))
+        ids |= set(chunk["id"].to_list())
+    return ids
+
+
+@pytest.fixture(scope="module")
+def append_kill(spark_cluster, tmp_path_factory):
+    return trial(spark_cluster, tmp_path_factory.mktemp("append"), "passthrough-append", *APPEND_KILL)
+
+
+def test_append_sink_duplicates_exactly_the_replayed_batch(append_kill):
+    r = append_kill
+    assert r["events"] == 2000 and r["outcome"] == "drained" and r["batches"] == 10
+    [fault] = r["faults"]
+    assert fault["spec"] == "kill-driver@3:sink-done" and fault["fired"]
+    assert (fault["batch"], fault["phase"]) == (3, "sink-done") and fault["t"] > 0
+    assert r["restarts"] == 1 and r["incarnations"] == 2
+    assert r["ids"]["missing"] == 0 and r["ids"]["more"] == 200 and r["ids"]["once"] == 1800
+    run_dir = Path(r["run_dir"])
+    from chaos.sinks.sqlite import read_output
+
+    counts = read_output(run_dir / "sink" / "sink.sqlite").group_by("id").len()
+    twice = set(counts.filter(pl.col("len") == 2)["id"].to_list())
+    assert twice == ids_of_batch(r, 3)
+    assert counts["len"].max() == 2
+
+
+def test_the_replay_reruns_the_same_batch_id_with_the_same_offsets(append_kill):
+    planned = [h for h in history(append_kill) if h["kind"] == "phase" and h["phase"] == "planned"]
+    batch3 = [h for h in planned if h["batch"] == 3]
+    assert [h["detail"]["incarnation"] for h in batch3] == [0, 1]
+    assert batch3[0]["detail"]["end"] == batch3[1]["detail"]["end"]
+    assert batch3[0]["detail"]["start"] == batch3[1]["detail"]["start"]
+    kinds = [h["kind"] for h in history(append_kill)]
+    assert kinds.count("restart") == 1
+
+
+def test_same_scenario_twice_gives_same_offsets_and_fault_placement(append_kill, spark_cluster, tmp_path):
+    again = trial(spark_cluster, tmp_path, "passthrough-append", *APPEND_KILL)
+
+    def ranges(r):
+        return [(b["batch"], b["start"], b["end"]) for b in r["offsets"]]
+
+    def placement(r):
+        return [(f["spec"], f["batch"], f["phase"], f["fired"]) for f in r["faults"]]
+
+    def fault_context(r):
+        """What the sink had seen when the fault fired: the phases before it, in order."""
+        h = history(r)
+        at = next(i for i, x in enumerate(h) if x["kind"] == "fault")
+        return [(x["batch"], x["phase"]) for x in h[:at] if x["kind"] == "phase" and x["phase"] != "reading"]
+
+    assert ranges(again) == ranges(append_kill)
+    assert placement(again) == placement(append_kill)
+    assert fault_context(again) == fault_context(append_kill)
+    assert again["ids"] == append_kill["ids"]
+
+
+def test_idempotent_sink_is_delivered_twice_but_effective_once(spark_cluster, tmp_path):
+    r = trial(spark_cluster, tmp_path, "passthrough-idempotent", "--events", "2000",
+              "--fault", "kill-driver@3:sink-done", "--json")
+    assert r["faults"][0]["fired"] and r["restarts"] == 1
+    assert r["ids"] == {"missing": 0, "once": 2000, "more": 0, "unknown": 0}
+    delivered = pl.DataFrame(r["deliveries"]).group_by("batch_id").len()
+    assert delivered.filter(pl.col("len") > 1)["batch_id"].to_list() == [3]
+
+
+def test_killed_executor_is_replaced_without_a_driver_restart(spark_cluster, tmp_path):
+    r = trial(spark_cluster, tmp_path, "passthrough-idempotent", "--events", "2000",
+              "--fault", "kill-executor@2:reading", "--json")
+    [fault] = r["faults"]
+    assert fault["fired"] and fault["phase"] == "reading" and fault["batch"] == 2
+    assert r["restarts"] == 0 and r["outcome"] == "drained"
+    assert r["ids"] == {"missing": 0, "once": 2000, "more": 0, "unknown": 0}
+    killed = fault["detail"]["executor_id"]
+    h = history(r)
+    at = next(i for i, x in enumerate(h) if x["kind"] == "fault")
+    before = {x["detail"].get("executor") for x in h[:at] if x["phase"] == "reading"}
+    after = {x["detail"].get("executor") for x in h[at:] if x["phase"] == "reading"}
+    assert killed in before and killed not in after
+    assert after - before, "a new executor took over the reading"
+
+
+@pytest.mark.parametrize("spec", ["pause-driver@2:planned/5s", "damage-checkpoint@4:committed/truncate-offsets"])
+def test_pause_and_checkpoint_damage_end_in_a_recorded_outcome(spark_cluster, tmp_path, spec):
+    run = cli("trial", "passthrough-idempotent", "--cluster", spark_cluster.master_url, "--events", "1200",
+              "--keep", str(tmp_path / "run"), "--fault", spec, "--recovery-timeout", "120", "--json", cwd=tmp_path)
+    assert run.rc in (0, 3), run.stderr[-2000:]
+    r = run.json
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["outcome"] == r["outcome"]
+    assert r["outcome"] in ("drained", "stalled", "failed")
+    assert r["faults"][0]["fired"], r["faults"]
+    assert left_by(run.pid) == []
+    if spec.startswith("pause"):
+        heals = [x for x in history(r) if x["kind"] == "heal"]
+        assert [x["detail"]["spec"] for x in heals] == [spec]
+        assert r["outcome"] == "drained" and r["ids"]["once"] == 1200
+    else:
+        assert r["faults"][0]["detail"]["file"].startswith("offsets/")
