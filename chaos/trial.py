@@ -159,6 +159,10 @@ class Trial:
             self._start_driver()
             outcome, reason = self._supervise(watcher)
             self.nemesis.wait_heals()
+        except BaseException:
+            if self.driver is not None:  # interrupted: no graceful stop, the user is waiting
+                self.driver.kill()
+            raise
         finally:
             self._stop_driver()
             watcher.stop()
@@ -240,6 +244,17 @@ def id_counts(output: pl.DataFrame, events: pl.DataFrame) -> dict:
     }
 
 
+def recoveries(records: list[dict]) -> list[dict]:
+    """For each driver kill: seconds from the kill to the next committed batch (the restart cost)."""
+    out = []
+    for i, rec in enumerate(records):
+        if rec["kind"] != "fault" or not rec["detail"].get("spec", "").startswith("kill-driver"):
+            continue
+        nxt = next((r for r in records[i:] if r["kind"] == "phase" and r["phase"] == "committed"), None)
+        out.append({"spec": rec["detail"]["spec"], "seconds": round(nxt["t"] - rec["t"], 2) if nxt else None})
+    return out
+
+
 def summarize(trial: Trial, events: pl.DataFrame, outcome: str, reason: str, seconds: float) -> dict:
     records = trial.history.snapshot()
     faults = []
@@ -274,6 +289,7 @@ def summarize(trial: Trial, events: pl.DataFrame, outcome: str, reason: str, sec
         "offsets": offsets,
         "deliveries": deliveries.to_dicts() if deliveries is not None else None,
         "phases": sum(1 for r in records if r["kind"] == "phase"),
+        "recoveries": recoveries(records),
         "cluster": trial.h.cluster.describe(),
         "run_dir": str(trial.dir),
         "seed": trial.scenario.seed,
