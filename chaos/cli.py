@@ -19,6 +19,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
+EXIT_VIOLATION = 1
 EXIT_BAD_INPUT = 2
 EXIT_INCONCLUSIVE = 3
 
@@ -59,12 +60,15 @@ def trial(
             err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
         result = harness.trial(scenario, run_dir)
     result["timings"] = harness.timings
+    result.update(verdict_fields(run_dir))
     if as_json:
         print(json.dumps(result, indent=2, default=str))
     else:
         print_result(result)
     if result["outcome"] != "drained":
         raise typer.Exit(EXIT_INCONCLUSIVE)
+    if result["meets"] is False:
+        raise typer.Exit(EXIT_VIOLATION)
 
 
 @app.command()
@@ -84,11 +88,57 @@ def demo(
         for name in ("passthrough-append", "passthrough-idempotent"):
             scenario = Scenario(pipeline=name, events=events, seed=0, faults=[fault])
             results.append(harness.trial(scenario, out_dir / name))
+            results[-1].update(verdict_fields(out_dir / name))
             print_result(results[-1])
     out.print("\nThe same crash, two sinks: the append sink holds the replayed batch twice, "
               "the idempotent one replaced it.")
     if any(r["outcome"] != "drained" for r in results):
         raise typer.Exit(EXIT_INCONCLUSIVE)
+
+
+def verdict_fields(run_dir: Path) -> dict:
+    """The checker's view of a stored run (properties/ decides; the runner only recorded)."""
+    from properties.check import check_run
+
+    return _summary(check_run(run_dir))
+
+
+def _summary(v: dict) -> dict:
+    return {
+        "verdict": v["verdict"], "meets": v["meets"], "lost": v["lost"], "duplicated": v["duplicated"],
+        "unexpected": v["unexpected"], "anomaly_counts": v["effect"]["counts"],
+        "redelivered": (v["deliveries"] or {}).get("redelivered"),
+    }
+
+
+@app.command()
+def check(run_dir: Annotated[Path, typer.Argument(help="a stored trial directory")],
+          as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Re-check a stored trial without Spark: oracle, classifier, attribution -> verdict.json."""
+    from properties.check import check_run
+
+    v = check_run(run_dir)
+    if as_json:
+        print(json.dumps(v, indent=2, default=str))
+        return
+    print_verdict(_summary(v))
+
+
+def print_verdict(v: dict) -> None:
+    meets = {True: "meets", False: "VIOLATES", None: "inconclusive for"}[v["meets"]]
+    n = v["anomaly_counts"]
+    out.print(f"  verdict: [bold]{v['verdict']}[/] ({meets} its declared guarantee): "
+              f"{n['lost']} lost, {n['duplicated']} duplicated, {n['unexpected']} unexpected")
+    for kind in ("lost", "duplicated"):
+        by_cause: dict[tuple, list[int]] = {}
+        for a in v[kind]:
+            by_cause.setdefault((a["batch"], a["fault"]), []).append(a["id"])
+        for (batch, fault), ids in by_cause.items():
+            out.print(f"    {kind} e.g. ids {ids[:8]}: read by batch {batch}, after fault {fault}")
+    for u in v["unexpected"][:5]:
+        out.print(f"    unexpected id {u['id']}: {u['why']}")
+    for r in v.get("redelivered") or []:
+        out.print(f"    batch {r['batch']} delivered {r['times']} times, effective {r['effective']}")
 
 
 def print_result(result: dict) -> None:
@@ -104,6 +154,8 @@ def print_result(result: dict) -> None:
               + (f", {ids['unknown']} unknown" if ids["unknown"] else ""))
     if result["duplicated_ids_sample"]:
         out.print(f"  duplicated ids (first {len(result['duplicated_ids_sample'])}): {result['duplicated_ids_sample']}")
+    if "verdict" in result:
+        print_verdict(result)
     for rec in result.get("recoveries", []):
         out.print(f"  recovery after {rec['spec']}: {rec['seconds']}s from the kill to the next committed batch")
     out.print(f"  run directory: {result['run_dir']}")

@@ -47,6 +47,14 @@ class Pipeline:
         """The sink's final contents; must have an ``id`` column (event provenance)."""
         raise NotImplementedError
 
+    def oracle(self, events: pl.DataFrame) -> pl.DataFrame:
+        """Expected provenance: one row per input id with ``required`` and ``multiplicity``."""
+        raise NotImplementedError
+
+    def unexplained(self, output: pl.DataFrame, events: pl.DataFrame) -> list[dict]:
+        """Output rows that no loss or duplication of inputs explains (wrong values)."""
+        return []
+
     def read_deliveries(self, sink_dir: Path) -> pl.DataFrame | None:
         """The sink's write history (batch_id, incarnation, rows), if it keeps one."""
         return None

@@ -17,6 +17,7 @@ import polars as pl
 
 from chaos.sinks import sqlite
 from pipelines_under_test.base import DriverContext, Pipeline
+from properties import oracle
 
 
 class SqlitePassthrough(Pipeline):
@@ -43,6 +44,12 @@ class SqlitePassthrough(Pipeline):
 
     def read_output(self, sink_dir: Path) -> pl.DataFrame:
         return sqlite.read_output(self._db(sink_dir))
+
+    def oracle(self, events: pl.DataFrame) -> pl.DataFrame:
+        return oracle.passthrough_expected(events)
+
+    def unexplained(self, output: pl.DataFrame, events: pl.DataFrame) -> list[dict]:
+        return oracle.passthrough_unexplained(output, events)
 
     def read_deliveries(self, sink_dir: Path) -> pl.DataFrame:
         return sqlite.read_deliveries(self._db(sink_dir))

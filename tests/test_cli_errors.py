@@ -41,3 +41,13 @@ def test_missing_java_says_how_to_fix_it(tmp_path):
     assert "no Java found" in run.stderr and "openjdk-17" in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
     assert left_by(run.pid) == []
+
+
+def test_check_of_a_corrupt_or_missing_run_is_one_line(tmp_path):
+    run = cli("check", str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert run.rc == 2 and "scenario.json" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "scenario.json").write_text('{"pipeline": "passthrough-append"}')
+    (tmp_path / "run" / "result.json").write_text('{"outcome": "drai')
+    run = cli("check", str(tmp_path / "run"), cwd=tmp_path)
+    assert run.rc == 2 and "result.json is corrupt" in run.stderr and "Traceback" not in run.stderr

@@ -58,6 +58,11 @@ def test_append_sink_duplicates_exactly_the_replayed_batch(append_kill):
     twice = set(counts.filter(pl.col("len") == 2)["id"].to_list())
     assert twice == ids_of_batch(r, 3)
     assert counts["len"].max() == 2
+    # the checker's verdict, with attribution to the batch and the fault
+    assert r["verdict"] == "at-least-once" and r["meets"] is True
+    assert r["anomaly_counts"] == {"lost": 0, "duplicated": 200, "unexpected": 0}
+    assert {(a["batch"], a["fault"]) for a in r["duplicated"]} == {(3, "kill-driver@3:sink-done")}
+    assert r["redelivered"] == [{"batch": 3, "times": 2, "effective": "more than once"}]
 
 
 def test_the_replay_reruns_the_same_batch_id_with_the_same_offsets(append_kill):
@@ -98,6 +103,8 @@ def test_idempotent_sink_is_delivered_twice_but_effective_once(spark_cluster, tm
     assert r["ids"] == {"missing": 0, "once": 2000, "more": 0, "unknown": 0}
     delivered = pl.DataFrame(r["deliveries"]).group_by("batch_id").len()
     assert delivered.filter(pl.col("len") > 1)["batch_id"].to_list() == [3]
+    assert r["verdict"] == "exactly-once" and r["meets"] is True
+    assert r["redelivered"] == [{"batch": 3, "times": 2, "effective": "once"}]
 
 
 def test_killed_executor_is_replaced_without_a_driver_restart(spark_cluster, tmp_path):

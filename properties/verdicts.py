@@ -1,0 +1,59 @@
+"""The verdict vocabulary of DESIGN.md §3 and its order of strength.
+
+exactly-once > at-least-once, at-most-once > none > incorrect; at-least-once and at-most-once are
+incomparable (their meet is none). ``stalled`` says nothing about consistency: it is inconclusive.
+"""
+
+from __future__ import annotations
+
+EXACTLY_ONCE = "exactly-once"
+AT_LEAST_ONCE = "at-least-once"
+AT_MOST_ONCE = "at-most-once"
+NONE = "none"
+INCORRECT = "incorrect"
+STALLED = "stalled"
+
+VERDICTS = (EXACTLY_ONCE, AT_LEAST_ONCE, AT_MOST_ONCE, NONE, INCORRECT, STALLED)
+
+# What each verdict still promises: no loss (L), no duplication (D), correct values (C).
+_PROMISES = {
+    EXACTLY_ONCE: frozenset("LDC"),
+    AT_LEAST_ONCE: frozenset("LC"),
+    AT_MOST_ONCE: frozenset("DC"),
+    NONE: frozenset("C"),
+    INCORRECT: frozenset(),
+}
+
+
+def from_anomalies(lost: bool, duplicated: bool, unexpected: bool) -> str:
+    """The table of DESIGN.md §3."""
+    if unexpected:
+        return INCORRECT
+    if lost and duplicated:
+        return NONE
+    if lost:
+        return AT_MOST_ONCE
+    if duplicated:
+        return AT_LEAST_ONCE
+    return EXACTLY_ONCE
+
+
+def at_least_as_strong(measured: str, declared: str) -> bool:
+    """Does ``measured`` keep every promise ``declared`` makes?"""
+    return _PROMISES[declared] <= _PROMISES[measured]
+
+
+def weakest(verdicts: list[str]) -> str | None:
+    """The campaign verdict: the meet of the trials' verdicts (stalled trials are left out)."""
+    conclusive = [v for v in verdicts if v != STALLED]
+    if not conclusive:
+        return STALLED if verdicts else None
+    promises = frozenset.intersection(*(_PROMISES[v] for v in conclusive))
+    return next(v for v, p in _PROMISES.items() if p == promises)
+
+
+def meets(measured: str, declared: str) -> bool | None:
+    """True/False, or None when the measurement is inconclusive (stalled)."""
+    if measured == STALLED:
+        return None
+    return at_least_as_strong(measured, declared)
