@@ -139,3 +139,14 @@ def test_pause_and_checkpoint_damage_end_in_a_recorded_outcome(spark_cluster, tm
         assert r["outcome"] == "drained" and r["ids"]["once"] == 1200
     else:
         assert r["faults"][0]["detail"]["file"].startswith("offsets/")
+
+
+def test_local_cluster_mode_runs_with_real_executor_processes(tmp_path):
+    run = cli("trial", "passthrough-idempotent", "--cluster", "local-cluster[2,1,1024]", "--events", "1000",
+              "--fault", "kill-executor@2:reading", "--keep", str(tmp_path / "run"), "--json", cwd=tmp_path)
+    assert run.rc == 0, run.stderr[-2000:]
+    r = run.json
+    assert r["cluster"]["kind"] == "local-cluster"
+    assert r["faults"][0]["fired"] and r["faults"][0]["detail"]["executor_id"]
+    assert r["verdict"] == "exactly-once" and r["ids"]["once"] == 1000 and r["restarts"] == 0
+    assert left_by(run.pid) == []
