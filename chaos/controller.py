@@ -34,7 +34,6 @@ class History:
         self.t0 = time.monotonic()
         self.records: list[dict] = []
         self.lock = threading.Lock()
-        self.changed = threading.Condition(self.lock)
         # Appended as it happens: a harness that dies mid-trial still leaves its timeline.
         self.file = open(path, "a") if path else None  # noqa: SIM115
 
@@ -51,7 +50,6 @@ class History:
             if self.file:
                 self.file.write(json.dumps(record, default=str) + "\n")
                 self.file.flush()
-            self.changed.notify_all()
             return record
 
     def close(self) -> None:
@@ -79,7 +77,6 @@ class Controller:
         self.attempts: dict[tuple, int] = {}
         self.incarnation = 0
         self.app_id: str | None = None
-        self.driver_pid: int | None = None
         controller = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -109,7 +106,6 @@ class Controller:
     def handle(self, message: dict) -> dict:
         if message.get("type") == "driver":
             self.app_id = message.get("app_id") or self.app_id
-            self.driver_pid = message.get("pid") or self.driver_pid
             self.history.add("driver", **_drop(message, "type"))
             return {"ok": True}
         detail = dict(message.get("detail") or {})
