@@ -30,6 +30,10 @@ class Scenario:
     partitions: int = 2
     keys: int = 20
     max_disorder_ms: int = 2000
+    skew: float = 1.0
+    late_fraction: float = 0.0
+    late_by_ms: int = 600_000
+    resent_fraction: float = 0.0
     faults: list[str] = field(default_factory=list)
     cluster: str = "standalone"
     workers: int = 2
@@ -43,6 +47,9 @@ class Scenario:
             raise UserError(f"--events-per-batch must be at least 1, got {self.events_per_batch}")
         if self.partitions < 1 or self.keys < 1:
             raise UserError("--partitions and --keys must be at least 1")
+        for name in ("late_fraction", "resent_fraction"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise UserError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
         parsed = [parse_fault(f) if isinstance(f, str) else f for f in self.faults]
         self.faults = [f.spec for f in parsed]
         last = self.batches - 1
@@ -78,22 +85,39 @@ class Scenario:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def generate_events(scenario: Scenario) -> pl.DataFrame:
-    """The event stream of a scenario: unique ids, skewed keys, event time with bounded disorder.
+def generate_events(stream) -> pl.DataFrame:
+    """The event stream of a scenario (or a ``properties.strategies.StreamSpec``), from its seed alone.
 
-    ``partition`` is derived from the key (like a Kafka producer), ``offset`` is the position in
-    that partition. The global order (``id``) is the order in which the log was appended.
+    Unique ids in append order; keys with a Zipf skew (``skew`` 0 = uniform); event time 100 ms apart
+    with up to ``max_disorder_ms`` of disorder; a ``late_fraction`` of events whose event time lies
+    ``late_by_ms`` in the past (beyond any sensible watermark delay: they are ``late``); a
+    ``resent_fraction`` of events re-sent by the producer with a new id and the same payload
+    (``resent_of`` names the original id: what dedup pipelines must drop). ``partition`` is derived
+    from the key (like a Kafka producer), ``offset`` is the position in that partition.
     """
-    rng = np.random.default_rng(scenario.seed)
-    n = scenario.events
+    rng = np.random.default_rng(stream.seed)
+    n = stream.events
     ids = np.arange(n, dtype=np.int64)
-    # Zipf-like skew over the key space: a few hot keys, a long tail.
-    weights = 1.0 / np.arange(1, scenario.keys + 1)
-    key_idx = rng.choice(scenario.keys, size=n, p=weights / weights.sum())
+    weights = 1.0 / np.arange(1, stream.keys + 1) ** stream.skew
+    key_idx = rng.choice(stream.keys, size=n, p=weights / weights.sum())
     values = rng.integers(1, 1000, size=n, dtype=np.int64)
-    jitter = rng.integers(0, scenario.max_disorder_ms + 1, size=n) if scenario.max_disorder_ms else 0
+    jitter = rng.integers(0, stream.max_disorder_ms + 1, size=n) if stream.max_disorder_ms else 0
     event_ms = BASE_TIME_MS + ids * 100 - jitter
-    partition = (key_idx % scenario.partitions).astype(np.int32)
+    late = rng.random(n) < stream.late_fraction if stream.late_fraction else np.zeros(n, dtype=bool)
+    late[: min(n, 10)] = False  # the watermark needs a few on-time events before anything can be late
+    event_ms = np.where(late, event_ms - stream.late_by_ms, event_ms)
+    resent_of = np.full(n, -1, dtype=np.int64)
+    if stream.resent_fraction and n > 1:
+        # Event i repeats the payload of an earlier event j (the producer retried after a timeout).
+        chosen = np.flatnonzero(rng.random(n) < stream.resent_fraction)
+        chosen = chosen[chosen > 0]
+        back = rng.integers(1, 20, size=chosen.size)
+        resent_of[chosen] = np.maximum(chosen - back, 0)
+        resent_of[chosen] = _originals(resent_of)[chosen]
+        src = resent_of[chosen]
+        key_idx[chosen], values[chosen], event_ms[chosen] = key_idx[src], values[src], event_ms[src]
+        late[chosen] = late[src]
+    partition = (key_idx % stream.partitions).astype(np.int32)
     frame = pl.DataFrame(
         {
             "id": ids,
@@ -101,6 +125,18 @@ def generate_events(scenario: Scenario) -> pl.DataFrame:
             "value": values,
             "event_time": pl.Series(event_ms, dtype=pl.Int64).cast(pl.Datetime("ms")),
             "partition": partition,
+            "late": late,
+            "resent_of": pl.Series(resent_of).replace(-1, None),
         }
     )
     return frame.with_columns(pl.int_range(pl.len()).over("partition").cast(pl.Int64).alias("offset"))
+
+
+def _originals(resent_of: np.ndarray) -> np.ndarray:
+    """Follow re-send chains to the first event, so every copy names the one original."""
+    root = np.arange(resent_of.size)
+    for i in range(resent_of.size):
+        j = resent_of[i]
+        if j >= 0:
+            root[i] = root[j]
+    return root

@@ -16,7 +16,7 @@ def test_events_are_a_function_of_the_seed():
     assert a.equals(b)
     assert not a.equals(c)
     assert a["id"].n_unique() == 500
-    assert set(a.columns) == {"id", "key", "value", "event_time", "partition", "offset"}
+    assert set(a.columns) == {"id", "key", "value", "event_time", "partition", "offset", "late", "resent_of"}
 
 
 def test_offsets_are_dense_per_partition_and_disorder_is_bounded():
