@@ -67,7 +67,7 @@ def trial(
         print_result(result)
     if result["outcome"] != "drained":
         raise typer.Exit(EXIT_INCONCLUSIVE)
-    if result["meets"] is False:
+    if result["meets"] is False or (result.get("consistent_cut") or {}).get("ok") is False:
         raise typer.Exit(EXIT_VIOLATION)
 
 
@@ -107,7 +107,10 @@ def _summary(v: dict) -> dict:
     return {
         "verdict": v["verdict"], "meets": v["meets"], "lost": v["lost"], "duplicated": v["duplicated"],
         "unexpected": v["unexpected"], "anomaly_counts": v["effect"]["counts"],
+        "multiplicity": v["effect"].get("multiplicity"), "inferred": v.get("inferred", False),
+        "keys": v["effect"].get("keys"),
         "redelivered": (v["deliveries"] or {}).get("redelivered"),
+        "consistent_cut": v.get("consistent_cut"),
     }
 
 
@@ -127,18 +130,44 @@ def check(run_dir: Annotated[Path, typer.Argument(help="a stored trial directory
 def print_verdict(v: dict) -> None:
     meets = {True: "meets", False: "VIOLATES", None: "inconclusive for"}[v["meets"]]
     n = v["anomaly_counts"]
+    unit = "events inferred from per-key counts" if v.get("inferred") else "ids"
     out.print(f"  verdict: [bold]{v['verdict']}[/] ({meets} its declared guarantee): "
-              f"{n['lost']} lost, {n['duplicated']} duplicated, {n['unexpected']} unexpected")
+              f"{n['lost']} lost, {n['duplicated']} duplicated, {n['unexpected']} unexpected ({unit})")
+    if v.get("multiplicity"):
+        m = v["multiplicity"]
+        out.print(f"  ids in sink: {m['0']} missing, {m['1']} once, {m['>1']} more than once")
+    if v.get("keys"):
+        k = v["keys"]
+        out.print(f"  keys (inferred, no provenance): {k['exact']} exact, {k['over']} over-counted, "
+                  f"{k['under']} under-counted")
     for kind in ("lost", "duplicated"):
+        if v.get("inferred"):
+            for a in v[kind][:8]:
+                out.print(f"    {kind} {abs(a['delta'])} event(s) of key {a['key']!r}: batches {a['batches'][:6]}, "
+                          f"after fault(s) {', '.join(a['faults']) or 'none'}")
+            continue
         by_cause: dict[tuple, list[int]] = {}
         for a in v[kind]:
             by_cause.setdefault((a["batch"], a["fault"]), []).append(a["id"])
         for (batch, fault), ids in by_cause.items():
             out.print(f"    {kind} e.g. ids {ids[:8]}: read by batch {batch}, after fault {fault}")
     for u in v["unexpected"][:5]:
-        out.print(f"    unexpected id {u['id']}: {u['why']}")
+        what = f"id {u['id']}" if "id" in u else f"key {u.get('key')!r}"
+        out.print(f"    unexpected {what}: {u['why']}")
     for r in v.get("redelivered") or []:
         out.print(f"    batch {r['batch']} delivered {r['times']} times, effective {r['effective']}")
+    cut = v.get("consistent_cut")
+    if cut is not None:
+        if cut["ok"] is None:
+            out.print("  consistent cut: no state was dumped (the driver did not stop cleanly)")
+        elif cut["ok"]:
+            out.print(f"  consistent cut: state matches the oracle at all {len(cut['batches_checked'])} "
+                      f"checked batches (of {cut['committed_batches']} committed)")
+        else:
+            out.print(f"  consistent cut: [bold]BROKEN[/] at {cut['mismatch_count']} (batch, key) pair(s)")
+            for m in cut["mismatches"][:5]:
+                out.print(f"    batch {m['batch']} key {m['key']!r}: expected {m.get('expected')}, "
+                          f"state has {m.get('actual')}")
 
 
 def print_result(result: dict) -> None:
@@ -149,11 +178,6 @@ def print_result(result: dict) -> None:
         state = f"fired at t={f['t']}s" if f["fired"] else "NOT fired"
         extra = ", ".join(f"{k}={v}" for k, v in f["detail"].items() if k not in ("done", "spec"))
         out.print(f"  fault {f['spec']}: {state} (batch {f['batch']}, {f['phase']}) {extra}")
-    ids = result["ids"]
-    out.print(f"  ids in sink: {ids['missing']} missing, {ids['once']} once, {ids['more']} more than once"
-              + (f", {ids['unknown']} unknown" if ids["unknown"] else ""))
-    if result["duplicated_ids_sample"]:
-        out.print(f"  duplicated ids (first {len(result['duplicated_ids_sample'])}): {result['duplicated_ids_sample']}")
     if "verdict" in result:
         print_verdict(result)
     for rec in result.get("recoveries", []):

@@ -85,6 +85,11 @@ def run(spark, config: dict, incarnation: int) -> int:
             break
     if stop.is_set():
         query.stop()
+        if pipeline.state and config.get("state_dir"):
+            from chaos.statedump import dump_state
+
+            done = dump_state(spark, pipeline, config["checkpoint"], Path(config["state_dir"]))
+            print(f"streamchaos: state of {len(done['batches'])} batches dumped in {done['seconds']}s", flush=True)
         spark.stop()
         return 0
     error = query.exception()

@@ -6,9 +6,12 @@ import importlib
 
 from chaos.errors import UserError
 from pipelines_under_test.base import DriverContext, Pipeline
+from pipelines_under_test.counts import API_COUNT, API_COUNT_INCREMENT, KEY_COUNT
 from pipelines_under_test.passthrough import PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT
 
-CATALOGUE: dict[str, Pipeline] = {p.name: p for p in (PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT)}
+CATALOGUE: dict[str, Pipeline] = {
+    p.name: p for p in (PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT, KEY_COUNT, API_COUNT, API_COUNT_INCREMENT)
+}
 
 __all__ = ["CATALOGUE", "DriverContext", "Pipeline", "resolve"]
 

@@ -30,11 +30,54 @@ class DriverContext:
 
 
 class Pipeline:
-    """Base class. Subclasses set the three attributes and implement the three methods."""
+    """Base class. Subclasses set the attributes and implement ``start``, ``read_output``, ``oracle``.
+
+    Two kinds of output are judged (DESIGN.md §3):
+
+    * with provenance (``provenance = True``): output rows name the input ids they carry;
+      ``observed_ids`` lists one id per effect and the classifier counts multiplicities;
+    * without (``provenance = False``, a plain count per key): ``expected_counts`` and
+      ``observed_counts`` give ``key, n`` and the classifier infers loss/duplication from per-key
+      deltas, labelled as inferred.
+
+    A stateful pipeline (``state = True``) also gets the consistent-cut check: the driver reads
+    the state of every committed batch through ``state_rows`` and the checker compares it with
+    ``expected_state`` over exactly the events below that batch's end offsets.
+    """
 
     name: str = ""
     description: str = ""
     guarantee: str = "exactly-once"
+    provenance: bool = True
+    state: bool = False
+
+    def transform(self, source):
+        """The pipeline's logic on a DataFrame of events (streaming in a trial, batch in the oracle test)."""
+        return source
+
+    def batch_output(self, result) -> pl.DataFrame:
+        """What the sink would hold after writing ``transform(all events)`` (a Spark batch DataFrame) once."""
+        raise NotImplementedError
+
+    def observed_ids(self, output: pl.DataFrame) -> pl.Series:
+        """One entry per effect of an input id found in the output (provenance pipelines)."""
+        return output["id"]
+
+    def expected_counts(self, events: pl.DataFrame) -> pl.DataFrame:
+        """``key, n`` the output must hold (pipelines without provenance)."""
+        raise NotImplementedError
+
+    def observed_counts(self, output: pl.DataFrame) -> pl.DataFrame:
+        """``key, n`` the output does hold (pipelines without provenance)."""
+        return output.select("key", "n")
+
+    def state_rows(self, state_df):
+        """Spark side: rows of ``spark.read.format("statestore")`` -> ``key`` + the compared value columns."""
+        raise NotImplementedError
+
+    def expected_state(self, events: pl.DataFrame) -> pl.DataFrame:
+        """The oracle's state over ``events``: the same columns ``state_rows`` yields."""
+        raise NotImplementedError
 
     def prepare_sink(self, sink_dir: Path) -> None:
         """Create the sink's tables/directories before the first driver incarnation."""

@@ -36,7 +36,7 @@ class SqlitePassthrough(Pipeline):
     def start(self, ctx: DriverContext):
         sink = sqlite.SqliteBatchSink(self._db(ctx.sink_dir), self.mode, ctx.phase, ctx.incarnation)
         return (
-            ctx.source.writeStream.foreachBatch(sink)
+            self.transform(ctx.source).writeStream.foreachBatch(sink)
             .option("checkpointLocation", ctx.checkpoint)
             .queryName(self.name.replace("-", "_"))
             .start()
@@ -44,6 +44,11 @@ class SqlitePassthrough(Pipeline):
 
     def read_output(self, sink_dir: Path) -> pl.DataFrame:
         return sqlite.read_output(self._db(sink_dir))
+
+    def batch_output(self, result) -> pl.DataFrame:
+        rows = result.select("id", "key", "value").collect()
+        return pl.DataFrame([tuple(r) for r in rows], schema={"id": pl.Int64, "key": pl.Utf8, "value": pl.Int64},
+                            orient="row").with_columns(batch_id=pl.lit(0, dtype=pl.Int64))
 
     def oracle(self, events: pl.DataFrame) -> pl.DataFrame:
         return oracle.passthrough_expected(events)

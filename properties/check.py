@@ -14,8 +14,10 @@ import polars as pl
 from chaos.errors import UserError
 from chaos.scenario import Scenario
 from pipelines_under_test import resolve
-from properties.attribution import attribute, batch_of_events
+from properties.attribution import attribute, batch_of_events, fault_before_commit
 from properties.classifier import classify
+from properties.consistent_cut import check_cut
+from properties.inference import infer_from_counts
 from properties.verdicts import STALLED, meets
 
 SAMPLE = 20
@@ -51,20 +53,38 @@ def check_run(run_dir: Path) -> dict:
     events = pl.read_parquet(run_dir / "events.parquet")
     output = pipeline.read_output(run_dir / "sink")
     history = load_history(run_dir)
+    offsets = result.get("offsets", [])
+    id_batches = batch_of_events(events, offsets)
 
-    c = classify(pipeline.oracle(events), output["id"], pipeline.unexplained(output, events))
-    id_batches = batch_of_events(events, result.get("offsets", []))
-    verdict = c.verdict if result.get("outcome") == "drained" else STALLED
+    if pipeline.provenance:
+        c = classify(pipeline.oracle(events), pipeline.observed_ids(output), pipeline.unexplained(output, events))
+        effect = c.to_dict(sample=SAMPLE)
+        lost = attribute(c.lost[:SAMPLE], id_batches, history)
+        duplicated = attribute(c.duplicated[:SAMPLE], id_batches, history)
+        measured = c.verdict
+        dup_batches = set(id_batches.filter(pl.col("id").is_in(c.duplicated))["batch"].drop_nulls().to_list())
+    else:
+        inf = infer_from_counts(pipeline.expected_counts(events), pipeline.observed_counts(output))
+        effect = inf.to_dict(sample=SAMPLE)
+        redelivered = {b for b, n in _delivery_counts(result.get("deliveries")).items() if n > 1}
+        lost = attribute_keys(inf.lost[:SAMPLE], events, id_batches, history)
+        duplicated = attribute_keys(inf.duplicated[:SAMPLE], events, id_batches, history, redelivered)
+        measured = inf.verdict
+        dup_batches = {b for d in duplicated for b in d["batches"]}
+    verdict = measured if result.get("outcome") == "drained" else STALLED
     report = {
         "pipeline": scenario.pipeline,
         "declared": pipeline.guarantee,
         "verdict": verdict,
         "meets": meets(verdict, pipeline.guarantee),
-        "effect": c.to_dict(sample=SAMPLE),
-        "lost": attribute(c.lost[:SAMPLE], id_batches, history),
-        "duplicated": attribute(c.duplicated[:SAMPLE], id_batches, history),
-        "unexpected": c.unexpected[:SAMPLE],
-        "deliveries": deliveries_view(result.get("deliveries"), c.duplicated, id_batches),
+        "inferred": not pipeline.provenance,
+        "effect": effect,
+        "lost": lost,
+        "duplicated": duplicated,
+        "unexpected": effect["unexpected"],
+        "deliveries": deliveries_view(result.get("deliveries"), dup_batches),
+        "consistent_cut": (check_cut(run_dir / "state", events, offsets, pipeline.expected_state)
+                           if pipeline.state else None),
     }
     if verdict == STALLED:
         report["effect"]["note"] = f"not drained ({result.get('reason', '')}): consistency not judged"
@@ -74,17 +94,35 @@ def check_run(run_dir: Path) -> dict:
     return report
 
 
-def deliveries_view(deliveries: list[dict] | None, duplicated: list[int], id_batches: pl.DataFrame) -> dict | None:
+def _delivery_counts(deliveries: list[dict] | None) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for d in deliveries or []:
+        counts[d["batch_id"]] = counts.get(d["batch_id"], 0) + 1
+    return counts
+
+
+def attribute_keys(deltas: list[dict], events: pl.DataFrame, id_batches: pl.DataFrame,
+                   history: list[dict], suspects: set[int] | None = None) -> list[dict]:
+    """Inferred anomalies name a key, not ids: the batches that read the key (narrowed to ``suspects``,
+    e.g. batches the sink received twice, when there are any) and the faults before their commits."""
+    out = []
+    for d in deltas:
+        ids = events.filter(pl.col("key") == d["key"])["id"]
+        batches = sorted(id_batches.filter(pl.col("id").is_in(ids.implode()))["batch"].unique().drop_nulls().to_list())
+        if suspects and set(batches) & suspects:
+            batches = sorted(set(batches) & suspects)
+        faults = sorted({f for b in batches if (f := fault_before_commit(history, b))})
+        out.append({**d, "batches": batches, "faults": faults})
+    return out
+
+
+def deliveries_view(deliveries: list[dict] | None, dup_batches: set[int]) -> dict | None:
     """Batches the sink received more than once, and whether that shows in the final contents."""
     if deliveries is None:
         return None
-    frame = pl.DataFrame(deliveries, schema={"batch_id": pl.Int64, "incarnation": pl.Int64, "rows": pl.Int64})
-    times = frame.group_by("batch_id").len().filter(pl.col("len") > 1).sort("batch_id")
-    dup_batches = set(
-        id_batches.filter(pl.col("id").is_in(duplicated))["batch"].unique().to_list()) if duplicated else set()
     return {
         "redelivered": [
             {"batch": b, "times": n, "effective": "more than once" if b in dup_batches else "once"}
-            for b, n in times.iter_rows()
+            for b, n in sorted(_delivery_counts(deliveries).items()) if n > 1
         ],
     }

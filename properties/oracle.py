@@ -25,3 +25,30 @@ def passthrough_unexplained(output: pl.DataFrame, events: pl.DataFrame, limit: i
         {"id": r["id"], "why": f"sink has ({r['key']}, {r['value']}), input was ({r['key_in']}, {r['value_in']})"}
         for r in wrong.head(limit).iter_rows(named=True)
     ]
+
+
+def key_counts(events: pl.DataFrame) -> pl.DataFrame:
+    """Per key: how many events and the sum of their values (the counter's expected contents and state)."""
+    return events.group_by("key").agg(pl.len().cast(pl.Int64).alias("n"), pl.col("value").sum().alias("total"))
+
+
+def key_count_unexplained(output: pl.DataFrame, events: pl.DataFrame, limit: int = 1000) -> list[dict]:
+    """Aggregate rows whose count, sum or key disagree with the ids they list as provenance.
+
+    A row listing an id twice is duplication, not a wrong value; but a count that differs from the
+    length of its own ids list, a sum that is not the sum of its ids' values, or an id of another
+    key can only be a wrong computation.
+    """
+    exploded = output.select("key", "n", "total", pl.col("ids").alias("id")).explode("id").drop_nulls("id")
+    joined = exploded.join(events.select("id", pl.col("key").alias("key_in"), "value"), on="id", how="left")
+    per_row = joined.group_by("key", "n", "total").agg(
+        pl.len().alias("listed"), pl.col("value").sum().alias("sum_in"),
+        (pl.col("key_in") != pl.col("key")).any().alias("foreign"),
+    )
+    wrong = per_row.filter((pl.col("listed") != pl.col("n")) | (pl.col("sum_in") != pl.col("total"))
+                           | pl.col("foreign"))
+    return [
+        {"key": r["key"], "why": f"row says n={r['n']} total={r['total']}, its {r['listed']} ids give "
+                                 f"total={r['sum_in']}" + (" and include ids of other keys" if r["foreign"] else "")}
+        for r in wrong.sort("key").head(limit).iter_rows(named=True)
+    ]
