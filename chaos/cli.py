@@ -36,6 +36,11 @@ def trial(
     fault: Annotated[list[str] | None, typer.Option(help="ACTION@BATCH:PHASE[/ARG...], repeatable")] = None,
     events_per_batch: Annotated[int, typer.Option(help="events per micro-batch")] = 200,
     partitions: Annotated[int, typer.Option(help="partitions of the event log")] = 2,
+    keys: Annotated[int, typer.Option(help="distinct keys in the stream")] = 20,
+    skew: Annotated[float, typer.Option(help="Zipf exponent of the key distribution (0 = uniform)")] = 1.0,
+    max_disorder_ms: Annotated[int, typer.Option(help="bound of event-time disorder, ms")] = 2000,
+    late_fraction: Annotated[float, typer.Option(help="share of events 10 minutes late")] = 0.0,
+    resent_fraction: Annotated[float, typer.Option(help="share of events re-sent with a new id")] = 0.0,
     cluster: Annotated[str, typer.Option(help="standalone | local-cluster[W,C,M] | spark://HOST:PORT")] = "standalone",
     workers: Annotated[int, typer.Option(help="workers of the standalone cluster")] = 2,
     downtime: Annotated[float, typer.Option(help="seconds a killed driver stays down")] = 1.0,
@@ -50,7 +55,9 @@ def trial(
 
     scenario = Scenario(
         pipeline=pipeline, events=events, seed=seed, events_per_batch=events_per_batch,
-        partitions=partitions, faults=list(fault or []), cluster=cluster, workers=workers,
+        partitions=partitions, keys=keys, skew=skew, max_disorder_ms=max_disorder_ms,
+        late_fraction=late_fraction, resent_fraction=resent_fraction, faults=list(fault or []),
+        cluster=cluster, workers=workers,
         driver_downtime=downtime, recovery_timeout=recovery_timeout,
     )
     resolve(pipeline)  # unknown pipeline: fail before any JVM starts
@@ -123,8 +130,12 @@ def check(run_dir: Annotated[Path, typer.Argument(help="a stored trial directory
     v = check_run(run_dir)
     if as_json:
         print(json.dumps(v, indent=2, default=str))
-        return
-    print_verdict(_summary(v))
+    else:
+        print_verdict(_summary(v))
+    if v["meets"] is None:
+        raise typer.Exit(EXIT_INCONCLUSIVE)
+    if v["meets"] is False or (v.get("consistent_cut") or {}).get("ok") is False:
+        raise typer.Exit(EXIT_VIOLATION)
 
 
 def print_verdict(v: dict) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -68,6 +69,25 @@ class Scenario:
     @property
     def schedule(self) -> list[Fault]:
         return [parse_fault(f) for f in self.faults]
+
+    # Scenario fields the ``trial`` command takes as options (the rest are harness settings it derives).
+    _CLI_OPTIONS = {"events": "--events", "seed": "--seed", "events_per_batch": "--events-per-batch",
+                    "partitions": "--partitions", "keys": "--keys", "skew": "--skew",
+                    "max_disorder_ms": "--max-disorder-ms", "late_fraction": "--late-fraction",
+                    "resent_fraction": "--resent-fraction", "cluster": "--cluster", "workers": "--workers",
+                    "driver_downtime": "--downtime", "recovery_timeout": "--recovery-timeout"}
+
+    def command(self) -> str:
+        """The ``streamchaos trial`` command line that replays this scenario (non-default options only)."""
+        defaults = Scenario(self.pipeline)
+        parts = ["streamchaos", "trial", shlex.quote(self.pipeline)]
+        for name, option in self._CLI_OPTIONS.items():
+            value = getattr(self, name)
+            if name in ("events", "seed") or value != getattr(defaults, name):
+                parts += [option, shlex.quote(str(value))]
+        for spec in self.faults:
+            parts += ["--fault", spec]
+        return " ".join(parts)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)

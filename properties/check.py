@@ -13,11 +13,11 @@ import polars as pl
 
 from chaos.errors import UserError
 from chaos.scenario import Scenario
-from pipelines_under_test import resolve
+from pipelines_under_test import Pipeline, resolve
 from properties.attribution import attribute, batch_of_events, fault_before_commit
-from properties.classifier import classify
+from properties.classifier import Classification, classify
 from properties.consistent_cut import check_cut
-from properties.inference import infer_from_counts
+from properties.inference import Inference, infer_from_counts
 from properties.verdicts import STALLED, meets
 
 SAMPLE = 20
@@ -45,6 +45,13 @@ def load_history(run_dir: Path) -> list[dict]:
     return records
 
 
+def judge(pipeline: Pipeline, events: pl.DataFrame, output: pl.DataFrame) -> Classification | Inference:
+    """The effect view: the classifier on provenance, or per-key inference for plain counts."""
+    if pipeline.provenance:
+        return classify(pipeline.oracle(events), pipeline.observed_ids(output), pipeline.unexplained(output, events))
+    return infer_from_counts(pipeline.expected_counts(events), pipeline.observed_counts(output))
+
+
 def check_run(run_dir: Path) -> dict:
     run_dir = Path(run_dir)
     scenario = Scenario.load(run_dir / "scenario.json")
@@ -56,15 +63,16 @@ def check_run(run_dir: Path) -> dict:
     offsets = result.get("offsets", [])
     id_batches = batch_of_events(events, offsets)
 
-    if pipeline.provenance:
-        c = classify(pipeline.oracle(events), pipeline.observed_ids(output), pipeline.unexplained(output, events))
+    judged = judge(pipeline, events, output)
+    if isinstance(judged, Classification):
+        c = judged
         effect = c.to_dict(sample=SAMPLE)
         lost = attribute(c.lost[:SAMPLE], id_batches, history)
         duplicated = attribute(c.duplicated[:SAMPLE], id_batches, history)
         measured = c.verdict
         dup_batches = set(id_batches.filter(pl.col("id").is_in(c.duplicated))["batch"].drop_nulls().to_list())
     else:
-        inf = infer_from_counts(pipeline.expected_counts(events), pipeline.observed_counts(output))
+        inf = judged
         effect = inf.to_dict(sample=SAMPLE)
         redelivered = {b for b, n in _delivery_counts(result.get("deliveries")).items() if n > 1}
         lost = attribute_keys(inf.lost[:SAMPLE], events, id_batches, history)

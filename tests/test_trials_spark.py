@@ -50,7 +50,7 @@ def test_append_sink_duplicates_exactly_the_replayed_batch(append_kill):
     assert fault["spec"] == "kill-driver@3:sink-done" and fault["fired"]
     assert (fault["batch"], fault["phase"]) == (3, "sink-done") and fault["t"] > 0
     assert r["restarts"] == 1 and r["incarnations"] == 2
-    assert r["ids"]["missing"] == 0 and r["ids"]["more"] == 200 and r["ids"]["once"] == 1800
+    assert r["multiplicity"] == {"0": 0, "1": 1800, ">1": 200}
     run_dir = Path(r["run_dir"])
     from chaos.sinks.sqlite import read_output
 
@@ -93,14 +93,15 @@ def test_same_scenario_twice_gives_same_offsets_and_fault_placement(append_kill,
     assert ranges(again) == ranges(append_kill)
     assert placement(again) == placement(append_kill)
     assert fault_context(again) == fault_context(append_kill)
-    assert again["ids"] == append_kill["ids"]
+    assert again["multiplicity"] == append_kill["multiplicity"]
+    assert again["verdict"] == append_kill["verdict"]
 
 
 def test_idempotent_sink_is_delivered_twice_but_effective_once(spark_cluster, tmp_path):
     r = trial(spark_cluster, tmp_path, "passthrough-idempotent", "--events", "2000",
               "--fault", "kill-driver@3:sink-done", "--json")
     assert r["faults"][0]["fired"] and r["restarts"] == 1
-    assert r["ids"] == {"missing": 0, "once": 2000, "more": 0, "unknown": 0}
+    assert r["multiplicity"] == {"0": 0, "1": 2000, ">1": 0}
     delivered = pl.DataFrame(r["deliveries"]).group_by("batch_id").len()
     assert delivered.filter(pl.col("len") > 1)["batch_id"].to_list() == [3]
     assert r["verdict"] == "exactly-once" and r["meets"] is True
@@ -113,7 +114,7 @@ def test_killed_executor_is_replaced_without_a_driver_restart(spark_cluster, tmp
     [fault] = r["faults"]
     assert fault["fired"] and fault["phase"] == "reading" and fault["batch"] == 2
     assert r["restarts"] == 0 and r["outcome"] == "drained"
-    assert r["ids"] == {"missing": 0, "once": 2000, "more": 0, "unknown": 0}
+    assert r["multiplicity"] == {"0": 0, "1": 2000, ">1": 0}
     killed = fault["detail"]["executor_id"]
     h = history(r)
     at = next(i for i, x in enumerate(h) if x["kind"] == "fault")
@@ -136,7 +137,7 @@ def test_pause_and_checkpoint_damage_end_in_a_recorded_outcome(spark_cluster, tm
     if spec.startswith("pause"):
         heals = [x for x in history(r) if x["kind"] == "heal"]
         assert [x["detail"]["spec"] for x in heals] == [spec]
-        assert r["outcome"] == "drained" and r["ids"]["once"] == 1200
+        assert r["outcome"] == "drained" and r["multiplicity"]["1"] == 1200
     else:
         assert r["faults"][0]["detail"]["file"].startswith("offsets/")
 
@@ -148,5 +149,5 @@ def test_local_cluster_mode_runs_with_real_executor_processes(tmp_path):
     r = run.json
     assert r["cluster"]["kind"] == "local-cluster"
     assert r["faults"][0]["fired"] and r["faults"][0]["detail"]["executor_id"]
-    assert r["verdict"] == "exactly-once" and r["ids"]["once"] == 1000 and r["restarts"] == 0
+    assert r["verdict"] == "exactly-once" and r["multiplicity"]["1"] == 1000 and r["restarts"] == 0
     assert left_by(run.pid) == []
