@@ -1,6 +1,7 @@
 """Per event id multiplicity -> lost / duplicated / unexpected -> verdict (DESIGN.md §3).
 
-Inputs are polars frames so that ten million events classify in one pass of joins:
+Inputs are polars frames; the counting is numpy (a bincount over id positions), so ten million
+events classify in well under a second:
 
 * ``expected``: one row per input event id: ``id``, ``required`` (bool), ``multiplicity`` (int,
   how often its effect must appear; 1 for a passthrough);
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 from properties.verdicts import from_anomalies
@@ -39,21 +41,39 @@ class Classification:
         }
 
 
+def multiplicities(ids: np.ndarray, observed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``m`` per expected id (ids sorted ascending, unique) and the observed ids no input has.
+
+    Event ids are usually dense (0..n-1): then an id's position is the id minus the first, and the
+    multiplicity is one ``bincount`` — linear, no hashing. Otherwise binary search finds positions.
+    """
+    n = ids.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.unique(observed)
+    if int(ids[-1]) - int(ids[0]) == n - 1:
+        pos = observed - ids[0]
+        valid = (pos >= 0) & (pos < n)
+    else:
+        pos = np.searchsorted(ids, observed)
+        valid = pos < n
+        valid[valid] = ids[pos[valid]] == observed[valid]
+    m = np.bincount(pos[valid], minlength=n).astype(np.int64)
+    return m, np.unique(observed[~valid])
+
+
 def classify(expected: pl.DataFrame, observed_ids: pl.Series, unexpected: list[dict] | None = None) -> Classification:
     """Compare expected multiplicities with the ids observed in the sink (one entry per effect)."""
     unexpected = list(unexpected or [])
-    counts = pl.DataFrame({"id": observed_ids.cast(pl.Int64)}).group_by("id").agg(pl.len().alias("m"))
-    joined = expected.select("id", "required", "multiplicity").join(counts, on="id", how="left").with_columns(
-        pl.col("m").fill_null(0).cast(pl.Int64)
-    )
-    lost = joined.filter(pl.col("required") & (pl.col("m") == 0))["id"].sort().to_list()
-    duplicated = joined.filter(pl.col("m") > pl.col("multiplicity"))["id"].sort().to_list()
-    strangers = counts.join(expected.select("id"), on="id", how="anti")["id"].sort().to_list()
-    unexpected += [{"id": i, "why": "no input event has this id"} for i in strangers]
+    frame = expected.select("id", "required", "multiplicity")
+    if not frame["id"].is_sorted():
+        frame = frame.sort("id")
+    ids = frame["id"].to_numpy().astype(np.int64, copy=False)
+    required = frame["required"].to_numpy()
+    wanted = frame["multiplicity"].to_numpy()
+    m, strangers = multiplicities(ids, observed_ids.cast(pl.Int64).drop_nulls().to_numpy())
+    lost = ids[required & (m == 0)].tolist()
+    duplicated = ids[m > wanted].tolist()
+    unexpected += [{"id": int(i), "why": "no input event has this id"} for i in strangers.tolist()]
     verdict = from_anomalies(bool(lost), bool(duplicated), bool(unexpected))
-    multiplicity = {
-        "0": joined.filter(pl.col("m") == 0).height,
-        "1": joined.filter(pl.col("m") == 1).height,
-        ">1": joined.filter(pl.col("m") > 1).height,
-    }
+    multiplicity = {"0": int((m == 0).sum()), "1": int((m == 1).sum()), ">1": int((m > 1).sum())}
     return Classification(verdict, lost, duplicated, unexpected, multiplicity)

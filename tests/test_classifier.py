@@ -105,3 +105,12 @@ def test_attribution_names_the_batch_and_the_fault_before_its_commit():
         {"id": 3, "batch": 1, "fault": "kill-driver@1:sink-done"},
         {"id": 0, "batch": 0, "fault": None},
     ]
+
+
+def test_sparse_and_unsorted_ids_classify_like_dense_ones():
+    ids = [30, 3, 9, 12, 27]
+    expected = pl.DataFrame({"id": ids}).with_columns(required=pl.lit(True), multiplicity=pl.lit(1))
+    c = classify(expected, pl.Series([3, 3, 9, 12, 27, 28, 100]))
+    assert c.lost == [30] and c.duplicated == [3]
+    assert [u["id"] for u in c.unexpected] == [28, 100]
+    assert c.multiplicity == {"0": 1, "1": 3, ">1": 1}
