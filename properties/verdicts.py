@@ -57,3 +57,21 @@ def meets(measured: str, declared: str) -> bool | None:
     if measured == STALLED:
         return None
     return at_least_as_strong(measured, declared)
+
+
+def aggregate(trials: list[dict]) -> dict[str, dict]:
+    """Campaign aggregation: per pipeline, the weakest verdict of its trials and ``meets`` its declared guarantee.
+
+    ``trials``: checker reports (``verdict.json``), each with ``pipeline``, ``declared`` and ``verdict``.
+    """
+    out: dict[str, dict] = {}
+    for t in trials:
+        row = out.setdefault(t["pipeline"], {"declared": t["declared"], "verdicts": [], "trials": 0})
+        row["verdicts"].append(t["verdict"])
+        row["trials"] += 1
+    for row in out.values():
+        row["verdict"] = weakest(row["verdicts"])
+        row["meets"] = meets(row["verdict"], row["declared"])
+        row["stalled"] = row["verdicts"].count(STALLED)
+        del row["verdicts"]
+    return out

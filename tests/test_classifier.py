@@ -114,3 +114,20 @@ def test_sparse_and_unsorted_ids_classify_like_dense_ones():
     assert c.lost == [30] and c.duplicated == [3]
     assert [u["id"] for u in c.unexpected] == [28, 100]
     assert c.multiplicity == {"0": 1, "1": 3, ">1": 1}
+
+
+def test_campaign_aggregation_takes_the_weakest_verdict_per_pipeline():
+    from properties.verdicts import aggregate
+
+    trials = [
+        {"pipeline": "a", "declared": EXACTLY_ONCE, "verdict": EXACTLY_ONCE},
+        {"pipeline": "a", "declared": EXACTLY_ONCE, "verdict": AT_LEAST_ONCE},
+        {"pipeline": "b", "declared": AT_LEAST_ONCE, "verdict": EXACTLY_ONCE},
+        {"pipeline": "b", "declared": AT_LEAST_ONCE, "verdict": STALLED},
+        {"pipeline": "c", "declared": AT_LEAST_ONCE, "verdict": AT_MOST_ONCE},
+        {"pipeline": "c", "declared": AT_LEAST_ONCE, "verdict": AT_LEAST_ONCE},
+    ]
+    got = aggregate(trials)
+    assert got["a"] == {"declared": EXACTLY_ONCE, "trials": 2, "verdict": AT_LEAST_ONCE, "meets": False, "stalled": 0}
+    assert got["b"]["verdict"] == EXACTLY_ONCE and got["b"]["meets"] is True and got["b"]["stalled"] == 1
+    assert got["c"]["verdict"] == NONE and got["c"]["meets"] is False
