@@ -46,6 +46,8 @@ def trial(
     downtime: Annotated[float, typer.Option(help="seconds a killed driver stays down")] = 1.0,
     recovery_timeout: Annotated[float, typer.Option(help="seconds without a commit before 'stalled'")] = 180.0,
     keep: Annotated[Path | None, typer.Option(help="run directory to keep (default runs/trial-<time>)")] = None,
+    toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy (default: embedded; "
+                                                       "or TOXIPROXY_URL)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
 ) -> None:
     """Run one trial of PIPELINE under a fault schedule and print what happened."""
@@ -60,9 +62,11 @@ def trial(
         cluster=cluster, workers=workers,
         driver_downtime=downtime, recovery_timeout=recovery_timeout,
     )
-    resolve(pipeline)  # unknown pipeline: fail before any JVM starts
+    from chaos.trial import validate_schedule
+
+    validate_schedule(scenario, resolve(pipeline))  # unknown pipeline, impossible fault: before any JVM starts
     run_dir = keep or Path("runs") / time.strftime("trial-%Y%m%d-%H%M%S")
-    with Harness(cluster=cluster, workers=workers, workdir=run_dir.parent) as harness:
+    with Harness(cluster=cluster, workers=workers, workdir=run_dir.parent, toxiproxy=toxiproxy) as harness:
         if not as_json:
             err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
         result = harness.trial(scenario, run_dir)

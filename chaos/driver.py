@@ -75,7 +75,8 @@ def run(spark, config: dict, incarnation: int) -> int:
         "type": "driver", "event": "booted", "incarnation": incarnation,
         "app_id": spark.sparkContext.applicationId, "pid": os.getpid(),
     })
-    ctx = DriverContext(spark, source, config["checkpoint"], Path(config["sink_dir"]), incarnation, phase)
+    ctx = DriverContext(spark, source, config["checkpoint"], Path(config["sink_dir"]), incarnation, phase,
+                        sink_dsn=config.get("sink_dsn"))
     query = pipeline.start(ctx)
 
     stop = threading.Event()

@@ -16,12 +16,15 @@ from pathlib import Path
 
 import psutil
 
+from chaos.channels import Channels
 from chaos.cluster import Cluster, StandaloneCluster, executor_of, executors
 from chaos.controller import History
+from chaos.postgres import PostgresServer
 from chaos.procs import Group, kill_tree
-from chaos.spec import Fault
+from chaos.spec import CHANNEL_DEFAULT_DURATION, Fault
 
 DEFAULT_WORKER_DOWNTIME = 2.0
+DEFAULT_DB_DOWNTIME = 2.0
 
 
 class Nemesis:
@@ -32,17 +35,23 @@ class Nemesis:
         app_id: Callable[[], str | None],
         checkpoint: Path,
         history: History,
+        channels: Channels | None = None,
+        database: PostgresServer | None = None,
     ) -> None:
         self.cluster = cluster
         self.driver = driver
         self.app_id = app_id
         self.checkpoint = Path(checkpoint)
         self.history = history
+        self.channels = channels
+        self.database = database
         self.heals: list[threading.Thread] = []
         self.driver_kill: Fault | None = None  # the fault that killed the current driver, if any
 
     # -- entry point -------------------------------------------------------------------------
     def fire(self, fault: Fault, detail: dict) -> dict:
+        if fault.channel:
+            return self._channel(fault)
         handler = {
             "kill": self._kill,
             "pause": self._pause,
@@ -102,6 +111,13 @@ class Nemesis:
 
     # -- actions -------------------------------------------------------------------------------
     def _kill(self, fault: Fault, detail: dict) -> dict:
+        if fault.target == "sink-db":
+            if self.database is None:
+                raise LookupError("this pipeline has no sink database")
+            pid = self.database.kill()
+            downtime = fault.duration if fault.duration is not None else DEFAULT_DB_DOWNTIME
+            self._heal_later(fault, downtime, self.database.restart, database=pid)
+            return {"done": True, "pid": pid, "downtime": downtime}
         if fault.target == "driver":
             group = self.driver()
             if group is None or not group.alive():
@@ -149,6 +165,14 @@ class Nemesis:
         else:
             target.unlink()
         return {"done": True, "file": str(target.relative_to(self.checkpoint)), "how": how}
+
+    def _channel(self, fault: Fault) -> dict:
+        if self.channels is None:
+            raise LookupError("no fault proxy in this harness")
+        heal = self.channels.apply(fault)
+        duration = fault.duration if fault.duration is not None else CHANNEL_DEFAULT_DURATION
+        self._heal_later(fault, duration, heal, channel=fault.target)
+        return {"done": True, "channel": fault.target, "duration": duration, **fault.attributes}
 
     def _heal_later(self, fault: Fault, after: float, action: Callable[[], None], **detail) -> None:
         done = threading.Event()

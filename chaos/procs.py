@@ -1,7 +1,7 @@
 """Ownership of every process the harness starts, so none outlives it.
 
 Each child is started in a new session (its own process group) and carries the environment
-variable STREAMCHAOS_OWNER=<pid>:<start-time> of the harness that started it. Spark passes its
+variable STREAMCHAOS_OWNER=<pid>:<start-time>#<n> of the harness that started it. Spark passes its
 environment on to what it launches (executor JVMs, Python workers), so the tag reaches every
 descendant, even ones that leave the group. Two ways out:
 
@@ -12,6 +12,7 @@ descendant, even ones that leave the group. Two ways out:
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from pathlib import Path
 import psutil
 
 OWNER_VAR = "STREAMCHAOS_OWNER"
+_SERIAL = itertools.count()
 
 
 def _tag_of(pid: int) -> str:
@@ -35,7 +37,7 @@ def my_tag() -> str:
 
 def _owner_alive(tag: str) -> bool:
     try:
-        pid_s, created = tag.split(":", 1)
+        pid_s, created = tag.split("#", 1)[0].split(":", 1)
         proc = psutil.Process(int(pid_s))
         return f"{proc.create_time():.3f}" == created
     except (ValueError, psutil.Error):
@@ -153,7 +155,9 @@ class Owned:
     """The set of process groups one harness owns."""
 
     def __init__(self) -> None:
-        self.tag = my_tag()
+        # One tag per Owned, not per process: two harnesses in one process (a test's session cluster
+        # and a trial's harness) must never stop each other's processes.
+        self.tag = f"{my_tag()}#{next(_SERIAL)}"
         self.groups: list[Group] = []
 
     def spawn(
@@ -164,6 +168,7 @@ class Owned:
         env: Mapping[str, str] | None = None,
         log_path: Path | None = None,
         cwd: Path | None = None,
+        user: str | None = None,
     ) -> Group:
         full_env = dict(os.environ if env is None else env)
         full_env[OWNER_VAR] = self.tag
@@ -177,6 +182,7 @@ class Owned:
                 stdin=subprocess.DEVNULL,
                 cwd=cwd,
                 start_new_session=True,
+                user=user,  # e.g. PostgreSQL refuses to run as root
             )
         finally:
             if log_path:

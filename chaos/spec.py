@@ -17,17 +17,24 @@ from chaos.errors import UserError
 PHASES = ("planned", "reading", "state-commit", "sink-write", "sink-done", "committed")
 
 TARGETS = ("driver", "executor", "worker")
+CHANNELS = ("source", "sink")
+CHANNEL_KINDS = ("delay", "cut", "reset", "down")
+CHANNEL_DEFAULT_DURATION = 5.0
+DEFAULT_LATENCY_MS = 1000
 DAMAGE_MODES = tuple(
     f"{how}-{what}" for what in ("offsets", "commits", "state") for how in ("truncate", "delete")
 )
 ACTIONS = (
     *(f"kill-{t}" for t in TARGETS),
+    "kill-sink-db",
     *(f"pause-{t}" for t in TARGETS),
+    *(f"{k}-{c}" for k in CHANNEL_KINDS for c in CHANNELS),
     "damage-checkpoint",
 )
 
 _SPEC = re.compile(r"^(?P<action>[a-z-]+)@(?P<batch>\d+):(?P<phase>[a-z-]+)(?P<args>(/[^/]+)*)$")
 _DURATION = re.compile(r"^(?P<n>\d+(\.\d+)?)(?P<unit>ms|s|m)$")
+_ATTRIBUTE = re.compile(r"^(?P<key>latency|jitter)=(?P<value>\d+)$")
 
 
 def parse_duration(text: str) -> float:
@@ -63,8 +70,22 @@ class Fault:
 
     @property
     def kind(self) -> str:
-        """kill, pause or damage."""
+        """kill, pause, damage, or a channel fault: delay, cut, reset, down."""
         return self.action.split("-", 1)[0]
+
+    @property
+    def channel(self) -> bool:
+        """A fault of the source or sink channel (carried out by the fault proxy)."""
+        return self.kind in CHANNEL_KINDS
+
+    @property
+    def attributes(self) -> dict[str, int]:
+        """``key=value`` arguments of channel faults (latency, jitter in ms)."""
+        out = {}
+        for arg in self.args:
+            if match := _ATTRIBUTE.match(arg):
+                out[match["key"]] = int(match["value"])
+        return out
 
     @property
     def target(self) -> str:
@@ -106,19 +127,24 @@ def parse_fault(text: str) -> Fault:
         )
     action, phase = match["action"], match["phase"]
     batch = int(match["batch"])
-    args = tuple(a for a in match["args"].split("/") if a)
+    # ``latency=1500,jitter=500`` is one arg of two attributes: keep them as separate args.
+    args = tuple(part for a in match["args"].split("/") if a for part in (a.split(",") if "=" in a else [a]))
     if action not in ACTIONS:
         raise UserError(f"unknown fault action {action!r} in {text!r}: use one of {', '.join(ACTIONS)}")
     if phase not in PHASES:
         raise UserError(f"unknown phase {phase!r} in {text!r}: use one of {', '.join(PHASES)}")
     fault = Fault(action, batch, phase, args)
     for arg in args:
-        known = _DURATION.match(arg) or arg.isdigit() or arg in DAMAGE_MODES
+        known = _DURATION.match(arg) or arg.isdigit() or arg in DAMAGE_MODES or _ATTRIBUTE.match(arg)
         if not known:
             raise UserError(
                 f"unknown argument {arg!r} in {text!r}: use a duration (3s, 500ms), "
-                f"an index (0, 1, ...) or a damage mode ({', '.join(DAMAGE_MODES)})"
+                f"an index (0, 1, ...), latency=MS, jitter=MS or a damage mode ({', '.join(DAMAGE_MODES)})"
             )
+    if fault.attributes and fault.kind != "delay":
+        raise UserError(f"{text!r}: latency= and jitter= only go with delay-source and delay-sink")
+    if fault.channel and fault.index is not None:
+        raise UserError(f"{text!r}: a channel has no index; drop it")
     if fault.kind == "pause" and fault.duration is None:
         raise UserError(f"{text!r}: a pause needs a duration, e.g. {fault.spec}/3s")
     if fault.action == "damage-checkpoint" and fault.mode is None:

@@ -22,15 +22,18 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 import polars as pl
 
+from chaos.channels import Channels
 from chaos.cluster import Cluster, make_cluster, spark_env
 from chaos.controller import Controller, History
 from chaos.errors import UserError
 from chaos.eventlog import EventLogServer
 from chaos.java import require_java
 from chaos.nemesis import Nemesis
+from chaos.postgres import PostgresServer
 from chaos.procs import Group, Owned, reap_orphans
 from chaos.scenario import Scenario, generate_events
 from chaos.source import read_offsets_file
@@ -42,16 +45,36 @@ STOP_GRACE = 30.0
 STATE_DUMP_GRACE = 120.0
 
 
+def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
+    """Reject faults the pipeline cannot take (no cluster needed: called before anything starts)."""
+    for fault in scenario.schedule:
+        if fault.target == "sink-db" and not pipeline.database:
+            raise UserError(f"{fault.spec}: {pipeline.name} has no sink database; use a pg-* pipeline")
+        if fault.channel and fault.target == "sink" and not pipeline.sink_channel:
+            raise UserError(f"{fault.spec}: {pipeline.name} writes to a local file, it has no sink channel; "
+                            "use a pipeline with a database sink")
+    if pipeline.database:
+        from chaos.postgres import require_postgres
+
+        require_postgres()
+
+
 class Harness:
     """What lives across the trials of one run: owned processes, the cluster, the event log server."""
 
-    def __init__(self, cluster: str = "standalone", workers: int = 2, workdir: Path | None = None) -> None:
+    def __init__(self, cluster: str = "standalone", workers: int = 2, workdir: Path | None = None,
+                 toxiproxy: str | None = None) -> None:
         self.cluster_spec = cluster
+        self.toxiproxy = toxiproxy
         self.workers = workers
         self.workdir = Path(workdir or Path.cwd() / "runs")
         self.owned = Owned()
         self.cluster: Cluster | None = None
         self.eventlog: EventLogServer | None = None
+        self.channels: Channels | None = None
+        self.source_url = ""
+        self.database: PostgresServer | None = None  # started by the first trial that needs it
+        self.sink_dsn: str | None = None
         self.timings: dict[str, float] = {}
 
     def __enter__(self) -> Harness:
@@ -64,6 +87,9 @@ class Harness:
             self.cluster.start()
             self.timings["cluster_start_s"] = round(time.monotonic() - t0, 2)
             self.eventlog = EventLogServer()
+            self.channels = Channels(self.toxiproxy)
+            # Drivers and executors reach the event log only through the source channel's proxy.
+            self.source_url = "http://" + self.channels.open("source", urlparse(self.eventlog.url).netloc)
         except BaseException:
             self.close()
             raise
@@ -73,6 +99,12 @@ class Harness:
         self.close()
 
     def close(self) -> None:
+        if self.database:
+            self.database.stop()
+            self.database = None
+        if self.channels:
+            self.channels.close()
+            self.channels = None
         if self.eventlog:
             self.eventlog.close()
             self.eventlog = None
@@ -80,19 +112,33 @@ class Harness:
             self.cluster.stop()
         self.owned.stop_all()
 
-    def check_faults(self, scenario: Scenario) -> None:
-        """Reject faults this cluster cannot carry out, before anything starts."""
+    def check_faults(self, scenario: Scenario, pipeline: Pipeline) -> None:
+        """Reject faults this cluster or pipeline cannot carry out, before anything starts."""
+        validate_schedule(scenario, pipeline)
         for fault in scenario.schedule:
             if fault.target == "worker" and not self.cluster.owns_workers:
                 raise UserError(f"{fault.spec} needs --cluster standalone (the harness's own workers)")
             if fault.target == "executor" and self.cluster_spec.startswith("local["):
                 raise UserError(f"{fault.spec}: local mode has no executor processes")
 
+    def _ensure_database(self) -> None:
+        if self.database is None:
+            t0 = time.monotonic()
+            self.database = PostgresServer(self.owned, self.workdir / "postgres").start()
+            self.timings["database_start_s"] = round(time.monotonic() - t0, 2)
+            # The sink reaches the database only through the sink channel's proxy.
+            host, port = self.channels.open("sink", f"127.0.0.1:{self.database.port}").rsplit(":", 1)
+            self.sink_dsn = PostgresServer.dsn_at(host, int(port))
+        elif not self.database.ready():
+            self.database.restart()
+
     def trial(self, scenario: Scenario, run_dir: Path) -> dict:
         pipeline = resolve(scenario.pipeline)
-        self.check_faults(scenario)
+        self.check_faults(scenario, pipeline)
         if not self.cluster.healthy():
             self.cluster.heal()
+        if pipeline.database:
+            self._ensure_database()
         return Trial(self, pipeline, scenario, Path(run_dir)).run()
 
 
@@ -118,6 +164,8 @@ class Trial:
         events.write_parquet(self.dir / "events.parquet")
         self.history = History(self.dir / "history.jsonl")
         self.pipeline.prepare_sink(self.dir / "sink")
+        if self.pipeline.database:
+            self.pipeline.prepare_database(self.h.database.dsn)
         self.h.eventlog.load(events, self.scenario.partitions)
         return events
 
@@ -140,16 +188,18 @@ class Trial:
         events = self._prepare()
         faults = self.scenario.schedule
         checkpoint = self.dir / "checkpoint"
+        self.h.channels.reset()
         self.nemesis = Nemesis(self.h.cluster, lambda: self.driver, lambda: self.controller.app_id,
-                               checkpoint, self.history)
+                               checkpoint, self.history, self.h.channels, self.h.database)
         self.controller = Controller(self.history, faults, self.nemesis.fire)
         (self.dir / "driver.json").write_text(json.dumps({
             "pipeline": self.scenario.pipeline,
             "master": self.h.cluster.master_url,
             "controller": self.controller.address,
-            "eventlog": self.h.eventlog.url,
+            "eventlog": self.h.source_url,
             "checkpoint": str(checkpoint),
             "sink_dir": str(self.dir / "sink"),
+            "sink_dsn": self.h.sink_dsn if self.pipeline.database else None,
             "state_dir": str(self.dir / "state"),
             "events_per_batch": self.scenario.events_per_batch,
             "cores_max": self.scenario.workers,
@@ -172,6 +222,10 @@ class Trial:
             watcher.scan()
             self.controller.close()
         seconds = round(time.monotonic() - started, 2)
+        if self.pipeline.database:
+            if not self.h.database.ready():  # a kill-sink-db whose heal did not run (interrupted trial)
+                self.h.database.restart()
+            self.pipeline.export_database(self.h.database.dsn, self.dir / "sink")
         self.history.close()
         result = summarize(self, events, outcome, reason, seconds)
         write_json(self.dir / "result.json", result)

@@ -27,6 +27,7 @@ class DriverContext:
     sink_dir: Path
     incarnation: int
     phase: Callable[..., None]  # phase(batch, name, **detail): report and wait at a barrier
+    sink_dsn: str | None = None  # the database through the sink channel's proxy (database pipelines)
 
 
 class Pipeline:
@@ -50,6 +51,8 @@ class Pipeline:
     guarantee: str = "exactly-once"
     provenance: bool = True
     state: bool = False
+    sink_channel: bool = False  # the sink talks to a server over a socket the harness can proxy
+    database: bool = False  # the sink is the harness's PostgreSQL (prepare_database / export_database)
 
     def transform(self, source):
         """The pipeline's logic on a DataFrame of events (streaming in a trial, batch in the oracle test)."""
@@ -81,6 +84,12 @@ class Pipeline:
 
     def prepare_sink(self, sink_dir: Path) -> None:
         """Create the sink's tables/directories before the first driver incarnation."""
+
+    def prepare_database(self, dsn: str) -> None:
+        """Database pipelines: (re)create the sink's tables, connecting directly (not through the proxy)."""
+
+    def export_database(self, dsn: str, sink_dir: Path) -> None:
+        """Database pipelines: copy the final tables into ``sink_dir`` so the run is checked offline."""
 
     def start(self, ctx: DriverContext):
         """Start the streaming query (with ``checkpointLocation=ctx.checkpoint``) and return it."""

@@ -20,6 +20,13 @@ from pipelines_under_test.base import DriverContext, Pipeline
 from properties import oracle
 
 
+def rows_output(result) -> pl.DataFrame:
+    """A row sink's contents after writing the Spark DataFrame ``result`` once (as batch 0)."""
+    rows = result.select("id", "key", "value").collect()
+    return pl.DataFrame([tuple(r) for r in rows], schema={"id": pl.Int64, "key": pl.Utf8, "value": pl.Int64},
+                        orient="row").with_columns(batch_id=pl.lit(0, dtype=pl.Int64))
+
+
 class SqlitePassthrough(Pipeline):
     def __init__(self, name: str, mode: str, guarantee: str, description: str) -> None:
         self.name = name
@@ -46,9 +53,7 @@ class SqlitePassthrough(Pipeline):
         return sqlite.read_output(self._db(sink_dir))
 
     def batch_output(self, result) -> pl.DataFrame:
-        rows = result.select("id", "key", "value").collect()
-        return pl.DataFrame([tuple(r) for r in rows], schema={"id": pl.Int64, "key": pl.Utf8, "value": pl.Int64},
-                            orient="row").with_columns(batch_id=pl.lit(0, dtype=pl.Int64))
+        return rows_output(result)
 
     def oracle(self, events: pl.DataFrame) -> pl.DataFrame:
         return oracle.passthrough_expected(events)

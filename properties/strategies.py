@@ -27,11 +27,17 @@ from chaos.spec import DAMAGE_MODES, PHASES, Fault, parse_fault
 
 # Simplest first: Hypothesis shrinks a sampled_from toward its first element.
 ACTION_ORDER = (
-    "kill-driver", "kill-executor", "kill-worker",
+    "kill-driver", "kill-executor", "kill-worker", "kill-sink-db",
     "pause-driver", "pause-executor", "pause-worker",
+    "delay-source", "delay-sink", "cut-source", "cut-sink", "reset-source", "reset-sink",
+    "down-source", "down-sink",
     "damage-checkpoint",
 )
+# Actions every pipeline can take (sink channel faults need a database sink).
+NO_SINK_CHANNEL = tuple(a for a in ACTION_ORDER if "sink" not in a)
 PAUSE_DURATIONS = ("2s", "5s", "10s")
+LATENCIES_MS = (500, 2000)
+CHANNEL_DURATIONS = ("3s", "8s")
 
 # Default parameter strategies (module level: strategies are immutable and reusable).
 ANY_PARTITIONS = st.integers(1, 4)
@@ -136,6 +142,10 @@ def faults(
         args: tuple[str, ...] = ()
         if action.startswith("pause-"):
             args = (draw(st.sampled_from(PAUSE_DURATIONS)),)
+        elif action.startswith("delay-"):
+            args = (f"latency={draw(st.sampled_from(LATENCIES_MS))}", draw(st.sampled_from(CHANNEL_DURATIONS)))
+        elif action.split("-")[0] in ("cut", "reset", "down"):
+            args = (draw(st.sampled_from(CHANNEL_DURATIONS)),)
         elif action == "damage-checkpoint":
             args = (draw(st.sampled_from(DAMAGE_MODES)),)
         fault = Fault(action, batch, phase, args)
@@ -169,8 +179,15 @@ def crash_schedules(
 
 @st.composite
 def scenarios(draw, pipeline: str, streams: st.SearchStrategy[StreamSpec] | None = None, max_faults: int = 3,
-              actions: tuple[str, ...] = ACTION_ORDER, **harness) -> Scenario:
-    """A stream and a schedule that fits its batch count, as one replayable Scenario."""
+              actions: tuple[str, ...] | None = None, **harness) -> Scenario:
+    """A stream and a schedule that fits its batch count, as one replayable Scenario.
+
+    ``actions`` default: every action the pipeline can take (sink faults need a database sink).
+    """
+    if actions is None:
+        from pipelines_under_test import resolve
+
+        actions = ACTION_ORDER if resolve(pipeline).sink_channel else NO_SINK_CHANNEL
     spec = draw(event_streams() if streams is None else streams)
     schedule = draw(crash_schedules(spec.batches, max_faults=max_faults, actions=actions))
     return spec.scenario(pipeline, schedule, **harness)

@@ -21,6 +21,9 @@ from tests.conftest import cli, left_by
         (["trial", "passthrough-append", "--events", "0"], "--events must be at least 1"),
         (["trial", "nosuchmodule_xyz:thing"], "cannot import pipeline module"),
         (["trial", "passthrough-append", "--bogus"], "No such option"),
+        (["trial", "passthrough-append", "--fault", "kill-sink-db@1:sink-write"], "has no sink database"),
+        (["trial", "key-count", "--fault", "cut-sink@1:sink-write/3s"], "has no sink channel"),
+        (["trial", "pg-append", "--fault", "delay-sink@1:sink-write/latency=x"], "unknown argument 'latency=x'"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):

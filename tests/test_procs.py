@@ -61,3 +61,18 @@ def test_reap_leaves_processes_of_a_live_harness_alone(tmp_path):
         assert group.proc.args and psutil.Process(group.pid).environ()[OWNER_VAR] == owned.tag
     finally:
         owned.stop_all()
+
+
+def test_two_owners_in_one_process_never_stop_each_others_processes():
+    first, second = Owned(), Owned()
+    assert first.tag != second.tag
+    a = first.spawn("sleeper-a", ["sleep", "30"])
+    b = second.spawn("sleeper-b", ["sleep", "30"])
+    try:
+        second.stop_all()
+        assert not b.alive()
+        assert a.alive(), "stop_all of one harness killed another harness's process"
+        reap_orphans()  # the owner (this process) lives: its processes are no orphans
+        assert a.alive()
+    finally:
+        first.stop_all()

@@ -64,3 +64,27 @@ def test_every_damage_mode_is_accepted():
     for mode in DAMAGE_MODES:
         assert parse_fault(f"damage-checkpoint@0:committed/{mode}").mode == mode
     assert Fault("kill-driver", 1, "planned").spec == "kill-driver@1:planned"
+
+
+def test_channel_faults_parse_with_attributes_and_durations():
+    f = parse_fault("delay-sink@3:sink-write/latency=1500,jitter=500")
+    assert f.channel and f.kind == "delay" and f.target == "sink"
+    assert f.attributes == {"latency": 1500, "jitter": 500}
+    assert f.spec == "delay-sink@3:sink-write/latency=1500/jitter=500"
+    assert parse_fault(f.spec) == f
+    cut = parse_fault("cut-sink@5:sink-write/3s")
+    assert cut.channel and cut.duration == 3.0 and cut.attributes == {}
+    assert parse_fault("down-source@2:planned/4s").kind == "down"
+    assert parse_fault("reset-sink@5:sink-write").duration is None
+
+
+@pytest.mark.parametrize("bad", [
+    "cut-sink@5:sink-write/latency=100",   # attributes only for delay
+    "delay-source@1:reading/0",            # a channel has no index
+    "delay-source@1:reading/latency=abc",  # not a number
+    "delay-elsewhere@1:reading",           # no such channel
+])
+def test_malformed_channel_faults_are_one_line_errors(bad):
+    with pytest.raises(UserError) as err:
+        parse_fault(bad)
+    assert "\n" not in str(err.value)

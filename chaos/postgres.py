@@ -1,0 +1,143 @@
+"""A throwaway PostgreSQL cluster owned by the harness: the sink database of the ``pg-*`` pipelines.
+
+Started from the installed server binaries (``initdb``, ``postgres``), on a free loopback port,
+as one process group the harness owns (so ``kill-sink-db`` is a SIGKILL of that group, and a
+restart on the same data directory is PostgreSQL's own crash recovery). PostgreSQL refuses to run
+as root; when the harness is root, the server runs as the ``postgres`` user and its data directory
+lives in a private temporary directory that user can reach (the run directory may not be), removed
+when the server stops.
+
+``fsync=off``: the harness kills processes, never the machine; a committed transaction is in the
+OS page cache and survives a process kill, so durability against the faults we inject is intact.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+from chaos.errors import HarnessError, UserError
+from chaos.procs import Group, Owned, wait_until
+
+PG_USER = "streamchaos"
+SEARCH = ("/usr/lib/postgresql/*/bin", "/usr/local/pgsql/bin", "/usr/pgsql-*/bin", "/opt/homebrew/bin")
+
+
+def find_bindir() -> Path | None:
+    """The directory holding ``initdb`` and ``postgres``: PG_BINDIR, PATH, then the usual places."""
+    candidates = [os.environ.get("PG_BINDIR", "")]
+    on_path = shutil.which("initdb")
+    if on_path:
+        candidates.append(str(Path(on_path).parent))
+    for pattern in SEARCH:
+        candidates += sorted(glob.glob(pattern), reverse=True)
+    for c in candidates:
+        if c and (Path(c) / "initdb").exists() and (Path(c) / "postgres").exists():
+            return Path(c)
+    return None
+
+
+def require_postgres() -> Path:
+    found = find_bindir()
+    if found is None:
+        raise UserError("no PostgreSQL server binaries (initdb, postgres) found: install them "
+                        "(Debian: apt-get install postgresql) or set PG_BINDIR; the pg-* pipelines need them")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PostgresServer:
+    def __init__(self, owned: Owned, log_dir: Path) -> None:
+        self.bindir = require_postgres()
+        self.owned = owned
+        self.log_dir = Path(log_dir)
+        self.run_as = "postgres" if os.geteuid() == 0 else None
+        self.port = 0
+        self.group: Group | None = None
+        self.data: Path | None = None
+        self._home: Path | None = None
+
+    @property
+    def dsn(self) -> str:
+        return self.dsn_at("127.0.0.1", self.port)
+
+    @staticmethod
+    def dsn_at(host: str, port: int) -> str:
+        return f"host={host} port={port} user={PG_USER} dbname=postgres connect_timeout=10"
+
+    def start(self) -> PostgresServer:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._home = Path(tempfile.mkdtemp(prefix="streamchaos-pg-"))
+        self.data = self._home / "data"
+        if self.run_as:
+            entry = pwd.getpwnam(self.run_as)
+            os.chown(self._home, entry.pw_uid, entry.pw_gid)
+        init = self.owned.spawn(
+            "pg-initdb",
+            [str(self.bindir / "initdb"), "-D", str(self.data), "-U", PG_USER, "--auth=trust", "-E", "UTF8",
+             "--no-sync", "--no-instructions"],
+            log_path=self.log_dir / "postgres-initdb.log", user=self.run_as, cwd=self._home,
+        )
+        rc = init.proc.wait(timeout=120)
+        self.owned.forget(init)
+        if rc != 0:
+            raise HarnessError(f"initdb failed (exit {rc}): see {self.log_dir / 'postgres-initdb.log'}")
+        self.port = free_port()
+        self._launch()
+        return self
+
+    def _launch(self) -> None:
+        self.group = self.owned.spawn(
+            "postgres",
+            [str(self.bindir / "postgres"), "-D", str(self.data), "-p", str(self.port), "-h", "127.0.0.1",
+             "-k", str(self._home), "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=50"],
+            log_path=self.log_dir / "postgres.log", user=self.run_as, cwd=self._home,
+        )
+        if not wait_until(self.ready, timeout=60, interval=0.1):
+            raise HarnessError(f"PostgreSQL did not accept connections within 60 s: see {self.log_dir}/postgres.log")
+
+    def ready(self) -> bool:
+        if self.group is None or not self.group.alive():
+            return False
+        import psycopg
+
+        try:
+            with psycopg.connect(self.dsn, connect_timeout=2):
+                return True
+        except psycopg.Error:
+            return False
+
+    def kill(self) -> int | None:
+        """SIGKILL the server's process group (the fault ``kill-sink-db``)."""
+        pid = self.group.pid if self.group else None
+        if self.group is not None:
+            self.group.kill()
+            self.owned.forget(self.group)
+            self.group = None
+        return pid
+
+    def restart(self) -> None:
+        """Start again on the same data directory: PostgreSQL replays its WAL (crash recovery)."""
+        started = time.monotonic()
+        self._launch()
+        self.recovery_s = round(time.monotonic() - started, 2)
+
+    def stop(self) -> None:
+        if self.group is not None:
+            self.group.terminate(10)
+            self.owned.forget(self.group)
+            self.group = None
+        if self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
