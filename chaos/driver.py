@@ -76,7 +76,7 @@ def run(spark, config: dict, incarnation: int) -> int:
         "app_id": spark.sparkContext.applicationId, "pid": os.getpid(),
     })
     ctx = DriverContext(spark, source, config["checkpoint"], Path(config["sink_dir"]), incarnation, phase,
-                        sink_dsn=config.get("sink_dsn"))
+                        sink_dsn=config.get("sink_dsn"), controller=controller)
     query = pipeline.start(ctx)
 
     stop = threading.Event()

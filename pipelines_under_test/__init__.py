@@ -8,11 +8,11 @@ from chaos.errors import UserError
 from pipelines_under_test.base import DriverContext, Pipeline
 from pipelines_under_test.counts import API_COUNT, API_COUNT_INCREMENT, KEY_COUNT
 from pipelines_under_test.passthrough import PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT
-from pipelines_under_test.postgres import PG_APPEND, PG_UPSERT_BY_BATCH
+from pipelines_under_test.postgres import PG_APPEND, PG_TWO_PHASE, PG_UPSERT_BY_BATCH
 
 CATALOGUE: dict[str, Pipeline] = {
     p.name: p for p in (PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT, KEY_COUNT, API_COUNT, API_COUNT_INCREMENT,
-                        PG_APPEND, PG_UPSERT_BY_BATCH)
+                        PG_APPEND, PG_UPSERT_BY_BATCH, PG_TWO_PHASE)
 }
 
 __all__ = ["CATALOGUE", "DriverContext", "Pipeline", "resolve"]

@@ -28,6 +28,7 @@ class DriverContext:
     incarnation: int
     phase: Callable[..., None]  # phase(batch, name, **detail): report and wait at a barrier
     sink_dsn: str | None = None  # the database through the sink channel's proxy (database pipelines)
+    controller: str | None = None  # host:port of the phase barriers, for sinks that report from executors
 
 
 class Pipeline:

@@ -61,9 +61,31 @@ class PgPassthrough(Pipeline):
         return oracle.passthrough_unexplained(output, events)
 
 
+class PgTwoPhase(PgPassthrough):
+    """Rows staged by every task, published by the driver's commit with the batch id (two-phase commit)."""
+
+    def start(self, ctx: DriverContext):
+        from chaos.sinks.pg_two_phase import SINK_NAME, PgTwoPhaseSink
+
+        ctx.spark.dataSource.register(PgTwoPhaseSink)
+        return (
+            self.transform(ctx.source).writeStream.format(SINK_NAME)
+            .option("dsn", ctx.sink_dsn)
+            .option("controller", ctx.controller or "")
+            .option("incarnation", str(ctx.incarnation))
+            .option("checkpointLocation", ctx.checkpoint)
+            .queryName(self.name.replace("-", "_"))
+            .start()
+        )
+
+
 PG_APPEND = PgPassthrough("pg-append", "append", "at-least-once",
                           "foreachBatch plain INSERT into PostgreSQL: a replayed batch is written again.")
 PG_UPSERT_BY_BATCH = PgPassthrough(
     "pg-upsert-by-batch", "upsert-by-batch", "exactly-once",
     "foreachBatch rows + batch id in one PostgreSQL transaction, skipping recorded batch ids: replays write nothing.",
+)
+PG_TWO_PHASE = PgTwoPhase(
+    "pg-two-phase", "two-phase", "exactly-once",
+    "Python DataSourceStreamWriter: tasks stage rows, the driver's commit publishes them with the batch id.",
 )

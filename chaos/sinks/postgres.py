@@ -23,11 +23,14 @@ Phase = Callable[..., None]
 RETRY_FOR = 120.0
 
 DDL = (
-    "DROP TABLE IF EXISTS output, deliveries, sink_batches",
+    "DROP TABLE IF EXISTS output, deliveries, sink_batches, staging",
     "CREATE TABLE output (batch_id BIGINT, id BIGINT, key TEXT, value BIGINT, event_time TIMESTAMP,"
     " partition INT, \"offset\" BIGINT)",
     "CREATE TABLE deliveries (batch_id BIGINT, incarnation INT, rows INT, written BOOLEAN)",
     "CREATE TABLE sink_batches (batch_id BIGINT PRIMARY KEY)",
+    # pg-two-phase: rows staged per (batch, task partition) until the driver's commit publishes them
+    "CREATE TABLE staging (batch_id BIGINT, part INT, id BIGINT, key TEXT, value BIGINT, event_time TIMESTAMP,"
+    " partition INT, \"offset\" BIGINT)",
 )
 
 

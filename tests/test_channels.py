@@ -1,0 +1,68 @@
+"""Channel faults -> toxics on the embedded proxy, and their heals, measured on a real socket."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from chaos.channels import Channels
+from chaos.spec import parse_fault
+from tests.test_toxiproxy_server import _Echo, _serve
+
+
+@pytest.fixture
+def source():
+    echo = _serve(_Echo)
+    channels = Channels(url="")  # "" = embedded even when TOXIPROXY_URL is set
+    listen = channels.open("source", f"127.0.0.1:{echo.server_address[1]}")
+    yield channels, listen
+    channels.close()
+    echo.shutdown()
+
+
+def _ping(listen: str, timeout: float = 10) -> tuple[bytes, float]:
+    host, port = listen.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+        started = time.monotonic()
+        sock.sendall(b"ping")
+        return sock.recv(10), time.monotonic() - started
+
+
+def test_delay_adds_latency_both_ways_until_healed(source):
+    channels, listen = source
+    heal = channels.apply(parse_fault("delay-source@1:reading/latency=200/jitter=0"))
+    got, took = _ping(listen)
+    assert got == b"ping" and took >= 0.4  # 200 ms up + 200 ms down
+    heal()
+    assert _ping(listen)[1] < 0.2
+
+
+def test_down_refuses_connections_until_healed(source):
+    channels, listen = source
+    heal = channels.apply(parse_fault("down-source@1:planned/2s"))
+    with pytest.raises(ConnectionRefusedError):
+        _ping(listen)
+    heal()
+    assert _ping(listen)[0] == b"ping"
+
+
+def test_cut_holds_data_and_reset_resets(source):
+    channels, listen = source
+    heal = channels.apply(parse_fault("cut-source@1:reading/3s"))
+    with pytest.raises(TimeoutError):
+        _ping(listen, timeout=0.5)
+    heal()
+    assert _ping(listen)[0] == b"ping"
+    heal = channels.apply(parse_fault("reset-source@1:reading/3s"))
+    with pytest.raises(ConnectionResetError):
+        _ping(listen)
+    heal()
+    assert _ping(listen)[0] == b"ping"
+
+
+def test_a_channel_the_pipeline_lacks_is_a_lookup_error(source):
+    channels, _ = source
+    with pytest.raises(LookupError):
+        channels.apply(parse_fault("delay-sink@1:sink-write"))
