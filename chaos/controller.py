@@ -77,6 +77,7 @@ class Controller:
         self.attempts: dict[tuple, int] = {}
         self.incarnation = 0
         self.app_id: str | None = None
+        self.listeners: list[Callable[[int, str], None]] = []  # told of every phase (e.g. heals "until PHASE")
         controller = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -123,6 +124,8 @@ class Controller:
             self.attempts[key] = self.attempts.get(key, 0) + 1
             detail.setdefault("incarnation", self.incarnation)
             self.history.add("phase", batch, phase, attempt=self.attempts[key], **detail)
+            for listener in self.listeners:
+                listener(batch, phase)
             for armed in self.armed:
                 f = armed.fault
                 if armed.fired or f.batch != batch or f.phase != phase:

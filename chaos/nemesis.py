@@ -21,7 +21,7 @@ from chaos.cluster import Cluster, StandaloneCluster, executor_of, executors
 from chaos.controller import History
 from chaos.postgres import PostgresServer
 from chaos.procs import Group, kill_tree
-from chaos.spec import CHANNEL_DEFAULT_DURATION, Fault
+from chaos.spec import CHANNEL_DEFAULT_DURATION, UNTIL_MAX_S, Fault
 
 DEFAULT_WORKER_DOWNTIME = 2.0
 DEFAULT_DB_DOWNTIME = 2.0
@@ -45,6 +45,7 @@ class Nemesis:
         self.history = history
         self.channels = channels
         self.database = database
+        self._until: list[tuple[Fault, threading.Event]] = []
         self.heals: list[threading.Thread] = []
         self.driver_kill: Fault | None = None  # the fault that killed the current driver, if any
 
@@ -170,12 +171,25 @@ class Nemesis:
         if self.channels is None:
             raise LookupError("no fault proxy in this harness")
         heal = self.channels.apply(fault)
+        if fault.until is not None:
+            reached = threading.Event()
+            self._until.append((fault, reached))
+            self._heal_later(fault, UNTIL_MAX_S, heal, channel=fault.target, until=fault.until, event=reached)
+            return {"done": True, "channel": fault.target, "until": fault.until, **fault.attributes}
         duration = fault.duration if fault.duration is not None else CHANNEL_DEFAULT_DURATION
         self._heal_later(fault, duration, heal, channel=fault.target)
         return {"done": True, "channel": fault.target, "duration": duration, **fault.attributes}
 
-    def _heal_later(self, fault: Fault, after: float, action: Callable[[], None], **detail) -> None:
-        done = threading.Event()
+    def on_phase(self, batch: int, phase: str) -> None:
+        """Controller listener: a fault ``until=PHASE`` heals at PHASE of its batch or a later one."""
+        for fault, reached in self._until:
+            if phase == fault.until and batch >= fault.batch and not (batch == fault.batch and phase == fault.phase):
+                reached.set()
+
+    def _heal_later(self, fault: Fault, after: float, action: Callable[[], None],
+                    event: threading.Event | None = None, **detail) -> None:
+        """Heal after ``after`` seconds, or as soon as ``event`` is set (``after`` then bounds the wait)."""
+        done = event or threading.Event()
 
         def heal() -> None:
             done.wait(after)

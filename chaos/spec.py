@@ -35,6 +35,8 @@ ACTIONS = (
 _SPEC = re.compile(r"^(?P<action>[a-z-]+)@(?P<batch>\d+):(?P<phase>[a-z-]+)(?P<args>(/[^/]+)*)$")
 _DURATION = re.compile(r"^(?P<n>\d+(\.\d+)?)(?P<unit>ms|s|m)$")
 _ATTRIBUTE = re.compile(r"^(?P<key>latency|jitter)=(?P<value>\d+)$")
+_UNTIL = re.compile(r"^until=(?P<phase>[a-z-]+)$")
+UNTIL_MAX_S = 60.0  # a channel fault "until PHASE" is healed after this at the latest (no deadlock)
 
 
 def parse_duration(text: str) -> float:
@@ -100,6 +102,14 @@ class Fault:
         return None
 
     @property
+    def until(self) -> str | None:
+        """``until=PHASE``: heal at the first report of PHASE for this batch or a later one."""
+        for arg in self.args:
+            if match := _UNTIL.match(arg):
+                return match["phase"]
+        return None
+
+    @property
     def index(self) -> int | None:
         """Which executor/worker (by position in the live map); None means the one at the phase."""
         for arg in self.args:
@@ -135,12 +145,20 @@ def parse_fault(text: str) -> Fault:
         raise UserError(f"unknown phase {phase!r} in {text!r}: use one of {', '.join(PHASES)}")
     fault = Fault(action, batch, phase, args)
     for arg in args:
-        known = _DURATION.match(arg) or arg.isdigit() or arg in DAMAGE_MODES or _ATTRIBUTE.match(arg)
+        known = (_DURATION.match(arg) or arg.isdigit() or arg in DAMAGE_MODES or _ATTRIBUTE.match(arg)
+                 or _UNTIL.match(arg))
         if not known:
             raise UserError(
                 f"unknown argument {arg!r} in {text!r}: use a duration (3s, 500ms), "
-                f"an index (0, 1, ...), latency=MS, jitter=MS or a damage mode ({', '.join(DAMAGE_MODES)})"
+                f"an index (0, 1, ...), latency=MS, jitter=MS, until=PHASE or a damage mode ({', '.join(DAMAGE_MODES)})"
             )
+    if fault.until is not None:
+        if fault.until not in PHASES:
+            raise UserError(f"unknown phase {fault.until!r} in until= of {text!r}: use one of {', '.join(PHASES)}")
+        if not fault.channel:
+            raise UserError(f"{text!r}: until=PHASE only goes with channel faults (delay/cut/reset/down)")
+        if fault.duration is not None:
+            raise UserError(f"{text!r}: give a duration or until=PHASE, not both")
     if fault.attributes and fault.kind != "delay":
         raise UserError(f"{text!r}: latency= and jitter= only go with delay-source and delay-sink")
     if fault.channel and fault.index is not None:

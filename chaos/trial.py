@@ -192,6 +192,7 @@ class Trial:
         self.nemesis = Nemesis(self.h.cluster, lambda: self.driver, lambda: self.controller.app_id,
                                checkpoint, self.history, self.h.channels, self.h.database)
         self.controller = Controller(self.history, faults, self.nemesis.fire)
+        self.controller.listeners.append(self.nemesis.on_phase)
         (self.dir / "driver.json").write_text(json.dumps({
             "pipeline": self.scenario.pipeline,
             "master": self.h.cluster.master_url,

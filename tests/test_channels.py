@@ -66,3 +66,25 @@ def test_a_channel_the_pipeline_lacks_is_a_lookup_error(source):
     channels, _ = source
     with pytest.raises(LookupError):
         channels.apply(parse_fault("delay-sink@1:sink-write"))
+
+
+def test_until_phase_heals_at_that_phase_of_the_batch_or_a_later_one(source, tmp_path):
+    from chaos.controller import History
+    from chaos.nemesis import Nemesis
+
+    channels, listen = source
+    history = History(tmp_path / "history.jsonl")
+    nemesis = Nemesis(None, lambda: None, lambda: None, tmp_path, history, channels)
+    fault = parse_fault("delay-source@2:reading/latency=300/until=committed")
+    assert fault.until == "committed"
+    outcome = nemesis.fire(fault, {})
+    assert outcome["until"] == "committed" and outcome["latency"] == 300
+    nemesis.on_phase(2, "sink-done")
+    nemesis.on_phase(1, "committed")  # an earlier batch's commit does not end it
+    assert _ping(listen)[1] >= 0.6
+    nemesis.on_phase(2, "committed")
+    nemesis.wait_heals(timeout=10)
+    assert _ping(listen)[1] < 0.2
+    heals = [r for r in history.snapshot() if r["kind"] == "heal"]
+    assert [h["detail"]["spec"] for h in heals] == [fault.spec] and heals[0]["detail"]["until"] == "committed"
+    history.close()

@@ -88,3 +88,12 @@ def test_malformed_channel_faults_are_one_line_errors(bad):
     with pytest.raises(UserError) as err:
         parse_fault(bad)
     assert "\n" not in str(err.value)
+
+
+def test_until_phase_is_for_channel_faults_only_and_excludes_a_duration():
+    assert parse_fault("cut-sink@5:sink-write/until=committed").until == "committed"
+    for bad, words in [("kill-driver@1:planned/until=committed", "only goes with channel faults"),
+                       ("cut-sink@5:sink-write/3s/until=committed", "not both"),
+                       ("cut-sink@5:sink-write/until=flush", "unknown phase 'flush'")]:
+        with pytest.raises(UserError, match=words):
+            parse_fault(bad)
