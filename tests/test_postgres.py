@@ -8,9 +8,10 @@ import pytest
 from chaos.postgres import PostgresServer, find_bindir
 from chaos.procs import Owned
 
-pytestmark = pytest.mark.skipif(find_bindir() is None, reason="no PostgreSQL server binaries on this machine")
+needs_postgres = pytest.mark.skipif(find_bindir() is None, reason="no PostgreSQL server binaries on this machine")
 
 
+@needs_postgres
 def test_killed_database_restarts_on_the_same_data_and_leaves_nothing(tmp_path):
     import psycopg
 
@@ -43,3 +44,17 @@ def _ours(proc: psutil.Process, tag: str) -> bool:
         return proc.environ().get("STREAMCHAOS_OWNER") == tag
     except psutil.Error:
         return False
+
+
+def test_missing_binaries_are_one_clear_line_before_anything_starts(monkeypatch):
+    import chaos.postgres
+    from chaos.errors import UserError
+    from chaos.scenario import Scenario
+    from chaos.trial import validate_schedule
+    from pipelines_under_test import resolve
+
+    monkeypatch.setattr(chaos.postgres, "find_bindir", lambda: None)
+    with pytest.raises(UserError) as err:
+        validate_schedule(Scenario("pg-append", events=400), resolve("pg-append"))
+    assert "no PostgreSQL server binaries" in str(err.value) and "PG_BINDIR" in str(err.value)
+    validate_schedule(Scenario("passthrough-append", events=400), resolve("passthrough-append"))  # no database: fine
