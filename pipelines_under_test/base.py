@@ -55,6 +55,19 @@ class Pipeline:
     sink_channel: bool = False  # the sink talks to a server over a socket the harness can proxy
     database: bool = False  # the sink is the harness's PostgreSQL (prepare_database / export_database)
 
+    @property
+    def query_name(self) -> str:
+        return self.name.replace("-", "_")
+
+    def start_foreach_batch(self, ctx: DriverContext, frame, sink, output_mode: str = "append"):
+        """Start ``frame`` into a foreachBatch ``sink`` on the trial's checkpoint (what most pipelines do)."""
+        return (
+            frame.writeStream.outputMode(output_mode).foreachBatch(sink)
+            .option("checkpointLocation", ctx.checkpoint)
+            .queryName(self.query_name)
+            .start()
+        )
+
     def transform(self, source):
         """The pipeline's logic on a DataFrame of events (streaming in a trial, batch in the oracle test)."""
         return source

@@ -82,13 +82,7 @@ class StatefulCounter(_SqliteCounter):
         return source.groupBy("key").agg(*aggs)
 
     def start(self, ctx: DriverContext):
-        return (
-            self.transform(ctx.source).writeStream.outputMode("update")
-            .foreachBatch(self._sink(ctx))
-            .option("checkpointLocation", ctx.checkpoint)
-            .queryName(self.name.replace("-", "_"))
-            .start()
-        )
+        return self.start_foreach_batch(ctx, self.transform(ctx.source), self._sink(ctx), output_mode="update")
 
     def observed_ids(self, output: pl.DataFrame) -> pl.Series:
         return output.select(pl.col("ids").explode().drop_nulls().alias("id"))["id"]
@@ -120,12 +114,7 @@ class IncrementingCounter(_SqliteCounter):
 
     def start(self, ctx: DriverContext):
         sink = self._sink(ctx)
-        return (
-            ctx.source.writeStream.foreachBatch(lambda df, batch_id: sink(self.transform(df), batch_id))
-            .option("checkpointLocation", ctx.checkpoint)
-            .queryName(self.name.replace("-", "_"))
-            .start()
-        )
+        return self.start_foreach_batch(ctx, ctx.source, lambda df, batch_id: sink(self.transform(df), batch_id))
 
 
 KEY_COUNT = StatefulCounter(

@@ -27,30 +27,14 @@ def rows_output(result) -> pl.DataFrame:
                         orient="row").with_columns(batch_id=pl.lit(0, dtype=pl.Int64))
 
 
-class SqlitePassthrough(Pipeline):
+class RowPassthrough(Pipeline):
+    """Every event to the sink unchanged, one row each; subclasses say where the rows go (``mode``: how)."""
+
     def __init__(self, name: str, mode: str, guarantee: str, description: str) -> None:
         self.name = name
         self.mode = mode
         self.guarantee = guarantee
         self.description = description
-
-    def _db(self, sink_dir: Path) -> Path:
-        return Path(sink_dir) / "sink.sqlite"
-
-    def prepare_sink(self, sink_dir: Path) -> None:
-        sqlite.create(self._db(sink_dir))
-
-    def start(self, ctx: DriverContext):
-        sink = sqlite.SqliteBatchSink(self._db(ctx.sink_dir), self.mode, ctx.phase, ctx.incarnation)
-        return (
-            self.transform(ctx.source).writeStream.foreachBatch(sink)
-            .option("checkpointLocation", ctx.checkpoint)
-            .queryName(self.name.replace("-", "_"))
-            .start()
-        )
-
-    def read_output(self, sink_dir: Path) -> pl.DataFrame:
-        return sqlite.read_output(self._db(sink_dir))
 
     def batch_output(self, result) -> pl.DataFrame:
         return rows_output(result)
@@ -60,6 +44,22 @@ class SqlitePassthrough(Pipeline):
 
     def unexplained(self, output: pl.DataFrame, events: pl.DataFrame) -> list[dict]:
         return oracle.passthrough_unexplained(output, events)
+
+
+class SqlitePassthrough(RowPassthrough):
+
+    def _db(self, sink_dir: Path) -> Path:
+        return Path(sink_dir) / "sink.sqlite"
+
+    def prepare_sink(self, sink_dir: Path) -> None:
+        sqlite.create(self._db(sink_dir))
+
+    def start(self, ctx: DriverContext):
+        sink = sqlite.SqliteBatchSink(self._db(ctx.sink_dir), self.mode, ctx.phase, ctx.incarnation)
+        return self.start_foreach_batch(ctx, self.transform(ctx.source), sink)
+
+    def read_output(self, sink_dir: Path) -> pl.DataFrame:
+        return sqlite.read_output(self._db(sink_dir))
 
     def read_deliveries(self, sink_dir: Path) -> pl.DataFrame:
         return sqlite.read_deliveries(self._db(sink_dir))

@@ -15,20 +15,13 @@ from pathlib import Path
 import polars as pl
 
 from chaos.sinks import postgres
-from pipelines_under_test.base import DriverContext, Pipeline
-from pipelines_under_test.passthrough import rows_output
-from properties import oracle
+from pipelines_under_test.base import DriverContext
+from pipelines_under_test.passthrough import RowPassthrough
 
 
-class PgPassthrough(Pipeline):
+class PgPassthrough(RowPassthrough):
     database = True
     sink_channel = True
-
-    def __init__(self, name: str, mode: str, guarantee: str, description: str) -> None:
-        self.name = name
-        self.mode = mode
-        self.guarantee = guarantee
-        self.description = description
 
     def prepare_database(self, dsn: str) -> None:
         postgres.create(dsn)
@@ -38,27 +31,13 @@ class PgPassthrough(Pipeline):
 
     def start(self, ctx: DriverContext):
         sink = postgres.PgBatchSink(ctx.sink_dsn, self.mode, ctx.phase, ctx.incarnation)
-        return (
-            self.transform(ctx.source).writeStream.foreachBatch(sink)
-            .option("checkpointLocation", ctx.checkpoint)
-            .queryName(self.name.replace("-", "_"))
-            .start()
-        )
+        return self.start_foreach_batch(ctx, self.transform(ctx.source), sink)
 
     def read_output(self, sink_dir: Path) -> pl.DataFrame:
         return pl.read_parquet(Path(sink_dir) / "output.parquet")
 
     def read_deliveries(self, sink_dir: Path) -> pl.DataFrame:
         return pl.read_parquet(Path(sink_dir) / "deliveries.parquet")
-
-    def batch_output(self, result) -> pl.DataFrame:
-        return rows_output(result)
-
-    def oracle(self, events: pl.DataFrame) -> pl.DataFrame:
-        return oracle.passthrough_expected(events)
-
-    def unexplained(self, output: pl.DataFrame, events: pl.DataFrame) -> list[dict]:
-        return oracle.passthrough_unexplained(output, events)
 
 
 class PgTwoPhase(PgPassthrough):
@@ -74,7 +53,7 @@ class PgTwoPhase(PgPassthrough):
             .option("controller", ctx.controller or "")
             .option("incarnation", str(ctx.incarnation))
             .option("checkpointLocation", ctx.checkpoint)
-            .queryName(self.name.replace("-", "_"))
+            .queryName(self.query_name)
             .start()
         )
 
