@@ -18,15 +18,14 @@ Exactly-once end to end, as long as the database keeps its transactions.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 
 from chaos import barrier
+from chaos.sinks.postgres import in_transaction
 
 SINK_NAME = "streamchaos_pg_two_phase"
-RETRY_FOR = 120.0
 COLUMNS = ("id", "key", "value", "event_time", "partition", "offset")
 
 
@@ -34,23 +33,6 @@ COLUMNS = ("id", "key", "value", "event_time", "partition", "offset")
 class Staged(WriterCommitMessage):
     partition: int
     rows: int
-
-
-def _retrying(dsn: str, work) -> object:
-    """Run ``work(conn)`` in one transaction, retrying transient connection errors (cut/reset/killed db)."""
-    import psycopg
-
-    deadline = time.monotonic() + RETRY_FOR
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            with psycopg.connect(dsn) as conn, conn.transaction():
-                return work(conn)
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(min(0.2 * attempt, 2.0))
 
 
 class PgTwoPhaseWriter(DataSourceStreamWriter):
@@ -78,7 +60,7 @@ class PgTwoPhaseWriter(DataSourceStreamWriter):
                 with conn.cursor() as cur:
                     cur.executemany("INSERT INTO staging VALUES (%s, %s, %s, %s, %s, %s, %s, %s)", rows)
 
-        _retrying(self.dsn, stage)
+        in_transaction(self.dsn, stage)
         return Staged(part, len(rows))
 
     def commit(self, messages, batchId: int) -> None:  # noqa: N803 - Spark's parameter name
@@ -94,11 +76,11 @@ class PgTwoPhaseWriter(DataSourceStreamWriter):
             conn.execute("INSERT INTO deliveries VALUES (%s, %s, %s, %s)", (batchId, self.incarnation, rows, new))
             return new
 
-        published = _retrying(self.dsn, publish)
+        published, _ = in_transaction(self.dsn, publish)
         self._phase(batchId, "sink-done", rows=rows, published=published)
 
     def abort(self, messages, batchId: int) -> None:  # noqa: N803
-        _retrying(self.dsn, lambda conn: conn.execute("DELETE FROM staging WHERE batch_id = %s", (batchId,)))
+        in_transaction(self.dsn, lambda conn: conn.execute("DELETE FROM staging WHERE batch_id = %s", (batchId,)))
 
 
 class PgTwoPhaseSink(DataSource):

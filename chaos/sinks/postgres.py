@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-
-import polars as pl
+from typing import Any
 
 Phase = Callable[..., None]
 RETRY_FOR = 120.0
@@ -42,6 +41,24 @@ def create(dsn: str) -> None:
             conn.execute(stmt)
 
 
+def in_transaction(dsn: str, work: Callable[[Any], Any]) -> tuple[Any, int]:
+    """Run ``work(conn)`` in one transaction, retrying transient connection errors (a cut or reset
+    channel, a killed database) for up to ``RETRY_FOR`` seconds; returns its result and the attempts."""
+    import psycopg
+
+    deadline = time.monotonic() + RETRY_FOR
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            with psycopg.connect(dsn) as conn, conn.transaction():
+                return work(conn), attempt
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(min(0.2 * attempt, 2.0))
+
+
 class PgBatchSink:
     def __init__(self, dsn: str, mode: str, phase: Phase, incarnation: int) -> None:
         if mode not in ("append", "upsert-by-batch"):
@@ -58,33 +75,24 @@ class PgBatchSink:
         self.phase(batch_id, "sink-done", rows=len(rows), attempts=attempts)
 
     def _write(self, batch_id: int, rows: list[tuple]) -> int:
-        import psycopg
+        def write(conn) -> None:
+            new = True
+            if self.mode == "upsert-by-batch":
+                new = conn.execute("INSERT INTO sink_batches VALUES (%s) ON CONFLICT DO NOTHING"
+                                   " RETURNING batch_id", (batch_id,)).fetchone() is not None
+            if new and rows:
+                with conn.cursor() as cur:
+                    cur.executemany("INSERT INTO output VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                                    [(batch_id, *r) for r in rows])
+            conn.execute("INSERT INTO deliveries VALUES (%s, %s, %s, %s)",
+                         (batch_id, self.incarnation, len(rows), new))
 
-        deadline = time.monotonic() + RETRY_FOR
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                with psycopg.connect(self.dsn) as conn, conn.transaction():
-                    new = True
-                    if self.mode == "upsert-by-batch":
-                        new = conn.execute("INSERT INTO sink_batches VALUES (%s) ON CONFLICT DO NOTHING"
-                                           " RETURNING batch_id", (batch_id,)).fetchone() is not None
-                    if new and rows:
-                        with conn.cursor() as cur:
-                            cur.executemany("INSERT INTO output VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                                            [(batch_id, *r) for r in rows])
-                    conn.execute("INSERT INTO deliveries VALUES (%s, %s, %s, %s)",
-                                 (batch_id, self.incarnation, len(rows), new))
-                return attempt
-            except psycopg.OperationalError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(min(0.2 * attempt, 2.0))
+        return in_transaction(self.dsn, write)[1]
 
 
 def export(dsn: str, sink_dir) -> None:
     """Copy the final tables to parquet in the run directory, so a stored run is checked without the database."""
+    import polars as pl
     import psycopg
 
     with psycopg.connect(dsn) as conn:
