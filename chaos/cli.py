@@ -84,27 +84,249 @@ def trial(
 
 @app.command()
 def demo(
-    out_dir: Annotated[Path, typer.Option("--out", help="where the runs are stored")] = Path("runs/demo"),
-    events: Annotated[int, typer.Option(help="events per trial")] = 2000,
+    out_dir: Annotated[Path, typer.Option("--out", help="the campaign directory (default runs/demo-<time>)")] = None,
+    events: Annotated[int, typer.Option(help="events per trial")] = 1000,
 ) -> None:
-    """Kill the driver between sink and commit, on an append sink and an idempotent one, and compare."""
+    """A short campaign: are the append and the idempotent sinks exactly-once? Ends with its HTML report."""
+    from chaos.campaign import Campaign, CampaignSpec
+
+    out_dir = out_dir or Path("runs") / time.strftime("demo-%Y%m%d-%H%M%S")
+    spec = CampaignSpec(pipelines=["passthrough-append", "passthrough-idempotent"], expect="exactly-once",
+                        kinds=["kill"], trials=2, seed=1, events=events, shrink_trials=2,
+                        examples=["kill-driver@2:sink-done"])
+    _require_java()
+    campaign = Campaign.create(out_dir, spec)
+    err.print(f"demo campaign in {out_dir}: {len(campaign.plan)} trials (the driver killed between a sink write and "
+              "its commit, then Hypothesis-drawn kills), a violation shrunk; about 6 minutes")
+    summary = _execute(campaign)
+    out.print("\nThe same crashes, two sinks: the append sink stores a replayed batch twice (at-least-once), "
+              "the idempotent one replaces it (exactly-once).")
+    if summary["exit_code"] == EXIT_INCONCLUSIVE:
+        raise typer.Exit(EXIT_INCONCLUSIVE)
+
+
+campaign_app = typer.Typer(no_args_is_help=True, help="Chaos campaigns: many trials, shrunk counterexamples, "
+                                                       "one stored run directory and its HTML report.")
+app.add_typer(campaign_app, name="campaign")
+
+
+@campaign_app.command("run")
+def campaign_run(
+    pipeline: Annotated[list[str] | None, typer.Option(help="catalogue name or module:attr, repeatable")] = None,
+    faults: Annotated[str, typer.Option(help="fault kinds: kill,pause,channel,checkpoint,db")] = "kill",
+    trials: Annotated[int | None, typer.Option(help="planned trials per pipeline (default 3)")] = None,
+    time_budget: Annotated[str | None, typer.Option(help="stop starting trials after this much, e.g. 30m")] = None,
+    seed: Annotated[int, typer.Option(help="seed of the plan and the event streams")] = 0,
+    events: Annotated[int, typer.Option(help="events per trial")] = 2000,
+    events_per_batch: Annotated[int, typer.Option(help="events per micro-batch")] = 200,
+    max_faults: Annotated[int, typer.Option(help="faults per trial at most")] = 2,
+    expect: Annotated[str | None, typer.Option(help="judge against this guarantee instead of the declared one")] = None,
+    example: Annotated[list[str] | None, typer.Option(help="a schedule to try first, e.g. 'kill-driver@3:sink-done'; "
+                                                           "repeatable")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="campaign directory (default runs/campaign-<time>)")]
+    = None,
+    shrink: Annotated[bool, typer.Option("--shrink/--no-shrink", help="shrink each violation")] = True,
+    shrink_trials: Annotated[int, typer.Option(help="trials a shrink may spend")] = 6,
+    cluster: Annotated[str, typer.Option(help="standalone | local-cluster[W,C,M] | spark://HOST:PORT")] = "standalone",
+    workers: Annotated[int, typer.Option(help="workers of the standalone cluster")] = 2,
+    toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
+) -> None:
+    """Generate scenarios, run them, shrink every violation, store everything, write the HTML report."""
+    from chaos.campaign import Campaign, CampaignSpec, parse_time_budget
+    from properties.planning import parse_kinds
+
+    spec = CampaignSpec(
+        pipelines=list(pipeline or []), expect=expect, kinds=list(parse_kinds(faults)),
+        trials=trials if trials is not None or time_budget else 3, time_budget_s=parse_time_budget(time_budget),
+        seed=seed, events=events, events_per_batch=events_per_batch, max_faults=max_faults, shrink=shrink,
+        shrink_trials=shrink_trials, examples=list(example or []), cluster=cluster, workers=workers)
+    if max_faults < 1:
+        raise UserError(f"--max-faults must be at least 1, got {max_faults}")
+    _require_java()
+    campaign = Campaign.create(out_dir or Path("runs") / time.strftime("campaign-%Y%m%d-%H%M%S"), spec)
+    err.print(f"campaign {campaign.root}: {len(campaign.plan)} planned trials; "
+              f"resume with `streamchaos campaign resume {campaign.root}` if interrupted")
+    summary = _execute(campaign, toxiproxy)
+    if summary["exit_code"]:
+        raise typer.Exit(summary["exit_code"])
+
+
+@campaign_app.command("resume")
+def campaign_resume(
+    campaign_dir: Annotated[Path, typer.Argument(help="the directory of an interrupted campaign")],
+    toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
+) -> None:
+    """Continue an interrupted campaign: finished trials are kept, the one in flight is rerun."""
+    from chaos.campaign import Campaign, remove_unfinished
+
+    campaign = Campaign.load(campaign_dir)
+    _require_java()
+    removed = remove_unfinished(campaign)
+    if removed:
+        err.print(f"discarded {len(removed)} trial(s) the interrupted harness left unfinished: {', '.join(removed)}")
+    summary = _execute(campaign, toxiproxy)
+    if summary["exit_code"]:
+        raise typer.Exit(summary["exit_code"])
+
+
+def _require_java() -> None:
+    from chaos.java import require_java
+
+    require_java()
+
+
+def _execute(campaign, toxiproxy: str | None = None) -> dict:
+    """Run a campaign on one harness (cluster, event log, proxies, database reused by every trial)."""
+    from chaos.progress import RichProgress
+    from chaos.trial import Harness
+    from reports.html import write_report
+
+    spec = campaign.spec
+    for s in campaign.data.get("skipped", []):
+        err.print(f"skipped {s['pipeline']}: {s['reason']}")
+    if not campaign.plan:
+        raise UserError("nothing to run: every pipeline was skipped (see above)")
+    with Harness(cluster=spec.cluster, workers=spec.workers, workdir=campaign.root / "harness",
+                 toxiproxy=toxiproxy) as harness:
+        err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
+        summary = campaign.run(harness, RichProgress(err))
+    from chaos.campaign import write_json
+
+    write_json(campaign.root / "summary.json", summary)
+    report = write_report(campaign.root)
+    print_summary(summary)
+    out.print(f"report: {report}")
+    return summary
+
+
+def print_summary(summary: dict) -> None:
+    for name, row in summary["pipelines"].items():
+        meets = {True: "meets", False: "VIOLATES", None: "inconclusive for"}[row["meets"]]
+        out.print(f"[bold]{name}[/]: {row['verdict']} ({meets} {row['declared']}) over {row['trials']} trial(s), "
+                  f"{row.get('faults_fired', 0)} faults fired, {row.get('stalled', 0)} stalled, {row.get('seconds')}s")
+        ce = row.get("counterexample")
+        if ce:
+            out.print(f"  minimal counterexample: {' '.join(ce['minimal']) or 'no fault'} -> {ce['verdict']} "
+                      f"(shrunk from {' '.join(ce['from_faults'])} in {len(ce['path'])} candidate(s))")
+            out.print(f"  replay: {ce['command']}")
+    for s in summary.get("skipped", []):
+        out.print(f"{s['pipeline']}: skipped ({s['reason']})")
+
+
+@app.command()
+def replay(
+    trial_dir: Annotated[Path, typer.Argument(help="a stored trial, e.g. DIR/trials/ID")],
+    out_dir: Annotated[Path | None, typer.Option("--out", help="where the rerun goes (default: beside it)")] = None,
+    cluster: Annotated[str | None, typer.Option(help="override the stored cluster setting")] = None,
+) -> None:
+    """Rerun one stored trial from its scenario and compare the two verdicts (exit 1 if they differ)."""
+    from dataclasses import replace
+
     from chaos.scenario import Scenario
     from chaos.trial import Harness
+    from properties.check import check_run
 
-    fault = "kill-driver@3:sink-done"
-    with Harness(cluster="standalone", workdir=out_dir) as harness:
-        err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s; "
-                  f"two trials with {fault}, about a minute each")
-        results = []
-        for name in ("passthrough-append", "passthrough-idempotent"):
-            scenario = Scenario(pipeline=name, events=events, seed=0, faults=[fault])
-            results.append(harness.trial(scenario, out_dir / name))
-            results[-1].update(verdict_fields(out_dir / name))
-            print_result(results[-1])
-    out.print("\nThe same crash, two sinks: the append sink holds the replayed batch twice, "
-              "the idempotent one replaced it.")
-    if any(r["outcome"] != "drained" for r in results):
+    if not (trial_dir / "scenario.json").is_file():
+        raise UserError(f"{trial_dir} is not a stored trial (no scenario.json): give DIR/trials/ID")
+    scenario = Scenario.load(trial_dir / "scenario.json")
+    if cluster:
+        scenario = replace(scenario, cluster=cluster)
+    stored = json.loads((trial_dir / "verdict.json").read_text()) if (trial_dir / "verdict.json").exists() else None
+    if out_dir is None:
+        base = trial_dir.parent.parent / "replays" if (trial_dir.parent.parent / "campaign.json").exists() \
+            else trial_dir.parent
+        n = 1
+        while (base / f"{trial_dir.name}-replay-{n}").exists():
+            n += 1
+        out_dir = base / f"{trial_dir.name}-replay-{n}"
+    _require_java()
+    with Harness(cluster=scenario.cluster, workers=scenario.workers, workdir=out_dir.parent) as harness:
+        err.print(f"replaying {trial_dir} ({' '.join(scenario.faults) or 'no fault'}) into {out_dir}")
+        result = harness.trial(scenario, out_dir)
+    v = check_run(out_dir)
+    result.update(_summary(v))
+    print_result(result)
+    before = stored["verdict"] if stored else "unknown"
+    same = stored is not None and stored["verdict"] == v["verdict"]
+    out.print(f"stored verdict {before}, replayed {v['verdict']}: {'the same' if same else 'DIFFERENT'}")
+    if result["outcome"] != "drained":
         raise typer.Exit(EXIT_INCONCLUSIVE)
+    if not same:
+        raise typer.Exit(EXIT_VIOLATION)
+
+
+@app.command()
+def analyze(campaign_dir: Annotated[Path, typer.Argument(help="a campaign directory")]) -> None:
+    """Re-check every stored trial of a campaign without Spark; rewrite its summary and report."""
+    from chaos.campaign import Campaign, write_json
+    from properties.check import check_run
+    from reports.html import write_report
+
+    campaign = Campaign.load(campaign_dir)
+    same, changed, unfinished = 0, [], []
+    for trial_id in campaign.trial_ids():
+        d = campaign.trial_dir(trial_id)
+        if not (d / "result.json").exists():
+            unfinished.append(trial_id)
+            continue
+        before = campaign.verdict_of(trial_id)
+        check_run(d)
+        after = campaign.verdict_of(trial_id)
+        if before and before["verdict"] == after["verdict"] and before["meets"] == after["meets"]:
+            same += 1
+        else:
+            changed.append((trial_id, before["verdict"] if before else None, after["verdict"]))
+    for trial_id, before, after in changed:
+        out.print(f"  {trial_id}: {before or 'unchecked'} -> [bold]{after}[/]")
+    out.print(f"re-checked {same + len(changed)} trial(s): {same} unchanged, {len(changed)} changed"
+              + (f", {len(unfinished)} unfinished (resume the campaign)" if unfinished else ""))
+    summary = campaign.summarize()
+    write_json(campaign.root / "summary.json", summary)
+    print_summary(summary)
+    out.print(f"report: {write_report(campaign.root)}")
+    if summary["exit_code"]:
+        raise typer.Exit(summary["exit_code"])
+
+
+@app.command()
+def report(
+    campaign_dir: Annotated[Path, typer.Argument(help="a campaign directory")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="the HTML file (default DIR/report.html)")]
+    = None,
+) -> None:
+    """Write the self-contained HTML consistency report of a campaign."""
+    from chaos.campaign import Campaign
+    from reports.html import write_report
+
+    Campaign.load(campaign_dir)  # one clear line for a directory that is not a campaign
+    out.print(f"report: {write_report(campaign_dir, output)}")
+
+
+@app.command()
+def pipelines() -> None:
+    """List the catalogue: name, declared guarantee, what it shows."""
+    from pipelines_under_test import CATALOGUE
+
+    width = max(len(n) for n in CATALOGUE)
+    for name, p in CATALOGUE.items():
+        first = (p.description or (p.__doc__ or "")).strip().splitlines()[0] if (p.description or p.__doc__) else ""
+        out.print(f"{name:<{width}}  {p.guarantee:<13}  {first}")
+
+
+@app.command()
+def doctor() -> None:
+    """Check what trials need (Java, PySpark, PostgreSQL, ports, disk, memory) and say how to fix what is missing."""
+    from chaos.doctor import run_checks
+
+    failed = 0
+    for check in run_checks():
+        mark = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}[check.status]
+        out.print(f"{mark} {check.name}: {check.detail}" + (f" — {check.fix}" if check.fix and check.status != "ok"
+                                                              else ""))
+        failed += check.status == "fail"
+    if failed:
+        out.print(f"{failed} check(s) failed: trials cannot run until they are fixed")
+        raise typer.Exit(EXIT_VIOLATION)
 
 
 def verdict_fields(run_dir: Path) -> dict:

@@ -67,8 +67,8 @@ def check_run(run_dir: Path) -> dict:
     if isinstance(judged, Classification):
         c = judged
         effect = c.to_dict(sample=SAMPLE)
-        lost = attribute(c.lost[:SAMPLE], id_batches, history)
-        duplicated = attribute(c.duplicated[:SAMPLE], id_batches, history)
+        lost = _with_keys(attribute(c.lost[:SAMPLE], id_batches, history), events)
+        duplicated = _with_keys(attribute(c.duplicated[:SAMPLE], id_batches, history), events)
         measured = c.verdict
         dup_batches = set(id_batches.filter(pl.col("id").is_in(c.duplicated))["batch"].drop_nulls().to_list())
     else:
@@ -100,6 +100,14 @@ def check_run(run_dir: Path) -> dict:
     tmp.write_text(json.dumps(report, indent=2, default=str))
     tmp.replace(run_dir / "verdict.json")
     return report
+
+
+def _with_keys(records: list[dict], events: pl.DataFrame) -> list[dict]:
+    """Name each anomaly's key too (reports group by it)."""
+    if not records or "key" not in events.columns:
+        return records
+    keys = dict(events.filter(pl.col("id").is_in([r["id"] for r in records])).select("id", "key").iter_rows())
+    return [{**r, "key": keys.get(r["id"])} for r in records]
 
 
 def _delivery_counts(deliveries: list[dict] | None) -> dict[int, int]:

@@ -21,7 +21,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import NoSuchExample
 
+from chaos.errors import UserError
 from chaos.scenario import Scenario
+from chaos.spec import PHASES, Fault, parse_fault
 from properties.strategies import ACTION_ORDER, Schedule, StreamSpec, crash_schedules
 from properties.verdicts import meets
 
@@ -114,3 +116,69 @@ def harness_runner(harness, out_dir: Path) -> TrialRunner:
         return check_run(run_dir)
 
     return run
+
+
+def shrink_schedule(
+    faults: list[str],
+    violates: Callable[[list[str]], bool],
+    *,
+    actions: tuple[str, ...] = ACTION_ORDER,
+    budget: int = 6,
+) -> list[str]:
+    """Shrink a violating schedule greedily, in Hypothesis' order, each candidate a real trial.
+
+    Campaigns start from a schedule they already saw fail, which ``hypothesis.find`` cannot take as
+    a starting point; this pass makes the same moves Hypothesis' shrinker makes on
+    ``crash_schedules``: drop a fault, move it to an earlier batch, a simpler action (``ACTION_ORDER``)
+    or an earlier phase. The first candidate that still violates is kept and the pass restarts;
+    it ends when no move helps or after ``budget`` distinct candidates (deterministic: a campaign
+    resumed with its finished trials as a cache walks the same path).
+    """
+    current = [parse_fault(f).spec for f in faults]
+    seen = {tuple(current)}
+    calls = 0
+    improved = True
+    while improved and calls < budget:
+        improved = False
+        for candidate in _simplifications(current, actions):
+            if calls >= budget:
+                break
+            if tuple(candidate) in seen:
+                continue
+            seen.add(tuple(candidate))
+            calls += 1
+            if violates(candidate):
+                current, improved = candidate, True
+                break
+    return current
+
+
+def _simplifications(faults: list[str], actions: tuple[str, ...]):
+    """Simpler neighbours of a schedule, most valuable first (fewer faults before smaller values)."""
+    parsed = [parse_fault(f) for f in faults]
+    for i in range(len(parsed)):
+        yield [f.spec for j, f in enumerate(parsed) if j != i]
+    for i, f in enumerate(parsed):
+        for batch in dict.fromkeys((0, f.batch // 2, f.batch - 1)):
+            if 0 <= batch < f.batch:
+                yield _replace(parsed, i, Fault(f.action, batch, f.phase, f.args))
+    for i, f in enumerate(parsed):
+        for action in ACTION_ORDER[: ACTION_ORDER.index(f.action)]:
+            if action in actions and action.split("-")[0] == f.action.split("-")[0]:
+                yield _replace(parsed, i, Fault(action, f.batch, f.phase, ()))
+    for i, f in enumerate(parsed):
+        for phase in PHASES[: PHASES.index(f.phase)]:
+            yield _replace(parsed, i, Fault(f.action, f.batch, phase, f.args))
+
+
+def _replace(parsed: list[Fault], i: int, fault: Fault) -> list[str]:
+    """``parsed`` with fault ``i`` replaced; a replacement that lands on another fault's (batch, phase)
+    merges into it (that is the drop, already tried first)."""
+    try:
+        fault = parse_fault(fault.spec)  # the same validation a typed spec gets
+    except UserError:
+        return [f.spec for j, f in enumerate(parsed) if j != i]
+    others = [f for j, f in enumerate(parsed) if j != i]
+    if any((f.batch, f.phase) == (fault.batch, fault.phase) for f in others):
+        return [f.spec for f in others]
+    return [fault.spec if j == i else f.spec for j, f in enumerate(parsed)]

@@ -21,6 +21,8 @@ from chaos.java import require_java
 from chaos.procs import OWNER_VAR, Owned
 
 REPO = Path(__file__).resolve().parent.parent
+# A user's project run by the plugin test in its own pytest process, not part of this suite.
+collect_ignore = ["plugin_project"]
 
 
 @dataclass

@@ -1,0 +1,373 @@
+"""A campaign: many trials over catalogue pipelines, stored as one run directory that survives a crash.
+
+The flow is Jepsen's ``test-all`` with Hypothesis' replayable failures::
+
+    campaign.json       the spec and the whole plan (every trial's replayable scenario), written first
+    trials/<ID>/        one trial directory each (scenario, events, history, logs, checkpoint, sink,
+                        result.json, verdict.json); a trial counts as finished once verdict.json exists
+    shrinks/<P>.json    per violating pipeline: the shrink path and the minimal counterexample
+    summary.json        per pipeline: declared vs measured, coverage, time; rewritten after each trial
+    report.html         the offline consistency report (``reports.html``)
+
+Each trial is written as it ends, so a harness that dies loses at most the trial in flight, which
+``resume`` reruns from scratch; finished trials are never run twice. Shrinking is deterministic
+and takes its finished candidates from disk, so a resumed shrink walks the same path.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from chaos.errors import UserError
+from chaos.scenario import Scenario
+from pipelines_under_test import resolve
+from pipelines_under_test.base import GUARANTEES
+
+FORMAT = "streamchaos-campaign"
+VERSION = 1
+MAX_PLANNED_PER_PIPELINE = 500  # a time-budgeted campaign plans this many and stops when time is up
+
+EXIT_OK, EXIT_VIOLATION, EXIT_INCONCLUSIVE = 0, 1, 3
+
+
+@dataclass
+class CampaignSpec:
+    """What the user asked for (``campaign run`` options); stored so ``resume`` needs nothing else."""
+
+    pipelines: list[str]
+    expect: str | None = None  # judge every pipeline against this guarantee instead of its declared one
+    kinds: list[str] = field(default_factory=lambda: ["kill"])
+    trials: int | None = 3
+    time_budget_s: float | None = None
+    seed: int = 0
+    events: int = 2000
+    events_per_batch: int = 200
+    max_faults: int = 2
+    shrink: bool = True
+    shrink_trials: int = 6
+    examples: list[str] = field(default_factory=list)  # schedules tried first, like Hypothesis' @example
+    cluster: str = "standalone"
+    workers: int = 2
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def parse_time_budget(text: str | None) -> float | None:
+    """``30m``, ``90s``, ``1h`` -> seconds."""
+    if text is None:
+        return None
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smh])", text.strip())
+    if not match:
+        raise UserError(f"--time-budget {text!r}: use a number with a unit, e.g. 90s, 30m or 2h")
+    return float(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def _read_json(path: Path, what: str) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path.parent} is not a {what} (no {path.name})") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"{path} is unreadable or corrupt ({exc}): re-run the campaign") from None
+
+
+def write_json(path: Path, data) -> None:
+    """Atomic: a reader (or a resumed campaign) never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    tmp.replace(path)
+
+
+class Campaign:
+    """A campaign directory: its plan, its finished trials, and how to continue it."""
+
+    def __init__(self, root: Path, data: dict) -> None:
+        self.root = Path(root)
+        self.data = data
+        self.spec = CampaignSpec(**data["spec"])
+
+    # -- creation and loading ---------------------------------------------------------------------
+    @classmethod
+    def create(cls, root: Path, spec: CampaignSpec, owns_workers: bool | None = None) -> Campaign:
+        from properties.planning import applicable_actions, plan_schedules, stable_seed, trial_seeds
+
+        root = Path(root)
+        if (root / "campaign.json").exists():
+            raise UserError(f"{root} already holds a campaign: continue it with `streamchaos campaign resume "
+                            f"{root}` or choose another --out")
+        if root.exists() and any(root.iterdir()):
+            raise UserError(f"{root} exists and is not empty: choose another --out")
+        if not spec.pipelines:
+            raise UserError("no pipeline given: use --pipeline NAME (repeatable); `streamchaos pipelines` lists them")
+        if spec.trials is None and spec.time_budget_s is None:
+            raise UserError("give --trials N or --time-budget (e.g. 30m)")
+        if spec.expect is not None and spec.expect not in GUARANTEES:
+            raise UserError(f"--expect {spec.expect!r}: use one of {', '.join(GUARANTEES)}")
+        if spec.trials is not None and spec.trials < 1:
+            raise UserError(f"--trials must be at least 1, got {spec.trials}")
+        if owns_workers is None:
+            owns_workers = spec.cluster == "standalone"
+        per_pipeline = spec.trials or MAX_PLANNED_PER_PIPELINE
+        plans, skipped = {}, []
+        for name in dict.fromkeys(spec.pipelines):
+            pipeline = resolve(name)  # unknown pipeline: one line, exit 2, nothing written
+            if pipeline.database and not _postgres_available():
+                skipped.append({"pipeline": name, "reason": "needs PostgreSQL server binaries (initdb, pg_ctl): "
+                                "install postgresql or set PG_BINDIR"})
+                continue
+            actions = applicable_actions(spec.kinds, sink_channel=pipeline.sink_channel,
+                                         database=pipeline.database, owns_workers=owns_workers)
+            if not actions and not spec.examples:
+                skipped.append({"pipeline": name, "reason": f"no fault of kind(s) {','.join(spec.kinds)} applies"})
+                continue
+            template = Scenario(pipeline=name, events=spec.events, events_per_batch=spec.events_per_batch,
+                                cluster=spec.cluster, workers=spec.workers)
+            schedules = plan_schedules(template.batches, actions, per_pipeline, stable_seed(spec.seed, name),
+                                       max_faults=spec.max_faults, examples=spec.examples)
+            seeds = trial_seeds(spec.seed, name, len(schedules))
+            plans[name] = [
+                {"id": f"{slug(name)}-{k:03d}", "pipeline": name,
+                 "scenario": asdict(Scenario(**{**asdict(template), "seed": s, "faults": faults}))}
+                for k, (faults, s) in enumerate(zip(schedules, seeds, strict=True))
+            ]
+        # Round robin over pipelines: a time budget is shared fairly.
+        plan = [entry for group in _round_robin(list(plans.values())) for entry in group]
+        data = {"format": FORMAT, "version": VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                "spec": asdict(spec), "plan": plan, "skipped": skipped}
+        write_json(root / "campaign.json", data)
+        return cls(root, data)
+
+    @classmethod
+    def load(cls, root: Path) -> Campaign:
+        root = Path(root)
+        if not root.is_dir():
+            raise UserError(f"{root} is not a directory: give a campaign directory (the --out of `campaign run`)")
+        data = _read_json(root / "campaign.json", "campaign directory")
+        if data.get("format") != FORMAT:
+            raise UserError(f"{root}/campaign.json is not a streamchaos campaign file")
+        if data.get("version") != VERSION:
+            raise UserError(f"{root} was written by campaign format version {data.get('version')}; this streamchaos "
+                            f"reads version {VERSION}: re-run the campaign with this version")
+        try:
+            return cls(root, data)
+        except TypeError as exc:
+            raise UserError(f"{root}/campaign.json has an unknown spec ({exc}): re-run the campaign") from None
+
+    # -- state ------------------------------------------------------------------------------------
+    @property
+    def plan(self) -> list[dict]:
+        return self.data["plan"]
+
+    def trial_dir(self, trial_id: str) -> Path:
+        return self.root / "trials" / trial_id
+
+    def finished(self, trial_id: str) -> bool:
+        return (self.trial_dir(trial_id) / "verdict.json").exists()
+
+    def trial_ids(self) -> list[str]:
+        """Planned trials, then shrink trials, as stored."""
+        ids = [e["id"] for e in self.plan]
+        shrink_dir = self.root / "trials"
+        if shrink_dir.is_dir():
+            ids += sorted(p.name for p in shrink_dir.iterdir() if "-shrink-" in p.name)
+        return ids
+
+    def elapsed(self) -> float:
+        """Trial time spent so far (from stored results: survives a resume)."""
+        total = 0.0
+        for trial_id in self.trial_ids():
+            path = self.trial_dir(trial_id) / "result.json"
+            if path.exists():
+                try:
+                    total += float(json.loads(path.read_text()).get("seconds", 0))
+                except (OSError, ValueError):
+                    pass
+        return total
+
+    def verdict_of(self, trial_id: str) -> dict | None:
+        """The checker's verdict, judged against the campaign's expectation (``--expect``) when it has one."""
+        from properties.verdicts import meets
+
+        path = self.trial_dir(trial_id) / "verdict.json"
+        if not path.exists():
+            return None
+        v = json.loads(path.read_text())
+        if self.spec.expect:
+            v["declared"] = self.spec.expect
+            v["meets"] = meets(v["verdict"], self.spec.expect)
+        return v
+
+    # -- running ----------------------------------------------------------------------------------
+    def run(self, harness, progress: Progress | None = None) -> dict:
+        """Run every unfinished planned trial, then shrink each violation; returns the summary."""
+        progress = progress or Progress()
+        budget = self.spec.time_budget_s
+        todo = [e for e in self.plan if not self.finished(e["id"])]
+        progress.begin(self, len(self.plan) - len(todo))
+        for k, entry in enumerate(todo):
+            if budget is not None and self.elapsed() >= budget:
+                progress.note(f"time budget of {budget:.0f}s spent: {len(todo) - k} planned trial(s) not run")
+                break
+            self._run_trial(harness, entry["id"], Scenario(**entry["scenario"]), progress)
+        if self.spec.shrink:
+            for pipeline in self._pipelines():
+                if budget is not None and self.elapsed() >= budget:
+                    break
+                self._shrink(harness, pipeline, progress)
+        summary = self.summarize()
+        progress.end(summary)
+        return summary
+
+    def _run_trial(self, harness, trial_id: str, scenario: Scenario, progress: Progress) -> dict:
+        from properties.check import check_run
+
+        run_dir = self.trial_dir(trial_id)
+        if not (run_dir / "result.json").exists():  # in flight when the harness died: start over
+            progress.trial_start(trial_id, scenario)
+            harness.trial(scenario, run_dir)
+        check_run(run_dir)
+        verdict = self.verdict_of(trial_id)
+        progress.trial_done(trial_id, scenario, verdict, json.loads((run_dir / "result.json").read_text()))
+        write_json(self.root / "summary.json", self.summarize())
+        return verdict
+
+    def _pipelines(self) -> list[str]:
+        return list(dict.fromkeys(e["pipeline"] for e in self.plan))
+
+    def _shrink(self, harness, pipeline: str, progress: Progress) -> None:
+        from properties.planning import applicable_actions
+        from properties.shrink import shrink_schedule
+
+        record_path = self.root / "shrinks" / f"{slug(pipeline)}.json"
+        if record_path.exists():
+            return
+        violating = []
+        for entry in self.plan:
+            v = self.verdict_of(entry["id"]) if entry["pipeline"] == pipeline else None
+            if v and v["meets"] is False:
+                violating.append((len(entry["scenario"]["faults"]), entry["id"], entry))
+        if not violating:
+            return
+        _, origin_id, origin = min(violating, key=lambda t: (t[0], t[1]))
+        base = Scenario(**origin["scenario"])
+        # Finished shrink trials of this pipeline are the cache: a resumed shrink reruns none of them.
+        cache: dict[tuple[str, ...], tuple[str, dict]] = {}
+        for trial_id in self.trial_ids():
+            if trial_id.startswith(f"{slug(pipeline)}-shrink-") and self.finished(trial_id):
+                s = Scenario.load(self.trial_dir(trial_id) / "scenario.json")
+                cache[tuple(s.faults)] = (trial_id, self.verdict_of(trial_id))
+        path: list[dict] = []
+        counter = iter(range(len(cache), 10_000))
+
+        def violates(faults: list[str]) -> bool:
+            key = tuple(faults)
+            if key not in cache:
+                trial_id = f"{slug(pipeline)}-shrink-{next(counter):02d}"
+                scenario = Scenario(**{**asdict(base), "faults": list(faults)})
+                cache[key] = (trial_id, self._run_trial(harness, trial_id, scenario, progress))
+            trial_id, verdict = cache[key]
+            bad = verdict["meets"] is False
+            path.append({"trial": trial_id, "faults": list(faults), "verdict": verdict["verdict"], "violates": bad})
+            return bad
+
+        resolved = resolve(pipeline)
+        expected = self.spec.expect or resolved.guarantee
+        actions = applicable_actions(self.spec.kinds, sink_channel=resolved.sink_channel,
+                                     database=resolved.database, owns_workers=self.spec.cluster == "standalone")
+        progress.note(f"shrinking {origin_id} ({', '.join(base.faults)}) for {pipeline}")
+        minimal = shrink_schedule(base.faults, violates, actions=actions, budget=self.spec.shrink_trials)
+        minimal_trial = origin_id if minimal == base.faults else next(
+            p["trial"] for p in path if p["faults"] == minimal and p["violates"])
+        verdict = self.verdict_of(minimal_trial)
+        scenario = Scenario(**{**asdict(base), "faults": minimal})
+        write_json(record_path, {
+            "pipeline": pipeline, "declared": expected, "from": origin_id,
+            "from_faults": base.faults, "minimal": minimal, "minimal_trial": minimal_trial,
+            "verdict": verdict["verdict"], "path": path, "command": scenario.command(),
+        })
+
+    # -- results ----------------------------------------------------------------------------------
+    def summarize(self) -> dict:
+        """Per pipeline: declared vs measured (weakest over its trials), coverage, time; the exit code."""
+        from properties.verdicts import aggregate
+
+        reports, rows = [], {}
+        coverage: dict[str, dict[str, int]] = {}
+        for trial_id in self.trial_ids():
+            v = self.verdict_of(trial_id)
+            if v is None:
+                continue
+            reports.append(v)
+            result = json.loads((self.trial_dir(trial_id) / "result.json").read_text())
+            row = rows.setdefault(v["pipeline"], {"seconds": 0.0, "faults_fired": 0})
+            row["seconds"] += result.get("seconds", 0)
+            for f in result.get("faults", []):
+                if f.get("fired"):
+                    row["faults_fired"] += 1
+                    action = f["spec"].split("@")[0]
+                    coverage.setdefault(action, {})
+                    coverage[action][f["phase"]] = coverage[action].get(f["phase"], 0) + 1
+        pipelines = aggregate(reports)
+        for name, row in pipelines.items():
+            row.update(rows.get(name, {}))
+            row["seconds"] = round(row.get("seconds", 0.0), 1)
+            shrink = self.root / "shrinks" / f"{slug(name)}.json"
+            row["counterexample"] = json.loads(shrink.read_text()) if shrink.exists() else None
+        planned = len(self.plan)
+        done = sum(1 for e in self.plan if self.finished(e["id"]))
+        if any(r["meets"] is False for r in pipelines.values()):
+            code = EXIT_VIOLATION
+        elif any(r["meets"] is None or r["stalled"] for r in pipelines.values()) or not pipelines:
+            code = EXIT_INCONCLUSIVE
+        else:
+            code = EXIT_OK
+        return {"format": FORMAT, "version": VERSION, "spec": asdict(self.spec), "pipelines": pipelines,
+                "skipped": self.data.get("skipped", []), "planned": planned, "finished": done,
+                "coverage": coverage, "seconds": round(self.elapsed(), 1), "exit_code": code}
+
+
+def _round_robin(groups: list[list[dict]]) -> list[list[dict]]:
+    out = []
+    for k in range(max((len(g) for g in groups), default=0)):
+        out.append([g[k] for g in groups if k < len(g)])
+    return out
+
+
+def _postgres_available() -> bool:
+    from chaos.postgres import find_bindir
+
+    return find_bindir() is not None
+
+
+class Progress:
+    """Campaign events; the CLI's subclass draws rich progress bars. This one stays silent."""
+
+    def begin(self, campaign: Campaign, already: int) -> None: ...
+
+    def trial_start(self, trial_id: str, scenario: Scenario) -> None: ...
+
+    def trial_done(self, trial_id: str, scenario: Scenario, verdict: dict, result: dict) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+    def end(self, summary: dict) -> None: ...
+
+
+def remove_unfinished(campaign: Campaign) -> list[str]:
+    """Trial directories a killed harness left half-written (no result.json): removed before a resume."""
+    removed = []
+    trials = campaign.root / "trials"
+    if trials.is_dir():
+        for d in trials.iterdir():
+            if d.is_dir() and not (d / "result.json").exists():
+                shutil.rmtree(d)
+                removed.append(d.name)
+    return removed

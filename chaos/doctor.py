@@ -1,0 +1,113 @@
+"""``streamchaos doctor``: what a trial needs from this machine, checked one by one, each with its fix."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+TRIAL_MEMORY = 3 * 2**30  # master, two workers, two executors, the driver and its standby
+FREE_DISK = 2 * 2**30
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+
+def check_java() -> Check:
+    from chaos.java import FIX, java_binary, java_version
+
+    binary = java_binary()
+    if binary is None:
+        return Check("java", "fail", "no java on PATH or in JAVA_HOME", FIX)
+    version = java_version(binary)
+    if version is None or version < 17:
+        return Check("java", "fail", f"{binary} is Java {version or '?'}; Spark 4 needs 17+", FIX)
+    return Check("java", "ok", f"{binary} (Java {version})")
+
+
+def check_pyspark() -> Check:
+    try:
+        import pyspark
+    except ImportError as exc:
+        return Check("pyspark", "fail", f"cannot import pyspark ({exc})", "pip install -e . (pins pyspark 4.3)")
+    home = Path(pyspark.__file__).parent
+    if not (home / "bin" / "spark-class").exists() or not (home / "jars").is_dir():
+        return Check("pyspark", "fail", f"pyspark {pyspark.__version__} at {home} has no bin/spark-class or jars",
+                     "reinstall pyspark from PyPI (pip install --force-reinstall 'pyspark==4.3.*')")
+    return Check("pyspark", "ok", f"pyspark {pyspark.__version__} with its Spark jars ({home})")
+
+
+def check_postgres() -> Check:
+    from chaos.postgres import find_bindir
+
+    found = find_bindir()
+    if found is None:
+        return Check("postgresql", "warn", "no server binaries (initdb, postgres): the pg-* pipelines are skipped",
+                     "apt-get install postgresql (or set PG_BINDIR)")
+    return Check("postgresql", "ok", f"server binaries in {found}")
+
+
+def check_loopback() -> Check:
+    try:
+        with socket.socket() as server, socket.socket() as client:
+            server.bind(("127.0.0.1", 0))
+            server.listen(1)
+            client.settimeout(5)
+            client.connect(server.getsockname())
+        return Check("loopback ports", "ok", "127.0.0.1 accepts listeners and connections (ports are chosen free)")
+    except OSError as exc:
+        return Check("loopback ports", "fail", f"cannot listen on or connect to 127.0.0.1: {exc}",
+                     "bring up the loopback interface (ip link set lo up)")
+
+
+def check_disk(path: Path) -> Check:
+    path = path if path.exists() else Path.cwd()
+    free = shutil.disk_usage(path).free
+    status = "ok" if free >= FREE_DISK else "fail"
+    return Check("disk", status, f"{free / 2**30:.1f} GiB free at {path}",
+                 "free space or run elsewhere: a trial keeps its checkpoint, logs and sink (~50-200 MB)")
+
+
+def check_memory() -> Check:
+    available = psutil.virtual_memory().available
+    status = "ok" if available >= TRIAL_MEMORY else "warn"
+    return Check("memory", status, f"{available / 2**30:.1f} GiB available (a trial needs about 3 GiB)",
+                 "close other programs; trials may fail to start executors")
+
+
+def check_leftovers() -> Check:
+    from chaos.procs import OWNER_VAR, _owner_alive, tagged_processes
+
+    orphans = []
+    for proc in tagged_processes():
+        try:
+            if not _owner_alive(proc.environ().get(OWNER_VAR, "")):
+                orphans.append(proc.pid)
+        except psutil.Error:
+            continue
+    if orphans:
+        return Check("leftovers", "warn", f"{len(orphans)} process(es) of a killed harness still run",
+                     "streamchaos reap (every harness start reaps them too)")
+    return Check("leftovers", "ok", "no process of an earlier harness is left")
+
+
+def check_chromium() -> Check:
+    found = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+    if not found:
+        return Check("chromium", "warn", "no headless Chromium: reports still render, the browser test is skipped",
+                     "apt-get install chromium")
+    return Check("chromium", "ok", found)
+
+
+def run_checks(workdir: Path | None = None) -> list[Check]:
+    return [check_java(), check_pyspark(), check_postgres(), check_loopback(),
+            check_disk(Path(workdir or os.getcwd())), check_memory(), check_leftovers(), check_chromium()]

@@ -1,0 +1,148 @@
+"""The pytest plugin (entry point ``pytest11``): consistency checks of a user's pipeline in CI.
+
+::
+
+    @pytest.mark.consistency(expect="exactly-once", faults="kill")
+    def test_orders_survive_crashes(chaos_check):
+        chaos_check("my_pipelines:ORDERS")
+
+``chaos_check`` runs a small campaign (``--chaos-trials`` planned trials, ``--chaos-seed``) on the
+session's harness (one Spark cluster for the whole test session), shrinks a violation and fails
+the test with the minimal counterexample and its replay command. ``--chaos-report PATH`` writes
+one HTML report of every check of the session. ``chaos_trial`` runs one scenario (for ``@given``
+with ``properties.strategies``); ``chaos_harness`` is the session's harness itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chaos.campaign import Campaign, CampaignSpec, slug
+from chaos.errors import UserError
+from chaos.scenario import Scenario
+
+MARKER = "consistency(expect=None, faults='kill', pipeline=None, examples=()): check a pipeline under faults"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("streamchaos", "streamchaos consistency checks")
+    group.addoption("--chaos-trials", type=int, default=2, help="planned trials per consistency check (default 2)")
+    group.addoption("--chaos-seed", type=int, default=0, help="seed of plans and event streams (default 0)")
+    group.addoption("--chaos-report", default=None, metavar="PATH", help="write the session's HTML report here")
+    group.addoption("--chaos-events", type=int, default=1000, help="events per trial (default 1000)")
+    group.addoption("--chaos-shrink-trials", type=int, default=3, help="trials a shrink may spend (default 3)")
+    group.addoption("--chaos-cluster", default="standalone",
+                    help="standalone (started for the session) or spark://HOST:PORT")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER)
+    config._streamchaos_campaigns = []  # campaign directories of this session, for --chaos-report
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    path = config.getoption("--chaos-report", default=None)
+    campaigns = getattr(config, "_streamchaos_campaigns", [])
+    if path and campaigns:
+        from reports.html import write_session_report
+
+        out = write_session_report(campaigns, Path(path))
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter:
+            reporter.write_line(f"streamchaos report: {out}")
+
+
+@pytest.fixture(scope="session")
+def chaos_harness(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """One harness (cluster, event log, proxies, database when needed) for every check of the session."""
+    from chaos.trial import Harness
+
+    cluster = request.config.getoption("--chaos-cluster")
+    try:
+        harness = Harness(cluster=cluster, workdir=tmp_path_factory.mktemp("streamchaos-harness")).__enter__()
+    except UserError as exc:
+        pytest.fail(f"streamchaos cannot start: {exc}", pytrace=False)
+    yield harness
+    harness.close()
+
+
+def _marker_options(node) -> dict:
+    marker = node.get_closest_marker("consistency")
+    return dict(marker.kwargs) if marker else {}
+
+
+@pytest.fixture
+def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory):
+    """``chaos_check(pipeline=None, *, expect=None, faults=None, examples=None) -> summary row``.
+
+    Arguments default to the test's ``consistency`` marker; ``expect`` defaults to the pipeline's
+    declared guarantee. Fails the test with the minimal counterexample when the pipeline violates it.
+    """
+    config = request.config
+
+    def check(pipeline: str | None = None, *, expect: str | None = None, faults: str | None = None,
+              examples: list[str] | tuple[str, ...] | None = None, trials: int | None = None) -> dict:
+        from properties.planning import parse_kinds
+
+        options = _marker_options(request.node)
+        pipeline = pipeline or options.get("pipeline")
+        if not pipeline:
+            raise pytest.UsageError("chaos_check needs a pipeline: chaos_check('module:attr') or "
+                                    "@pytest.mark.consistency(pipeline='module:attr')")
+        spec = CampaignSpec(
+            pipelines=[pipeline], expect=expect or options.get("expect"),
+            kinds=list(parse_kinds(faults or options.get("faults"))),
+            trials=trials or config.getoption("--chaos-trials"), seed=config.getoption("--chaos-seed"),
+            events=config.getoption("--chaos-events"), shrink_trials=config.getoption("--chaos-shrink-trials"),
+            examples=list(examples if examples is not None else options.get("examples", ())),
+            cluster=chaos_harness.cluster_spec, workers=chaos_harness.workers,
+        )
+        root = tmp_path_factory.mktemp(f"chaos-{slug(request.node.name)[:40]}")
+        try:
+            campaign = Campaign.create(root / "campaign", spec,
+                                       owns_workers=chaos_harness.cluster.owns_workers)
+        except UserError as exc:
+            pytest.fail(f"streamchaos: {exc}", pytrace=False)
+        config._streamchaos_campaigns.append(campaign.root)
+        summary = campaign.run(chaos_harness)
+        from chaos.campaign import write_json
+
+        write_json(campaign.root / "summary.json", summary)
+        row = summary["pipelines"].get(pipeline)
+        if row is None:
+            reason = "; ".join(s["reason"] for s in summary["skipped"]) or "no trial ran"
+            pytest.skip(f"{pipeline}: {reason}")
+        if row["meets"] is False:
+            pytest.fail(describe_violation(pipeline, row, campaign.root), pytrace=False)
+        if row["meets"] is None:
+            pytest.fail(f"{pipeline}: inconclusive ({row['stalled']} stalled trial(s)); runs in {campaign.root}",
+                        pytrace=False)
+        return row
+
+    return check
+
+
+def describe_violation(pipeline: str, row: dict, root: Path) -> str:
+    lines = [f"{pipeline} violates {row['declared']}: measured {row['verdict']} over {row['trials']} trial(s)"]
+    ce = row.get("counterexample")
+    if ce:
+        lines += [f"minimal counterexample: {' '.join(ce['minimal']) or 'no fault'} -> {ce['verdict']} "
+                  f"(shrunk from {' '.join(ce['from_faults'])})",
+                  f"replay: {ce['command']}"]
+    lines.append(f"runs: {root}")
+    return "\n".join(lines)
+
+
+@pytest.fixture
+def chaos_trial(chaos_harness, tmp_path_factory):
+    """``chaos_trial(scenario) -> verdict report``: one trial on the session's harness, checked."""
+    from properties.check import check_run
+
+    def run(scenario: Scenario) -> dict:
+        run_dir = tmp_path_factory.mktemp(f"trial-{slug(scenario.pipeline)[:30]}")
+        chaos_harness.trial(scenario, run_dir / "run")
+        return check_run(run_dir / "run")
+
+    return run

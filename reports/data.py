@@ -1,0 +1,116 @@
+"""What a report shows, read from a stored campaign directory: compact views, no Spark, no rendering.
+
+A trial's history has hundreds of records; the report needs a few numbers per micro-batch. The
+views below keep the page small enough for thousands of trials (a few KB per trial).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from chaos.spec import PHASES
+
+SAMPLE = 12
+
+
+def _load(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def history(run_dir: Path) -> list[dict]:
+    path = run_dir / "history.jsonl"
+    out = []
+    if path.exists():
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a torn last line of a killed harness
+    return out
+
+
+def timeline(records: list[dict], end: float | None = None) -> dict:
+    """Micro-batches per driver incarnation with their phase times, faults, drivers and channel toxics."""
+    bars: dict[tuple[int, int], dict] = {}
+    drivers: dict[int, dict] = {}
+    faults, toxics, fired_at = [], [], {}
+    for r in records:
+        d = r.get("detail") or {}
+        if r["kind"] == "phase" and r.get("batch") is not None:
+            inc = d.get("incarnation", 0)
+            bar = bars.setdefault((r["batch"], inc), {"b": r["batch"], "i": inc, "p": {}})
+            bar["p"].setdefault(r["phase"], r["t"])
+        elif r["kind"] == "driver":
+            inc = d.get("incarnation", 0)
+            drv = drivers.setdefault(inc, {"i": inc})
+            drv[{"start": "s", "booted": "b", "exit": "x"}.get(d.get("event"), "other")] = r["t"]
+        elif r["kind"] == "fault":
+            faults.append({"t": r["t"], "spec": d.get("spec", "?"), "done": bool(d.get("done"))})
+            fired_at[d.get("spec")] = r["t"]
+        elif r["kind"] == "heal" and d.get("spec") in fired_at:
+            toxics.append({"t0": fired_at[d["spec"]], "t1": r["t"], "spec": d["spec"]})
+    out_bars = []
+    for bar in sorted(bars.values(), key=lambda b: (min(b["p"].values()), b["b"])):
+        times = [bar["p"].get(p) for p in PHASES]
+        out_bars.append({"b": bar["b"], "i": bar["i"], "ph": times})
+    last = max([r["t"] for r in records], default=0.0)
+    return {"bars": out_bars, "drivers": sorted(drivers.values(), key=lambda d: d["i"]), "faults": faults,
+            "toxics": toxics, "end": max(end or 0.0, last), "phases": list(PHASES)}
+
+
+def trial_view(trial_id: str, run_dir: Path) -> dict | None:
+    """One trial as the report shows it; None if the trial never finished."""
+    verdict = _load(run_dir / "verdict.json")
+    result = _load(run_dir / "result.json")
+    scenario = _load(run_dir / "scenario.json")
+    if not verdict or not result or not scenario:
+        return None
+    from chaos.scenario import Scenario
+
+    cut = verdict.get("consistent_cut")
+    return {
+        "id": trial_id,
+        "pipeline": verdict["pipeline"],
+        "declared": verdict["declared"],
+        "verdict": verdict["verdict"],
+        "meets": verdict["meets"],
+        "inferred": verdict.get("inferred", False),
+        "faults": scenario.get("faults", []),
+        "fired": [f["spec"] for f in result.get("faults", []) if f.get("fired")],
+        "seconds": result.get("seconds"),
+        "outcome": result.get("outcome"),
+        "reason": result.get("reason", ""),
+        "restarts": result.get("restarts", 0),
+        "events": result.get("events"),
+        "batches": result.get("batches"),
+        "counts": (verdict.get("effect") or {}).get("counts", {}),
+        "lost": verdict.get("lost", [])[:SAMPLE],
+        "duplicated": verdict.get("duplicated", [])[:SAMPLE],
+        "unexpected": verdict.get("unexpected", [])[:SAMPLE],
+        "redelivered": ((verdict.get("deliveries") or {}).get("redelivered") or []),
+        "cut": None if cut is None else {
+            "ok": cut.get("ok"), "checked": len(cut.get("batches_checked") or []),
+            "committed": cut.get("committed_batches"), "mismatches": (cut.get("mismatches") or [])[:5],
+        },
+        "replay": Scenario(**{k: v for k, v in scenario.items() if k in Scenario.__dataclass_fields__}).command(),
+        "timeline": timeline(history(run_dir), result.get("seconds")),
+    }
+
+
+def campaign_view(root: Path) -> dict:
+    """Everything the report renders for a campaign directory."""
+    from chaos.campaign import Campaign
+
+    campaign = Campaign.load(root)
+    summary = campaign.summarize()
+    trials = [v for t in campaign.trial_ids() if (v := trial_view(t, campaign.trial_dir(t)))]
+    for t in trials:  # judged as the campaign judged them (``--expect`` overrides the declared guarantee)
+        judged = campaign.verdict_of(t["id"])
+        t["declared"], t["meets"] = judged["declared"], judged["meets"]
+    conformance = _load(Path(root) / "conformance.json")
+    return {"root": str(root), "created": campaign.data.get("created"), "summary": summary,
+            "trials": trials, "conformance": conformance}

@@ -1,0 +1,120 @@
+"""Campaigns on a real cluster: a violation found and shrunk, analyze without Spark, replay, the report
+in Chromium; a SIGKILLed campaign resumed with no trial lost or run twice; the pytest plugin's project."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chaos.procs import wait_until
+from properties.planning import applicable_actions, coverage, plan_schedules, stable_seed
+from tests.conftest import REPO, cli, left_by
+from tests.test_campaign_store import assert_rendered, render_in_chromium
+
+pytestmark = pytest.mark.spark
+
+EVENTS = "600"  # 3 micro-batches of 200: the cheapest stream that still has a batch after the fault
+
+
+def seed_whose_first_trial_kills_at_sink_done(pipeline: str) -> int:
+    """The plan is computed without Spark: pick a seed whose first generated trial can duplicate."""
+    kills = applicable_actions(["kill"], sink_channel=False, database=False, owns_workers=False)
+    for seed in range(100):
+        first = plan_schedules(3, kills, 1, stable_seed(seed, pipeline))[0]
+        if ("kill-driver", "sink-done") in coverage([first]):
+            return seed
+    raise AssertionError("no seed below 100 plans a driver kill at sink-done first")
+
+
+def test_campaign_finds_shrinks_reports_analyzes_and_replays(spark_cluster, tmp_path):
+    seed = seed_whose_first_trial_kills_at_sink_done("passthrough-append")
+    run = cli("campaign", "run", "--pipeline", "passthrough-append", "--expect", "exactly-once", "--trials", "1",
+              "--seed", str(seed), "--events", EVENTS, "--shrink-trials", "2", "--out", "c",
+              "--cluster", spark_cluster.master_url, cwd=tmp_path, timeout=1200)
+    assert run.rc == 1, run.stdout + run.stderr
+    summary = json.loads((tmp_path / "c" / "summary.json").read_text())
+    row = summary["pipelines"]["passthrough-append"]
+    assert row["verdict"] == "at-least-once" and row["meets"] is False
+    ce = row["counterexample"]
+    assert len(ce["minimal"]) == 1 and ce["minimal"][0].startswith("kill-driver@")
+    assert ce["minimal"][0].endswith(":sink-done")
+    assert "minimal counterexample" in run.stdout and ce["command"] in run.stdout
+    assert ce["command"].startswith("streamchaos trial passthrough-append")
+    assert "report: " in run.stdout and (tmp_path / "c" / "report.html").exists()
+    assert left_by(run.pid) == []
+
+    dom, shot = render_in_chromium(tmp_path / "c" / "report.html", tmp_path)
+    assert_rendered(dom.replace("v-at-least-once", "v-at-least-once v-exactly-once"), shot)  # no exactly-once row
+    assert ce["minimal"][0] in dom
+
+    # analyze: the stored verdicts again, from the stored runs alone (no JVM started: it takes seconds).
+    t0 = time.monotonic()
+    again = cli("analyze", "c", cwd=tmp_path)
+    assert again.rc == 1 and "0 changed" in again.stdout, again.stdout + again.stderr
+    assert time.monotonic() - t0 < 120
+    assert json.loads((tmp_path / "c" / "summary.json").read_text())["pipelines"] == summary["pipelines"]
+
+    # replay the minimal counterexample: the same verdict again.
+    replayed = cli("replay", f"c/trials/{ce['minimal_trial']}", "--cluster", spark_cluster.master_url,
+                   cwd=tmp_path, timeout=600)
+    assert replayed.rc == 0, replayed.stdout + replayed.stderr
+    assert "stored verdict at-least-once, replayed at-least-once: the same" in replayed.stdout
+    assert list((tmp_path / "c" / "replays").iterdir())
+
+
+def finished_trials(root: Path) -> dict[str, float]:
+    trials = root / "trials"
+    return {d.name: (d / "verdict.json").stat().st_mtime for d in trials.iterdir()
+            if (d / "verdict.json").exists()} if trials.is_dir() else {}
+
+
+def test_sigkilled_campaign_resumes_without_losing_or_repeating_a_trial(tmp_path):
+    args = [sys.executable, "-m", "chaos", "campaign", "run", "--pipeline", "passthrough-idempotent",
+            "--trials", "3", "--seed", "2", "--events", EVENTS, "--max-faults", "1", "--out", "c"]
+    harness = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: len(finished_trials(tmp_path / "c")) >= 1, 600, 0.5), "no trial finished"
+        os.kill(harness.pid, signal.SIGKILL)
+        harness.wait(30)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+    before = finished_trials(tmp_path / "c")
+    plan = [e["id"] for e in json.loads((tmp_path / "c" / "campaign.json").read_text())["plan"]]
+    assert 1 <= len(before) < len(plan)
+    assert left_by(harness.pid), "a SIGKILLed harness leaves its cluster behind (the resume reaps it)"
+
+    resumed = cli("campaign", "resume", "c", cwd=tmp_path, timeout=1200)
+    assert resumed.rc == 0, resumed.stdout + resumed.stderr
+    after = finished_trials(tmp_path / "c")
+    assert sorted(after) == sorted(plan)  # none lost
+    assert all(after[t] == before[t] for t in before)  # none run (or even re-checked) twice
+    summary = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert summary["finished"] == len(plan) and summary["pipelines"]["passthrough-idempotent"]["trials"] == len(plan)
+    assert summary["pipelines"]["passthrough-idempotent"]["verdict"] == "exactly-once"
+    assert left_by(harness.pid) == [] and left_by(resumed.pid) == []
+
+
+def test_plugin_project_passes_and_fails_with_a_counterexample(spark_cluster, tmp_path):
+    project = REPO / "tests" / "plugin_project"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(project), str(REPO)])}
+    report = tmp_path / "session.html"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", f"--basetemp={tmp_path / 'base'}",
+         "--chaos-trials", "1", "--chaos-events", EVENTS, "--chaos-shrink-trials", "1",
+         "--chaos-cluster", spark_cluster.master_url, f"--chaos-report={report}"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=1500)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "1 failed, 1 passed" in out
+    assert "orders-append violates exactly-once: measured at-least-once" in out or \
+        "orders:ORDERS_APPEND violates exactly-once: measured at-least-once" in out, out
+    assert "minimal counterexample: kill-driver@" in out and "replay: streamchaos trial orders:ORDERS_APPEND" in out
+    assert report.exists() and "streamchaos report:" in out

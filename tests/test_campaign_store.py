@@ -1,0 +1,140 @@
+"""The campaign directory: creation errors, versioning, summary, report (escaped, offline, in Chromium). No Spark."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chaos.campaign import Campaign, CampaignSpec, remove_unfinished
+from chaos.errors import UserError
+from reports.html import write_report
+from tests.campaign_samples import HOSTILE, make_campaign
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "chaos", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+
+
+def test_create_refuses_bad_input_and_writes_nothing(tmp_path):
+    with pytest.raises(UserError, match="unknown pipeline"):
+        Campaign.create(tmp_path / "a", CampaignSpec(pipelines=["nope"]))
+    assert not (tmp_path / "a").exists()
+    with pytest.raises(UserError, match="--expect"):
+        Campaign.create(tmp_path / "b", CampaignSpec(pipelines=["passthrough-append"], expect="twice"))
+    with pytest.raises(UserError, match="at least 1"):
+        Campaign.create(tmp_path / "c", CampaignSpec(pipelines=["passthrough-append"], trials=0))
+    Campaign.create(tmp_path / "d", CampaignSpec(pipelines=["passthrough-append"]))
+    with pytest.raises(UserError, match="campaign resume"):
+        Campaign.create(tmp_path / "d", CampaignSpec(pipelines=["passthrough-append"]))
+
+
+def test_plan_is_stored_round_robin_and_replayable(tmp_path):
+    c = Campaign.create(tmp_path / "c", CampaignSpec(pipelines=["passthrough-append", "key-count"], trials=2, seed=3))
+    assert [e["pipeline"] for e in c.plan] == ["passthrough-append", "key-count"] * 2
+    again = Campaign.load(tmp_path / "c")
+    assert again.plan == c.plan and again.spec == c.spec
+    assert len({e["scenario"]["seed"] for e in c.plan}) == 4  # a fresh stream per trial
+
+
+def test_other_version_and_corrupt_files_are_one_line_errors(tmp_path):
+    make_campaign(tmp_path / "c")
+    data = json.loads((tmp_path / "c" / "campaign.json").read_text())
+    data["version"] = 99
+    (tmp_path / "c" / "campaign.json").write_text(json.dumps(data))
+    for command in (["analyze", "c"], ["report", "c"], ["campaign", "resume", "c"]):
+        r = cli(*command, cwd=tmp_path)
+        assert r.returncode == 2 and "version 99" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    (tmp_path / "c" / "campaign.json").write_text("{not json")
+    r = cli("analyze", "c", cwd=tmp_path)
+    assert r.returncode == 2 and "corrupt" in r.stderr and "Traceback" not in r.stderr
+    r = cli("campaign", "run", "--pipeline", "passthrough-append", "--faults", "kill,nope", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.startswith("error: unknown fault kind")
+    r = cli("campaign", "run", "--pipeline", "nope", cwd=tmp_path)
+    assert r.returncode == 2 and "unknown pipeline 'nope'" in r.stderr
+
+
+def test_summary_judges_against_the_expectation(tmp_path):
+    c = make_campaign(tmp_path / "c", trials=2)
+    s = c.summarize()
+    assert s["exit_code"] == 1
+    assert s["pipelines"]["passthrough-append"]["meets"] is False
+    assert s["pipelines"]["passthrough-append"]["counterexample"]["minimal"] == ["kill-driver@0:sink-done"]
+    assert s["pipelines"]["passthrough-idempotent"]["meets"] is True
+    assert s["coverage"]["kill-driver"]["sink-done"] >= 1
+
+
+def test_unfinished_trials_are_discarded_before_resume(tmp_path):
+    c = make_campaign(tmp_path / "c")
+    half = c.trial_dir("passthrough-idempotent-001")
+    (half / "result.json").unlink()
+    (half / "verdict.json").unlink()
+    assert remove_unfinished(c) == ["passthrough-idempotent-001"]
+    assert not half.exists() and c.finished("passthrough-append-000")
+
+
+def test_report_escapes_untrusted_text_and_needs_no_network(tmp_path):
+    make_campaign(tmp_path / "c", hostile=True)
+    html = write_report(tmp_path / "c").read_text()
+    assert HOSTILE not in html  # escaped in the page and \\u003c-escaped in the embedded JSON
+    assert "&lt;script&gt;" in html or "\\u003cscript>" in html
+    for remote in ("http://", "https://", "//cdn"):
+        assert remote not in html.replace("http://www.w3.org/2000/svg", "")
+
+
+def chromium() -> str | None:
+    return next((shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)), None)
+
+
+def render_in_chromium(page: Path, tmp_path: Path) -> tuple[str, Path]:
+    """Load ``page`` from disk in headless Chromium with the network off; return the DOM after scripts ran."""
+    browser = chromium()
+    if browser is None:
+        pytest.skip("no chromium (apt-get install chromium; .ci/run installs it)")
+    offline = ["--headless", "--no-sandbox", "--disable-gpu", "--proxy-server=127.0.0.1:9",
+               '--host-resolver-rules=MAP * ~NOTFOUND', f"--user-data-dir={tmp_path / 'profile'}",
+               "--virtual-time-budget=5000", "--window-size=1280,1800"]
+    shot = tmp_path / "report.png"
+    subprocess.run([browser, *offline, f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
+    dom = subprocess.run([browser, *offline, "--dump-dom", page.as_uri()], capture_output=True, text=True,
+                         timeout=120).stdout
+    return dom, shot
+
+
+def assert_rendered(dom: str, shot: Path) -> None:
+    assert shot.exists() and shot.stat().st_size > 10_000  # a real picture, not a blank page
+    assert 'class="badge v-exactly-once"' in dom and 'class="badge v-at-least-once"' in dom
+    assert '<svg' in dom and 'class="timeline"' in dom and 'class="batch"' in dom and 'class="fault-marker"' in dom
+    assert 'class="counterexample"' in dom and "streamchaos trial" in dom and 'class="replay"' in dom
+
+
+def test_report_renders_in_headless_chromium(tmp_path):
+    make_campaign(tmp_path / "c", hostile=True)
+    dom, shot = render_in_chromium(write_report(tmp_path / "c"), tmp_path)
+    assert_rendered(dom, shot)
+    assert "<script>alert(" not in dom  # shown as text (&lt;script&gt;...), never an element
+
+
+def test_report_of_thousands_of_trials_stays_light(tmp_path):
+    """3000 trials: the page embeds compact views and draws one timeline at a time."""
+    c = make_campaign(tmp_path / "c", trials=2)
+    src = c.trial_dir(c.plan[0]["id"])
+    data = json.loads((tmp_path / "c" / "campaign.json").read_text())
+    for k in range(3000):
+        entry = {**data["plan"][0], "id": f"passthrough-append-{k + 100:04d}"}
+        data["plan"].append(entry)
+        shutil.copytree(src, c.trial_dir(entry["id"]))
+    (tmp_path / "c" / "campaign.json").write_text(json.dumps(data))
+    page = write_report(tmp_path / "c")
+    assert page.stat().st_size < 40 * 2**20
+    dom, shot = render_in_chromium(page, tmp_path)
+    assert dom.count("<tr data-id=") == 3000 + len(c.plan) + 1
+    assert 'class="timeline"' in dom
