@@ -49,6 +49,8 @@ def trial(
     toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy (default: embedded; "
                                                        "or TOXIPROXY_URL)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
+    standby: Annotated[bool, typer.Option("--standby/--no-standby", help="pre-warmed standby driver (default) or "
+                                                                         "cold restarts")] = True,
 ) -> None:
     """Run one trial of PIPELINE under a fault schedule and print what happened."""
     from chaos.scenario import Scenario
@@ -66,7 +68,8 @@ def trial(
 
     validate_schedule(scenario, resolve(pipeline))  # unknown pipeline, impossible fault: before any JVM starts
     run_dir = keep or Path("runs") / time.strftime("trial-%Y%m%d-%H%M%S")
-    with Harness(cluster=cluster, workers=workers, workdir=run_dir.parent, toxiproxy=toxiproxy) as harness:
+    with Harness(cluster=cluster, workers=workers, workdir=run_dir.parent, toxiproxy=toxiproxy,
+                 standby=standby) as harness:
         if not as_json:
             err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
         result = harness.trial(scenario, run_dir)

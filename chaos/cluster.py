@@ -264,10 +264,12 @@ class StandaloneCluster(Cluster):
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
 
 
-def make_cluster(spec: str, owned: Owned, workdir: Path, workers: int = 2) -> Cluster:
+def make_cluster(spec: str, owned: Owned, workdir: Path, workers: int = 2, worker_cores: int = 1) -> Cluster:
     """``standalone`` | ``local-cluster[W,C,M]`` | ``spark://host:port``."""
     if spec == "standalone":
-        return StandaloneCluster(owned, workdir, workers=workers)
+        # Each worker's memory fits one 512m executor per core (a standby application holds its own).
+        return StandaloneCluster(owned, workdir, workers=workers, worker_cores=worker_cores,
+                                 worker_memory=f"{worker_cores}g")
     if _LOCAL_CLUSTER.match(spec):
         return LocalCluster(spec)
     if re.match(r"^spark://[^:/]+:\d+$", spec):

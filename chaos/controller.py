@@ -77,6 +77,7 @@ class Controller:
         self.attempts: dict[tuple, int] = {}
         self.incarnation = 0
         self.app_id: str | None = None
+        self.standby_ready: set[int] = set()  # standby driver incarnations booted and warm
         self.listeners: list[Callable[[int, str], None]] = []  # told of every phase (e.g. heals "until PHASE")
         controller = self
 
@@ -106,7 +107,10 @@ class Controller:
 
     def handle(self, message: dict) -> dict:
         if message.get("type") == "driver":
-            self.app_id = message.get("app_id") or self.app_id
+            if message.get("event") == "standby-ready":
+                self.standby_ready.add(message.get("incarnation"))
+            else:
+                self.app_id = message.get("app_id") or self.app_id
             self.history.add("driver", **_drop(message, "type"))
             return {"ok": True}
         detail = dict(message.get("detail") or {})

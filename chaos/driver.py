@@ -5,7 +5,10 @@ the driver kills all of it, as losing the driver's host would. Each incarnation 
 from the same checkpoint: Spark re-runs the last batch that has offsets/N but no commits/N.
 
 Start-up is split in two steps, ``boot`` (JVM + SparkSession, the slow part) and ``run`` (start the
-query), so that a pre-warmed standby can boot ahead and run only when the active one dies.
+query). ``--standby`` boots and then waits for SIGUSR1: the harness keeps one such pre-warmed driver
+(with its own application and, where the workers have cores to spare, its own executors) and wakes
+it when the active one dies, like Flink's standby JobManager. It then does exactly what a cold
+restart does: start the query from the same checkpoint.
 SIGTERM stops the query cleanly (used after the input is drained).
 """
 
@@ -51,21 +54,57 @@ def boot(config: dict):
     return spark
 
 
-def run(spark, config: dict, incarnation: int) -> int:
+def make_source(spark, config: dict):
+    """The streaming DataFrame of the harness's event log (its schema comes from a Python worker)."""
     from chaos.source import SOURCE_NAME
+
+    return (
+        spark.readStream.format(SOURCE_NAME)
+        .option("eventlog", config["eventlog"])
+        .option("controller", config["controller"])
+        .option("checkpoint", config["checkpoint"])
+        .option("maxRowsPerBatch", str(config["events_per_batch"]))
+        .load()
+    )
+
+
+def _warm(partition):
+    """Executor side of ``warm_up``: what a reader task imports first."""
+    import pyarrow  # noqa: F401
+
+    import chaos.source  # noqa: F401
+
+    return [len(list(partition))]
+
+
+def warm_up(spark, wait: float = 15.0) -> bool:
+    """Start the Python workers of this application's executors (and import the source there) ahead.
+
+    A task's first Python worker costs seconds (interpreter, pyspark, pyarrow); with worker reuse the
+    warmed workers serve the query's first tasks after the standby takes over. On a cluster without
+    spare cores the standby gets no executors before the active driver dies: then nothing is warmed
+    (a job would wait for executors until the takeover).
+    """
+    import time
+
+    sc = spark.sparkContext
+    deadline = time.monotonic() + wait
+    while not list(sc._jsc.sc().getExecutorIds()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if not list(sc._jsc.sc().getExecutorIds()):
+        return False
+    slots = max(2, sc.defaultParallelism)
+    sc.parallelize(range(slots * 2), slots * 2).mapPartitions(_warm).collect()
+    return True
+
+
+def run(spark, config: dict, incarnation: int, source=None) -> int:
     from pipelines_under_test import DriverContext, resolve
 
     controller = config["controller"]
     host, port = controller.rsplit(":", 1)
     pipeline = resolve(config["pipeline"])
-    source = (
-        spark.readStream.format(SOURCE_NAME)
-        .option("eventlog", config["eventlog"])
-        .option("controller", controller)
-        .option("checkpoint", config["checkpoint"])
-        .option("maxRowsPerBatch", str(config["events_per_batch"]))
-        .load()
-    )
+    source = source if source is not None else make_source(spark, config)
 
     def phase(batch: int, name: str, **detail) -> None:
         barrier.report(controller, batch, name, incarnation=incarnation, **detail)
@@ -102,10 +141,29 @@ def run(spark, config: dict, incarnation: int) -> int:
 
 def main(argv: list[str]) -> int:
     run_dir, incarnation = Path(argv[0]), int(argv[1])
+    standby = "--standby" in argv[2:]
+    go = threading.Event()
+    if standby:
+        # Installed before the slow boot: a "go" that arrives early is kept, not fatal (SIGUSR1's default).
+        signal.signal(signal.SIGUSR1, lambda *_: go.set())
     config = json.loads((run_dir / "driver.json").read_text())
     try:
         spark = boot(config)
-        return run(spark, config, incarnation)
+        source = None
+        if standby:
+            from pipelines_under_test import resolve
+
+            resolve(config["pipeline"])  # import the pipeline's module now, not after the kill
+            source = make_source(spark, config)
+            warm = warm_up(spark)
+            print(f"streamchaos: standby incarnation {incarnation} booted, {'warm' if warm else 'no executors'} "
+                  f"({spark.sparkContext.applicationId}), waiting for the active driver to die", flush=True)
+            host, port = config["controller"].rsplit(":", 1)
+            barrier.request(host, int(port), {"type": "driver", "event": "standby-ready", "incarnation": incarnation,
+                                              "app_id": spark.sparkContext.applicationId, "pid": os.getpid()})
+            while not go.wait(0.05):
+                pass
+        return run(spark, config, incarnation, source)
     except Exception:
         traceback.print_exc()
         return 1

@@ -48,6 +48,8 @@ class Nemesis:
         self._until: list[tuple[Fault, threading.Event]] = []
         self.heals: list[threading.Thread] = []
         self.driver_kill: Fault | None = None  # the fault that killed the current driver, if any
+        # Called before a driver kill with the phase's detail (the trial waits for its standby there).
+        self.before_driver_kill: Callable[[dict], None] | None = None
 
     # -- entry point -------------------------------------------------------------------------
     def fire(self, fault: Fault, detail: dict) -> dict:
@@ -120,6 +122,8 @@ class Nemesis:
             self._heal_later(fault, downtime, self.database.restart, database=pid)
             return {"done": True, "pid": pid, "downtime": downtime}
         if fault.target == "driver":
+            if self.before_driver_kill is not None:
+                self.before_driver_kill(detail)
             group = self.driver()
             if group is None or not group.alive():
                 raise LookupError("no live driver")

@@ -130,6 +130,13 @@ class Group:
         except (ProcessLookupError, PermissionError):
             pass
 
+    def signal_leader(self, sig: int) -> None:
+        """Send a signal to the group's first process only (a message to the program, not to its host)."""
+        try:
+            os.kill(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def kill(self) -> None:
         """SIGKILL the group and its strays, then reap the leader."""
         members = self.members()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -43,6 +44,7 @@ from pipelines_under_test import Pipeline, resolve
 MAX_UNPLANNED_EXITS = 2
 STOP_GRACE = 30.0
 STATE_DUMP_GRACE = 120.0
+STANDBY_WAIT = 90.0  # longest a held driver waits for its standby to be warm before the kill
 
 
 def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
@@ -63,8 +65,12 @@ class Harness:
     """What lives across the trials of one run: owned processes, the cluster, the event log server."""
 
     def __init__(self, cluster: str = "standalone", workers: int = 2, workdir: Path | None = None,
-                 toxiproxy: str | None = None) -> None:
+                 toxiproxy: str | None = None, standby: bool = True, worker_cores: int | None = None) -> None:
         self.cluster_spec = cluster
+        # A pre-warmed standby driver replaces a killed one (see chaos/driver.py); False: cold restarts.
+        self.standby = standby
+        # With a standby, each worker gets a second core so the standby's application holds executors too.
+        self.worker_cores = worker_cores or (2 if standby else 1)
         self.toxiproxy = toxiproxy
         self.workers = workers
         self.workdir = Path(workdir or Path.cwd() / "runs")
@@ -79,7 +85,8 @@ class Harness:
 
     def __enter__(self) -> Harness:
         require_java()
-        self.cluster = make_cluster(self.cluster_spec, self.owned, self.workdir / "cluster", self.workers)
+        self.cluster = make_cluster(self.cluster_spec, self.owned, self.workdir / "cluster", self.workers,
+                                    worker_cores=self.worker_cores)
         reap_orphans()
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
@@ -149,6 +156,8 @@ class Trial:
         self.scenario = scenario
         self.dir = run_dir
         self.driver: Group | None = None
+        self.standby: Group | None = None  # booted, waiting for SIGUSR1 (``--standby``), incarnation + 1
+        self.committed_by = -1  # the last incarnation seen committing a batch
         self.incarnation = -1
         self.restarts = 0
         self.history: History | None = None
@@ -169,19 +178,53 @@ class Trial:
         self.h.eventlog.load(events, self.scenario.partitions)
         return events
 
+    def _await_standby(self, detail: dict) -> None:
+        """Before a driver kill at a phase where Spark is held (not one the watcher saw in the checkpoint):
+        wait until the standby is warm, so the kill lands at the same logical point and the takeover is
+        measured, not the standby's boot. The held driver does nothing meanwhile."""
+        standby = self.standby
+        if standby is None or detail.get("source") == "watcher":
+            return
+        incarnation = self.incarnation + 1
+        deadline = time.monotonic() + STANDBY_WAIT
+        while (incarnation not in self.controller.standby_ready and standby.alive()
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+
+    def _spawn_driver(self, incarnation: int, standby: bool = False) -> Group:
+        env = spark_env()
+        env["PYTHONPATH"] = ":".join(p for p in [str(Path.cwd()), env.get("PYTHONPATH", "")] if p)
+        argv = [sys.executable, "-m", "chaos.driver", str(self.dir), str(incarnation)]
+        return self.h.owned.spawn(
+            f"driver-{incarnation}",
+            argv + ["--standby"] if standby else argv,
+            env=env,
+            log_path=self.dir / "logs" / f"driver-{incarnation}.log",
+        )
+
     def _start_driver(self) -> None:
+        """The next incarnation: the standby if one is booted and alive, else a cold start."""
         self.incarnation += 1
         self.controller.incarnation = self.incarnation
         self.nemesis.driver_kill = None
-        env = spark_env()
-        env["PYTHONPATH"] = ":".join(p for p in [str(Path.cwd()), env.get("PYTHONPATH", "")] if p)
-        self.driver = self.h.owned.spawn(
-            f"driver-{self.incarnation}",
-            [sys.executable, "-m", "chaos.driver", str(self.dir), str(self.incarnation)],
-            env=env,
-            log_path=self.dir / "logs" / f"driver-{self.incarnation}.log",
-        )
+        standby, self.standby = self.standby, None
+        if standby is not None and standby.alive():
+            standby.signal_leader(signal.SIGUSR1)
+            self.driver = standby
+            self.history.add("driver", event="start", incarnation=self.incarnation, pid=standby.pid, standby=True)
+            return
+        if standby is not None:  # it died while waiting: forget it, start cold
+            self.h.owned.forget(standby)
+        self.driver = self._spawn_driver(self.incarnation)
         self.history.add("driver", event="start", incarnation=self.incarnation, pid=self.driver.pid)
+
+    def _keep_standby(self) -> None:
+        """Boot the next incarnation ahead: the first beside the first driver, later ones once the active
+        driver has committed a batch (not beside its recovery, which it would slow down on 2 cores)."""
+        if (self.standby is None and self.h.standby and self.wants_standby
+                and (self.incarnation == 0 or self.committed_by == self.incarnation)):
+            self.standby = self._spawn_driver(self.incarnation + 1, standby=True)
+            self.history.add("driver", event="standby", incarnation=self.incarnation + 1, pid=self.standby.pid)
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> dict:
@@ -193,6 +236,7 @@ class Trial:
                                checkpoint, self.history, self.h.channels, self.h.database)
         self.controller = Controller(self.history, faults, self.nemesis.fire)
         self.controller.listeners.append(self.nemesis.on_phase)
+        self.nemesis.before_driver_kill = self._await_standby
         (self.dir / "driver.json").write_text(json.dumps({
             "pipeline": self.scenario.pipeline,
             "master": self.h.cluster.master_url,
@@ -206,6 +250,8 @@ class Trial:
             "cores_max": self.scenario.workers,
         }, indent=2))
         watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height)
+        # A standby costs a second application's driver and executors: only when a driver kill is planned.
+        self.wants_standby = any(f.action == "kill-driver" for f in faults)
         started = time.monotonic()
         outcome, reason = "drained", ""
         try:
@@ -214,8 +260,9 @@ class Trial:
             outcome, reason = self._supervise(watcher)
             self.nemesis.wait_heals()
         except BaseException:
-            if self.driver is not None:  # interrupted: no graceful stop, the user is waiting
-                self.driver.kill()
+            for group in (self.driver, self.standby):  # interrupted: no graceful stop, the user is waiting
+                if group is not None:
+                    group.kill()
             raise
         finally:
             self._stop_driver()
@@ -239,9 +286,11 @@ class Trial:
         while True:
             if watcher.drained.wait(0.1):
                 return "drained", ""
+            self._keep_standby()
             if watcher.progress.is_set():
                 watcher.progress.clear()
                 last_progress = time.monotonic()
+                self.committed_by = self.incarnation
             if time.monotonic() - last_progress > timeout:
                 return "stalled", f"no batch committed for {timeout:.0f}s"
             if self.driver.alive():
@@ -265,6 +314,10 @@ class Trial:
             last_progress = time.monotonic()
 
     def _stop_driver(self) -> None:
+        if self.standby is not None:
+            self.standby.terminate(5.0)
+            self.h.owned.forget(self.standby)
+            self.standby = None
         if self.driver is not None:
             # A stateful pipeline's driver reads the state of every committed batch before it exits.
             self.driver.terminate(STOP_GRACE + (STATE_DUMP_GRACE if self.pipeline.state else 0.0))

@@ -63,7 +63,9 @@ def left_by(pid: int) -> list[psutil.Process]:
 def spark_cluster(tmp_path_factory):
     require_java()
     owned = Owned()
-    cluster = StandaloneCluster(owned, tmp_path_factory.mktemp("cluster"), workers=2)
+    # Two cores per worker, as the harness's own cluster has: a standby driver's application holds executors.
+    cluster = StandaloneCluster(owned, tmp_path_factory.mktemp("cluster"), workers=2, worker_cores=2,
+                                worker_memory="2g")
     try:
         cluster.start()
         yield cluster

@@ -75,8 +75,12 @@ def test_the_replay_reruns_the_same_batch_id_with_the_same_offsets(append_kill):
     assert kinds.count("restart") == 1
 
 
-def test_same_scenario_twice_gives_same_offsets_and_fault_placement(append_kill, spark_cluster, tmp_path):
-    again = trial(spark_cluster, tmp_path, "passthrough-append", *APPEND_KILL)
+def test_cold_restart_replays_what_the_standby_replayed(append_kill, spark_cluster, tmp_path):
+    """The same scenario, once with the standby driver taking over (the default) and once restarted cold:
+    the same offsets per batch, the same fault placement, the same replayed batch, the same verdict."""
+    again = trial(spark_cluster, tmp_path, "passthrough-append", *APPEND_KILL, "--no-standby")
+    assert any(r["detail"].get("standby") for r in history(append_kill) if r["kind"] == "driver")
+    assert not any(r["detail"].get("standby") for r in history(again) if r["kind"] == "driver")
 
     def ranges(r):
         return [(b["batch"], b["start"], b["end"]) for b in r["offsets"]]
