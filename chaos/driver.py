@@ -88,10 +88,14 @@ def warm_up(spark, wait: float = 15.0) -> bool:
     import time
 
     sc = spark.sparkContext
+
+    def executors() -> int:  # block managers known to the driver, its own included
+        return sc._jsc.sc().getExecutorMemoryStatus().size() - 1
+
     deadline = time.monotonic() + wait
-    while not list(sc._jsc.sc().getExecutorIds()) and time.monotonic() < deadline:
+    while executors() < 1 and time.monotonic() < deadline:
         time.sleep(0.2)
-    if not list(sc._jsc.sc().getExecutorIds()):
+    if executors() < 1:
         return False
     slots = max(2, sc.defaultParallelism)
     sc.parallelize(range(slots * 2), slots * 2).mapPartitions(_warm).collect()
