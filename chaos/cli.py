@@ -49,8 +49,9 @@ def trial(
     toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy (default: embedded; "
                                                        "or TOXIPROXY_URL)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
-    standby: Annotated[bool, typer.Option("--standby/--no-standby", help="pre-warmed standby driver (default) or "
-                                                                         "cold restarts")] = True,
+    standby: Annotated[bool, typer.Option("--standby/--no-standby",
+                                          help="a pre-warmed standby driver takes over a killed one "
+                                               "(default: cold restarts)")] = False,
 ) -> None:
     """Run one trial of PIPELINE under a fault schedule and print what happened."""
     from chaos.scenario import Scenario

@@ -65,9 +65,10 @@ class Harness:
     """What lives across the trials of one run: owned processes, the cluster, the event log server."""
 
     def __init__(self, cluster: str = "standalone", workers: int = 2, workdir: Path | None = None,
-                 toxiproxy: str | None = None, standby: bool = True, worker_cores: int | None = None) -> None:
+                 toxiproxy: str | None = None, standby: bool = False, worker_cores: int | None = None) -> None:
         self.cluster_spec = cluster
-        # A pre-warmed standby driver replaces a killed one (see chaos/driver.py); False: cold restarts.
+        # A pre-warmed standby driver replaces a killed one (see chaos/driver.py); off by default: on
+        # 2 cores it cuts kill -> commit 3x but not the trial's time, and costs 1.5 GiB (benchmarks/trial_speed.py).
         self.standby = standby
         # With a standby, each worker gets a second core so the standby's application holds executors too.
         self.worker_cores = worker_cores or (2 if standby else 1)

@@ -76,11 +76,11 @@ def test_the_replay_reruns_the_same_batch_id_with_the_same_offsets(append_kill):
 
 
 def test_cold_restart_replays_what_the_standby_replayed(append_kill, spark_cluster, tmp_path):
-    """The same scenario, once with the standby driver taking over (the default) and once restarted cold:
+    """The same scenario, once restarted cold (the default) and once with the standby driver taking over:
     the same offsets per batch, the same fault placement, the same replayed batch, the same verdict."""
-    again = trial(spark_cluster, tmp_path, "passthrough-append", *APPEND_KILL, "--no-standby")
-    assert any(r["detail"].get("standby") for r in history(append_kill) if r["kind"] == "driver")
-    assert not any(r["detail"].get("standby") for r in history(again) if r["kind"] == "driver")
+    again = trial(spark_cluster, tmp_path, "passthrough-append", *APPEND_KILL, "--standby")
+    assert any(r["detail"].get("standby") for r in history(again) if r["kind"] == "driver")
+    assert not any(r["detail"].get("standby") for r in history(append_kill) if r["kind"] == "driver")
 
     def ranges(r):
         return [(b["batch"], b["start"], b["end"]) for b in r["offsets"]]
