@@ -26,8 +26,12 @@ def start_trial(tmp_path) -> subprocess.Popen:
 
 def driver_running(pid: int) -> bool:
     """The trial is in full swing: its cluster and a driver JVM are up."""
-    procs = left_by(pid)
-    cmds = [" ".join(p.cmdline()) for p in procs if p.is_running()]
+    cmds = []
+    for p in left_by(pid):
+        try:
+            cmds.append(" ".join(p.cmdline()))
+        except psutil.Error:  # exited (or a zombie) since it was listed: spark-class's shells come and go
+            continue
     return any("chaos.driver" in c for c in cmds) and any("deploy.worker.Worker" in c for c in cmds)
 
 
