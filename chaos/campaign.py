@@ -23,6 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from chaos.atomic import write_json
 from chaos.errors import UserError
 from chaos.scenario import Scenario
 from pipelines_under_test import resolve
@@ -76,14 +77,6 @@ def _read_json(path: Path, what: str) -> dict:
         raise UserError(f"{path.parent} is not a {what} (no {path.name})") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise UserError(f"{path} is unreadable or corrupt ({exc}): re-run the campaign") from None
-
-
-def write_json(path: Path, data) -> None:
-    """Atomic: a reader (or a resumed campaign) never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    tmp.replace(path)
 
 
 class Campaign:
@@ -207,7 +200,7 @@ class Campaign:
 
     # -- running ----------------------------------------------------------------------------------
     def run(self, harness, progress: Progress | None = None) -> dict:
-        """Run every unfinished planned trial, then shrink each violation; returns the summary."""
+        """Run every unfinished planned trial, then shrink each violation; returns (and stores) the summary."""
         progress = progress or Progress()
         budget = self.spec.time_budget_s
         todo = [e for e in self.plan if not self.finished(e["id"])]
@@ -223,6 +216,7 @@ class Campaign:
                     break
                 self._shrink(harness, pipeline, progress)
         summary = self.summarize()
+        write_json(self.root / "summary.json", summary)
         progress.end(summary)
         return summary
 

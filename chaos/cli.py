@@ -194,9 +194,6 @@ def _execute(campaign, toxiproxy: str | None = None) -> dict:
                  toxiproxy=toxiproxy) as harness:
         err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
         summary = campaign.run(harness, RichProgress(err))
-    from chaos.campaign import write_json
-
-    write_json(campaign.root / "summary.json", summary)
     report = write_report(campaign.root)
     print_summary(summary)
     out.print(f"report: {report}")
@@ -262,7 +259,8 @@ def replay(
 @app.command()
 def analyze(campaign_dir: Annotated[Path, typer.Argument(help="a campaign directory")]) -> None:
     """Re-check every stored trial of a campaign without Spark; rewrite its summary and report."""
-    from chaos.campaign import Campaign, write_json
+    from chaos.atomic import write_json
+    from chaos.campaign import Campaign
     from properties.check import check_run
     from reports.html import write_report
 

@@ -107,9 +107,6 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
             pytest.fail(f"streamchaos: {exc}", pytrace=False)
         config._streamchaos_campaigns.append(campaign.root)
         summary = campaign.run(chaos_harness)
-        from chaos.campaign import write_json
-
-        write_json(campaign.root / "summary.json", summary)
         row = summary["pipelines"].get(pipeline)
         if row is None:
             reason = "; ".join(s["reason"] for s in summary["skipped"]) or "no trial ran"

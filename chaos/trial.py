@@ -27,6 +27,7 @@ from urllib.parse import urlparse
 
 import polars as pl
 
+from chaos.atomic import write_json
 from chaos.channels import Channels
 from chaos.cluster import Cluster, make_cluster, spark_env
 from chaos.controller import Controller, History
@@ -391,11 +392,4 @@ def summarize(trial: Trial, events: pl.DataFrame, outcome: str, reason: str, sec
         "run_dir": str(trial.dir),
         "seed": trial.scenario.seed,
     }
-
-
-def write_json(path: Path, data: dict) -> None:
-    """Write atomically: a reader never sees half a result."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    tmp.replace(path)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 
+from chaos.atomic import write_json
 from chaos.errors import UserError
 from chaos.scenario import Scenario
 from pipelines_under_test import Pipeline, resolve
@@ -96,9 +97,7 @@ def check_run(run_dir: Path) -> dict:
     }
     if verdict == STALLED:
         report["effect"]["note"] = f"not drained ({result.get('reason', '')}): consistency not judged"
-    tmp = run_dir / "verdict.json.tmp"
-    tmp.write_text(json.dumps(report, indent=2, default=str))
-    tmp.replace(run_dir / "verdict.json")
+    write_json(run_dir / "verdict.json", report)
     return report
 
 

@@ -12,6 +12,7 @@ import json
 from html import escape
 from pathlib import Path
 
+from chaos.atomic import write_text
 from chaos.spec import PHASES
 from properties.strategies import ACTION_ORDER
 from reports.data import campaign_view
@@ -148,16 +149,7 @@ yellow spans.</p>{_trials(trials)}
 
 def write_report(root: Path, out: Path | None = None) -> Path:
     """Render ``root``'s report to ``out`` (default ``root/report.html``), atomically."""
-    return _write(Path(out) if out else Path(root) / "report.html", render(campaign_view(Path(root))))
-
-
-def _write(out: Path, html: str) -> Path:
-    """Atomically: an open browser tab or a crash never sees half a report."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(out)
-    return out
+    return write_text(Path(out) if out else Path(root) / "report.html", render(campaign_view(Path(root))))
 
 
 def merge_views(views: list[dict], title: str) -> dict:
@@ -193,4 +185,4 @@ def merge_views(views: list[dict], title: str) -> dict:
 def write_session_report(roots: list[Path], out: Path) -> Path:
     """The report of several campaign directories (``--chaos-report`` of a pytest session)."""
     view = merge_views([campaign_view(Path(r)) for r in roots], f"pytest session ({len(roots)} checks)")
-    return _write(Path(out), render(view))
+    return write_text(Path(out), render(view))

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from chaos.campaign import Campaign, CampaignSpec, write_json
+from chaos.atomic import write_json
+from chaos.campaign import Campaign, CampaignSpec
 from chaos.scenario import Scenario
 
 HOSTILE = "<script>alert('x')</script>"

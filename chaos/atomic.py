@@ -1,0 +1,20 @@
+"""Atomic file writes: a reader (a resumed campaign, an open report, ``check``) never sees half a file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write ``text`` beside ``path`` and rename it into place (creating the parent directory)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def write_json(path: Path, data) -> Path:
+    return write_text(path, json.dumps(data, indent=2, default=str))
