@@ -16,12 +16,17 @@ with ``properties.strategies``); ``chaos_harness`` is the session's harness itse
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from chaos.campaign import Campaign, CampaignSpec, slug
 from chaos.errors import UserError
-from chaos.scenario import Scenario
+
+if TYPE_CHECKING:
+    from chaos.scenario import Scenario
+
+# Loaded by every pytest session where streamchaos is installed: the harness, polars and Spark
+# helpers are imported inside the fixtures, only by sessions that use them.
 
 MARKER = "consistency(expect=None, faults='kill', pipeline=None, examples=()): check a pipeline under faults"
 
@@ -84,6 +89,7 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
 
     def check(pipeline: str | None = None, *, expect: str | None = None, faults: str | None = None,
               examples: list[str] | tuple[str, ...] | None = None, trials: int | None = None) -> dict:
+        from chaos.campaign import Campaign, CampaignSpec, slug
         from properties.planning import parse_kinds
 
         options = _marker_options(request.node)
@@ -135,6 +141,7 @@ def describe_violation(pipeline: str, row: dict, root: Path) -> str:
 @pytest.fixture
 def chaos_trial(chaos_harness, tmp_path_factory):
     """``chaos_trial(scenario) -> verdict report``: one trial on the session's harness, checked."""
+    from chaos.campaign import slug
     from properties.check import check_run
 
     def run(scenario: Scenario) -> dict:
