@@ -39,25 +39,16 @@ def test_delay_adds_latency_both_ways_until_healed(source):
     assert _ping(listen)[1] < 0.2
 
 
-def test_down_refuses_connections_until_healed(source):
+@pytest.mark.parametrize("spec, error, timeout", [
+    ("down-source@1:planned/2s", ConnectionRefusedError, 10),  # proxy disabled: connections refused
+    ("cut-source@1:reading/3s", TimeoutError, 0.5),  # data held: no answer
+    ("reset-source@1:reading/3s", ConnectionResetError, 10),  # every connection reset
+])
+def test_fault_breaks_the_channel_until_healed(source, spec, error, timeout):
     channels, listen = source
-    heal = channels.apply(parse_fault("down-source@1:planned/2s"))
-    with pytest.raises(ConnectionRefusedError):
-        _ping(listen)
-    heal()
-    assert _ping(listen)[0] == b"ping"
-
-
-def test_cut_holds_data_and_reset_resets(source):
-    channels, listen = source
-    heal = channels.apply(parse_fault("cut-source@1:reading/3s"))
-    with pytest.raises(TimeoutError):
-        _ping(listen, timeout=0.5)
-    heal()
-    assert _ping(listen)[0] == b"ping"
-    heal = channels.apply(parse_fault("reset-source@1:reading/3s"))
-    with pytest.raises(ConnectionResetError):
-        _ping(listen)
+    heal = channels.apply(parse_fault(spec))
+    with pytest.raises(error):
+        _ping(listen, timeout=timeout)
     heal()
     assert _ping(listen)[0] == b"ping"
 
