@@ -102,11 +102,17 @@ def warm_up(spark, wait: float = 15.0) -> bool:
     return True
 
 
+def tell(spark, config: dict, event: str, incarnation: int) -> None:
+    """A driver event for the harness's controller (recorded in the history)."""
+    host, port = config["controller"].rsplit(":", 1)
+    barrier.request(host, int(port), {"type": "driver", "event": event, "incarnation": incarnation,
+                                      "app_id": spark.sparkContext.applicationId, "pid": os.getpid()})
+
+
 def run(spark, config: dict, incarnation: int, source=None) -> int:
     from pipelines_under_test import DriverContext, resolve
 
     controller = config["controller"]
-    host, port = controller.rsplit(":", 1)
     pipeline = resolve(config["pipeline"])
     source = source if source is not None else make_source(spark, config)
 
@@ -114,10 +120,7 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
         barrier.report(controller, batch, name, incarnation=incarnation, **detail)
 
     # Registered before the query starts: batch 0's faults may need this app's executors.
-    barrier.request(host, int(port), {
-        "type": "driver", "event": "booted", "incarnation": incarnation,
-        "app_id": spark.sparkContext.applicationId, "pid": os.getpid(),
-    })
+    tell(spark, config, "booted", incarnation)
     ctx = DriverContext(spark, source, config["checkpoint"], Path(config["sink_dir"]), incarnation, phase,
                         sink_dsn=config.get("sink_dsn"), controller=controller)
     query = pipeline.start(ctx)
@@ -162,9 +165,7 @@ def main(argv: list[str]) -> int:
             warm = warm_up(spark)
             print(f"streamchaos: standby incarnation {incarnation} booted, {'warm' if warm else 'no executors'} "
                   f"({spark.sparkContext.applicationId}), waiting for the active driver to die", flush=True)
-            host, port = config["controller"].rsplit(":", 1)
-            barrier.request(host, int(port), {"type": "driver", "event": "standby-ready", "incarnation": incarnation,
-                                              "app_id": spark.sparkContext.applicationId, "pid": os.getpid()})
+            tell(spark, config, "standby-ready", incarnation)
             while not go.wait(0.05):
                 pass
         return run(spark, config, incarnation, source)

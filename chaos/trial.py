@@ -160,6 +160,8 @@ class Trial:
         self.driver: Group | None = None
         self.standby: Group | None = None  # booted, waiting for SIGUSR1 (``--standby``), incarnation + 1
         self.committed_by = -1  # the last incarnation seen committing a batch
+        # A standby costs a second application's driver and executors: only when a driver kill is planned.
+        self.wants_standby = harness.standby and any(f.action == "kill-driver" for f in scenario.schedule)
         self.incarnation = -1
         self.restarts = 0
         self.history: History | None = None
@@ -223,7 +225,7 @@ class Trial:
     def _keep_standby(self) -> None:
         """Boot the next incarnation ahead: the first beside the first driver, later ones once the active
         driver has committed a batch (not beside its recovery, which it would slow down on 2 cores)."""
-        if (self.standby is None and self.h.standby and self.wants_standby
+        if (self.standby is None and self.wants_standby
                 and (self.incarnation == 0 or self.committed_by == self.incarnation)):
             self.standby = self._spawn_driver(self.incarnation + 1, standby=True)
             self.history.add("driver", event="standby", incarnation=self.incarnation + 1, pid=self.standby.pid)
@@ -252,8 +254,6 @@ class Trial:
             "cores_max": self.scenario.workers,
         }, indent=2))
         watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height)
-        # A standby costs a second application's driver and executors: only when a driver kill is planned.
-        self.wants_standby = any(f.action == "kill-driver" for f in faults)
         started = time.monotonic()
         outcome, reason = "drained", ""
         try:
