@@ -26,6 +26,7 @@ from pathlib import Path
 from chaos.atomic import write_json
 from chaos.errors import UserError
 from chaos.scenario import Scenario
+from chaos.spec import parse_fault
 from pipelines_under_test import resolve
 from pipelines_under_test.base import GUARANTEES
 
@@ -52,6 +53,8 @@ class CampaignSpec:
     shrink: bool = True
     shrink_trials: int = 6
     examples: list[str] = field(default_factory=list)  # schedules tried first, like Hypothesis' @example
+    # Per pipeline, the exact schedules to run instead of drawn ones (``streamchaos conformance``).
+    schedules: dict[str, list[str]] | None = None
     cluster: str = "standalone"
     workers: int = 2
 
@@ -118,13 +121,17 @@ class Campaign:
                 continue
             actions = applicable_actions(spec.kinds, sink_channel=pipeline.sink_channel,
                                          database=pipeline.database, owns_workers=owns_workers)
-            if not actions and not spec.examples:
+            fixed = (spec.schedules or {}).get(name)
+            if not actions and not spec.examples and fixed is None:
                 skipped.append({"pipeline": name, "reason": f"no fault of kind(s) {','.join(spec.kinds)} applies"})
                 continue
             template = Scenario(pipeline=name, events=spec.events, events_per_batch=spec.events_per_batch,
-                                cluster=spec.cluster, workers=spec.workers)
-            schedules = plan_schedules(template.batches, actions, per_pipeline, stable_seed(spec.seed, name),
-                                       max_faults=spec.max_faults, examples=spec.examples)
+                                cluster=spec.cluster, workers=spec.workers, **pipeline.stream_defaults)
+            if fixed is not None:
+                schedules = [[parse_fault(f).spec for f in s.split()] for s in fixed]
+            else:
+                schedules = plan_schedules(template.batches, actions, per_pipeline, stable_seed(spec.seed, name),
+                                           max_faults=spec.max_faults, examples=spec.examples)
             seeds = trial_seeds(spec.seed, name, len(schedules))
             plans[name] = [
                 {"id": f"{slug(name)}-{k:03d}", "pipeline": name,

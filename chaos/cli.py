@@ -14,7 +14,7 @@ from rich.console import Console
 
 from chaos.errors import HarnessError, UserError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Fault injection and consistency testing for PySpark Structured Streaming.")
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
@@ -39,8 +39,10 @@ def trial(
     keys: Annotated[int, typer.Option(help="distinct keys in the stream")] = 20,
     skew: Annotated[float, typer.Option(help="Zipf exponent of the key distribution (0 = uniform)")] = 1.0,
     max_disorder_ms: Annotated[int, typer.Option(help="bound of event-time disorder, ms")] = 2000,
-    late_fraction: Annotated[float, typer.Option(help="share of events 10 minutes late")] = 0.0,
-    resent_fraction: Annotated[float, typer.Option(help="share of events re-sent with a new id")] = 0.0,
+    late_fraction: Annotated[float | None, typer.Option(help="share of events 10 minutes late "
+                                                              "(default: the pipeline's, else 0)")] = None,
+    resent_fraction: Annotated[float | None, typer.Option(help="share of events re-sent with a new id "
+                                                                "(default: the pipeline's, else 0)")] = None,
     cluster: Annotated[str, typer.Option(help="standalone | local-cluster[W,C,M] | spark://HOST:PORT")] = "standalone",
     workers: Annotated[int, typer.Option(help="workers of the standalone cluster")] = 2,
     downtime: Annotated[float, typer.Option(help="seconds a killed driver stays down")] = 1.0,
@@ -58,16 +60,17 @@ def trial(
     from chaos.trial import Harness
     from pipelines_under_test import resolve
 
+    chosen = resolve(pipeline)
+    stream = {**chosen.stream_defaults, **{k: v for k, v in (("late_fraction", late_fraction),
+                                                              ("resent_fraction", resent_fraction)) if v is not None}}
     scenario = Scenario(
         pipeline=pipeline, events=events, seed=seed, events_per_batch=events_per_batch,
-        partitions=partitions, keys=keys, skew=skew, max_disorder_ms=max_disorder_ms,
-        late_fraction=late_fraction, resent_fraction=resent_fraction, faults=list(fault or []),
-        cluster=cluster, workers=workers,
-        driver_downtime=downtime, recovery_timeout=recovery_timeout,
+        partitions=partitions, keys=keys, skew=skew, max_disorder_ms=max_disorder_ms, faults=list(fault or []),
+        cluster=cluster, workers=workers, driver_downtime=downtime, recovery_timeout=recovery_timeout, **stream,
     )
     from chaos.trial import validate_schedule
 
-    validate_schedule(scenario, resolve(pipeline))  # unknown pipeline, impossible fault: before any JVM starts
+    validate_schedule(scenario, chosen)  # unknown pipeline, impossible fault: before any JVM starts
     run_dir = keep or Path("runs") / time.strftime("trial-%Y%m%d-%H%M%S")
     with Harness(cluster=cluster, workers=workers, workdir=run_dir.parent, toxiproxy=toxiproxy,
                  standby=standby) as harness:
@@ -109,8 +112,9 @@ def demo(
         raise typer.Exit(EXIT_INCONCLUSIVE)
 
 
-campaign_app = typer.Typer(no_args_is_help=True, help="Chaos campaigns: many trials, shrunk counterexamples, "
-                                                       "one stored run directory and its HTML report.")
+campaign_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                           help="Chaos campaigns: many trials, shrunk counterexamples, "
+                                "one stored run directory and its HTML report.")
 app.add_typer(campaign_app, name="campaign")
 
 
@@ -173,14 +177,61 @@ def campaign_resume(
         raise typer.Exit(summary["exit_code"])
 
 
+@app.command()
+def conformance(
+    trials: Annotated[int, typer.Option(help="trials per documented row")] = 3,
+    seed: Annotated[int, typer.Option(help="seed of the event streams")] = 0,
+    events: Annotated[int, typer.Option(help="events per trial")] = 1000,
+    only: Annotated[list[str] | None, typer.Option(help="run only this row's pipeline, repeatable")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="directory (default runs/conformance-<time>)")] = None,
+    cluster: Annotated[str, typer.Option(help="standalone | local-cluster[W,C,M] | spark://HOST:PORT")] = "standalone",
+    workers: Annotated[int, typer.Option(help="workers of the standalone cluster")] = 2,
+    toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
+) -> None:
+    """Measure Spark's documented guarantees row by row under a standard fault mix; exit 1 on a contradiction."""
+    from chaos import conformance as conf
+    from chaos.campaign import Campaign, CampaignSpec
+    from pipelines_under_test import resolve
+
+    if trials < 1:
+        raise UserError(f"--trials must be at least 1, got {trials}")
+    rows = conf.select_rows(list(only or []))
+    names = [r.pipeline for r in rows]
+    spec = CampaignSpec(pipelines=names, kinds=["kill", "channel"], trials=trials, seed=seed, events=events,
+                        shrink=False, cluster=cluster, workers=workers,
+                        schedules={n: conf.standard_mix(resolve(n), trials) for n in names})
+    _require_java()
+    campaign = Campaign.create(out_dir or Path("runs") / time.strftime("conformance-%Y%m%d-%H%M%S"), spec)
+    err.print(f"conformance {campaign.root}: {len(rows)} rows, {len(campaign.plan)} trials")
+    found: dict = {}
+
+    def finish(summary: dict) -> None:
+        verdicts: dict[str, list[dict]] = {}
+        for entry in campaign.plan:
+            verdicts.setdefault(entry["pipeline"], []).append(campaign.verdict_of(entry["id"]))
+        found.update(conf.table(rows, summary, verdicts))
+        conf.write(campaign.root, found)
+
+    _execute(campaign, toxiproxy, finish)
+    for r in found["rows"]:
+        out.print(f"{r['component']:<58} docs: {r['documented']:<14} measured: {r['measured'] or '-':<14} "
+                  f"{r['status']} ({r['trials']} trials){'; e.g. ' + r['example'] if r['example'] else ''}")
+    if found["contradictions"]:
+        raise typer.Exit(1)
+    if any(r["agrees"] is None for r in found["rows"]):
+        raise typer.Exit(3)
+
+
 def _require_java() -> None:
     from chaos.java import require_java
 
     require_java()
 
 
-def _execute(campaign, toxiproxy: str | None = None) -> dict:
-    """Run a campaign on one harness (cluster, event log, proxies, database reused by every trial)."""
+def _execute(campaign, toxiproxy: str | None = None, finish=None) -> dict:
+    """Run a campaign on one harness (cluster, event log, proxies, database reused by every trial).
+
+    ``finish(summary)`` runs before the report is written (conformance adds its table there)."""
     from chaos.progress import RichProgress
     from chaos.trial import Harness
     from reports.html import write_report
@@ -194,6 +245,8 @@ def _execute(campaign, toxiproxy: str | None = None) -> dict:
                  toxiproxy=toxiproxy) as harness:
         err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
         summary = campaign.run(harness, RichProgress(err))
+    if finish is not None:
+        finish(summary)
     report = write_report(campaign.root)
     print_summary(summary)
     out.print(f"report: {report}")

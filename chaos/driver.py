@@ -25,10 +25,11 @@ from pathlib import Path
 from chaos import barrier
 
 
-def boot(config: dict):
+def boot(config: dict, incarnation: int = 0):
     from pyspark.sql import SparkSession
 
     from chaos.source import EventLogSource
+    from pipelines_under_test import resolve
 
     builder = (
         SparkSession.builder.master(config["master"])
@@ -43,10 +44,14 @@ def boot(config: dict):
         .config("spark.driver.extraJavaOptions", "-Xss16m")
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.python.worker.reuse", "true")
+        # For JVM-side phase barriers (the file sink's commit protocol).
+        .config("spark.streamchaos.controller", config["controller"])
+        .config("spark.streamchaos.incarnation", str(incarnation))
     )
     if config.get("cores_max"):
         builder = builder.config("spark.cores.max", str(config["cores_max"]))
-    for key, value in (config.get("spark_conf") or {}).items():
+    # The pipeline's JVM settings (class path of its hooks) must be there before the JVM starts.
+    for key, value in {**resolve(config["pipeline"]).boot_conf(), **(config.get("spark_conf") or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
@@ -155,12 +160,9 @@ def main(argv: list[str]) -> int:
         signal.signal(signal.SIGUSR1, lambda *_: go.set())
     config = json.loads((run_dir / "driver.json").read_text())
     try:
-        spark = boot(config)
+        spark = boot(config, incarnation)  # imports the pipeline's module too (a standby: not after the kill)
         source = None
         if standby:
-            from pipelines_under_test import resolve
-
-            resolve(config["pipeline"])  # import the pipeline's module now, not after the kill
             source = make_source(spark, config)
             warm = warm_up(spark)
             print(f"streamchaos: standby incarnation {incarnation} booted, {'warm' if warm else 'no executors'} "

@@ -7,12 +7,22 @@ import importlib
 from chaos.errors import UserError
 from pipelines_under_test.base import DriverContext, Pipeline
 from pipelines_under_test.counts import API_COUNT, API_COUNT_INCREMENT, KEY_COUNT
+from pipelines_under_test.event_time import (
+    DEDUP_WITHIN_WATERMARK,
+    WINDOWED_COUNT,
+    WINDOWED_COUNT_CHANGELOG,
+    WINDOWED_COUNT_ROCKSDB,
+)
+from pipelines_under_test.files import PASSTHROUGH_FILE, PASSTHROUGH_FILE_RAW
+from pipelines_under_test.nondeterministic import NondeterministicKey
 from pipelines_under_test.passthrough import PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT
 from pipelines_under_test.postgres import PG_APPEND, PG_TWO_PHASE, PG_UPSERT_BY_BATCH
 
 CATALOGUE: dict[str, Pipeline] = {
     p.name: p for p in (PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT, KEY_COUNT, API_COUNT, API_COUNT_INCREMENT,
-                        PG_APPEND, PG_UPSERT_BY_BATCH, PG_TWO_PHASE)
+                        PG_APPEND, PG_UPSERT_BY_BATCH, PG_TWO_PHASE, WINDOWED_COUNT, WINDOWED_COUNT_ROCKSDB,
+                        WINDOWED_COUNT_CHANGELOG, DEDUP_WITHIN_WATERMARK, NondeterministicKey(), PASSTHROUGH_FILE,
+                        PASSTHROUGH_FILE_RAW)
 }
 
 __all__ = ["CATALOGUE", "DriverContext", "Pipeline", "resolve"]

@@ -14,7 +14,8 @@ from typing import Any
 
 import polars as pl
 
-GUARANTEES = ("exactly-once", "at-least-once", "at-most-once", "none")
+# "incorrect" declares that not even the values are promised (a nondeterministic pipeline under replay).
+GUARANTEES = ("exactly-once", "at-least-once", "at-most-once", "none", "incorrect")
 
 
 @dataclass
@@ -42,6 +43,10 @@ class Pipeline:
       ``observed_counts`` give ``key, n`` and the classifier infers loss/duplication from per-key
       deltas, labelled as inferred.
 
+    The checker hands oracles the events with a ``batch`` column (the micro-batch that read each
+    event, from the write-ahead offsets; event-time oracles model the watermark with it). Without
+    that column the events are a batch query's input (the differential test against Spark batch).
+
     A stateful pipeline (``state = True``) also gets the consistent-cut check: the driver reads
     the state of every committed batch through ``state_rows`` and the checker compares it with
     ``expected_state`` over exactly the events below that batch's end offsets.
@@ -54,6 +59,8 @@ class Pipeline:
     state: bool = False
     sink_channel: bool = False  # the sink talks to a server over a socket the harness can proxy
     database: bool = False  # the sink is the harness's PostgreSQL (prepare_database / export_database)
+    # Scenario fields this pipeline's streams need unless the user says otherwise (dedup: re-sent records).
+    stream_defaults: dict[str, Any] = {}  # noqa: RUF012 (read-only class default)
 
     @property
     def query_name(self) -> str:
@@ -80,6 +87,11 @@ class Pipeline:
         """One entry per effect of an input id found in the output (provenance pipelines)."""
         return output["id"]
 
+    def effect_ids(self, output: pl.DataFrame, events: pl.DataFrame) -> pl.Series:
+        """What the classifier counts: ``observed_ids``, unless the pipeline maps ids first (dedup: to the
+        copy its oracle expects)."""
+        return self.observed_ids(output)
+
     def expected_counts(self, events: pl.DataFrame) -> pl.DataFrame:
         """``key, n`` the output must hold (pipelines without provenance)."""
         raise NotImplementedError
@@ -95,6 +107,14 @@ class Pipeline:
     def expected_state(self, events: pl.DataFrame) -> pl.DataFrame:
         """The oracle's state over ``events``: the same columns ``state_rows`` yields."""
         raise NotImplementedError
+
+    def boot_conf(self) -> dict[str, str]:
+        """Spark settings the driver needs at JVM start (class paths of JVM hooks); runs in the driver."""
+        return {}
+
+    def sink_findings(self, sink_dir: Path) -> dict | None:
+        """Facts about the sink beyond the rows (e.g. orphan files), stored in verdict.json as ``sink``."""
+        return None
 
     def prepare_sink(self, sink_dir: Path) -> None:
         """Create the sink's tables/directories before the first driver incarnation."""

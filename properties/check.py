@@ -49,7 +49,8 @@ def load_history(run_dir: Path) -> list[dict]:
 def judge(pipeline: Pipeline, events: pl.DataFrame, output: pl.DataFrame) -> Classification | Inference:
     """The effect view: the classifier on provenance, or per-key inference for plain counts."""
     if pipeline.provenance:
-        return classify(pipeline.oracle(events), pipeline.observed_ids(output), pipeline.unexplained(output, events))
+        effects = pipeline.effect_ids(output, events)
+        return classify(pipeline.oracle(events), effects, pipeline.unexplained(output, events))
     return infer_from_counts(pipeline.expected_counts(events), pipeline.observed_counts(output))
 
 
@@ -63,6 +64,8 @@ def check_run(run_dir: Path) -> dict:
     history = load_history(run_dir)
     offsets = result.get("offsets", [])
     id_batches = batch_of_events(events, offsets)
+    # Event-time oracles need the batch each event was read in (the watermark moves per batch).
+    events = events.join(id_batches, on="id", how="left").with_columns(pl.col("batch").fill_null(-1))
 
     judged = judge(pipeline, events, output)
     if isinstance(judged, Classification):
@@ -92,6 +95,7 @@ def check_run(run_dir: Path) -> dict:
         "duplicated": duplicated,
         "unexpected": effect["unexpected"],
         "deliveries": deliveries_view(result.get("deliveries"), dup_batches),
+        "sink": pipeline.sink_findings(run_dir / "sink"),
         "consistent_cut": (check_cut(run_dir / "state", events, offsets, pipeline.expected_state)
                            if pipeline.state else None),
     }

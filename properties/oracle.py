@@ -32,23 +32,29 @@ def key_counts(events: pl.DataFrame) -> pl.DataFrame:
     return events.group_by("key").agg(pl.len().cast(pl.Int64).alias("n"), pl.col("value").sum().alias("total"))
 
 
-def key_count_unexplained(output: pl.DataFrame, events: pl.DataFrame, limit: int = 1000) -> list[dict]:
+def key_count_unexplained(output: pl.DataFrame, events: pl.DataFrame, limit: int = 1000, *,
+                          event_key: pl.Expr | None = None, row_key: pl.Expr | None = None,
+                          what: str = "other keys") -> list[dict]:
     """Aggregate rows whose count, sum or key disagree with the ids they list as provenance.
 
     A row listing an id twice is duplication, not a wrong value; but a count that differs from the
     length of its own ids list, a sum that is not the sum of its ids' values, or an id of another
-    key can only be a wrong computation.
+    key can only be a wrong computation. ``event_key`` (over events) and ``row_key`` (over output
+    rows) say which row an event belongs in when that is not plain ``key`` (windows, salted keys).
     """
-    exploded = output.select("key", "n", "total", pl.col("ids").alias("id")).explode("id").drop_nulls("id")
-    joined = exploded.join(events.select("id", pl.col("key").alias("key_in"), "value"), on="id", how="left")
+    event_key = pl.col("key") if event_key is None else event_key
+    row_key = pl.col("key") if row_key is None else row_key
+    exploded = output.select("key", "n", "total", row_key.alias("row_key"), pl.col("ids").alias("id"))
+    exploded = exploded.explode("id").drop_nulls("id")
+    joined = exploded.join(events.select("id", event_key.alias("key_in"), "value"), on="id", how="left")
     per_row = joined.group_by("key", "n", "total").agg(
         pl.len().alias("listed"), pl.col("value").sum().alias("sum_in"),
-        (pl.col("key_in") != pl.col("key")).any().alias("foreign"),
+        (pl.col("key_in") != pl.col("row_key")).any().alias("foreign"),
     )
     wrong = per_row.filter((pl.col("listed") != pl.col("n")) | (pl.col("sum_in") != pl.col("total"))
                            | pl.col("foreign"))
     return [
         {"key": r["key"], "why": f"row says n={r['n']} total={r['total']}, its {r['listed']} ids give "
-                                 f"total={r['sum_in']}" + (" and include ids of other keys" if r["foreign"] else "")}
+                                 f"total={r['sum_in']}" + (f" and include ids of {what}" if r["foreign"] else "")}
         for r in wrong.sort("key").head(limit).iter_rows(named=True)
     ]

@@ -54,3 +54,13 @@ def test_check_of_a_corrupt_or_missing_run_is_one_line(tmp_path):
     (tmp_path / "run" / "result.json").write_text('{"outcome": "drai')
     run = cli("check", str(tmp_path / "run"), cwd=tmp_path)
     assert run.rc == 2 and "result.json is corrupt" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["trial"], ["campaign"], ["campaign", "run"], ["campaign", "resume"],
+                                     ["replay"], ["analyze"], ["report"], ["check"], ["conformance"], ["demo"],
+                                     ["doctor"], ["pipelines"]])
+def test_every_help_page_renders(tmp_path, command):
+    """Help texts hold brackets (``[/ARG...]``): they are plain text, never rich markup that can crash."""
+    r = cli(*command, "--help", cwd=tmp_path)
+    assert r.rc == 0, r.stderr
+    assert "Usage" in r.stdout and "Traceback" not in r.stderr

@@ -1,0 +1,116 @@
+"""``streamchaos conformance``: Spark's documented guarantees, measured row by row.
+
+Each row names a component, what Spark's documentation (or our own design, for rows marked
+"ours") says it guarantees, and the catalogue pipeline that exercises it. The rows run as one
+campaign under a standard fault mix (driver kills at every phase, an executor kill, a sink delay
+where the sink has a channel); the measured verdict of a row is the weakest of its trials.
+
+A row *agrees* when the measured verdict is the documented one; it *contradicts* when the
+measurement breaks a promise the documentation makes (exit 1); a stronger measurement than
+documented is "not reproduced" (the faults did not hit the window): reported, not an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from chaos.atomic import write_json
+from chaos.errors import UserError
+from properties.verdicts import STALLED, at_least_as_strong
+
+DOCS = "https://spark.apache.org/docs/latest/streaming/"
+
+
+@dataclass(frozen=True)
+class Row:
+    component: str
+    pipeline: str
+    documented: str
+    source: str  # where the documented guarantee is stated
+
+
+ROWS = (
+    Row("foreachBatch, plain append", "passthrough-append", "at-least-once",
+        DOCS + "apis-on-dataframes-and-datasets.html#foreachbatch"),
+    Row("foreachBatch, idempotent by batch id", "passthrough-idempotent", "exactly-once",
+        DOCS + "apis-on-dataframes-and-datasets.html#foreachbatch"),
+    Row("streaming aggregation, update mode (HDFS state store)", "key-count", "exactly-once",
+        DOCS + "getting-started.html#fault-tolerance-semantics"),
+    Row("window + watermark, append mode (HDFS state store)", "windowed-count", "exactly-once",
+        DOCS + "apis-on-dataframes-and-datasets.html#handling-late-data-and-watermarking"),
+    Row("window + watermark, append mode (RocksDB)", "windowed-count-rocksdb", "exactly-once",
+        DOCS + "performance-tips.html#rocksdb-state-store-implementation"),
+    Row("window + watermark, append mode (RocksDB changelog)", "windowed-count-changelog", "exactly-once",
+        DOCS + "performance-tips.html#rocksdb-state-store-implementation"),
+    Row("dropDuplicatesWithinWatermark", "dedup-within-watermark", "exactly-once",
+        DOCS + "apis-on-dataframes-and-datasets.html#streaming-deduplication"),
+    Row("ours: two-phase Python data source writer (PostgreSQL)", "pg-two-phase", "exactly-once",
+        "DESIGN.md (commit(messages, batchId) publishes staged rows once per batch id)"),
+    Row("ours: nondeterministic key before an aggregation", "nondeterministic-key", "incorrect",
+        DOCS + "getting-started.html#fault-tolerance-semantics (requires deterministic operations)"),
+)
+
+
+def standard_mix(pipeline, trials: int) -> list[str]:
+    """The fault schedules of a row's trials: every trial kills the driver twice at different phases.
+
+    The first schedule is the one that opens each documented window (a kill after the sink wrote and
+    before the commit), so a single trial already reproduces a weaker guarantee.
+    """
+    stateful_phase = "state-commit" if pipeline.state else "sink-write"
+    mix = [
+        "kill-driver@1:sink-done kill-driver@3:planned",
+        f"kill-driver@1:{stateful_phase} kill-executor@2:reading kill-driver@3:committed",
+        "kill-driver@1:reading kill-driver@2:sink-write"
+        + (" delay-sink@3:sink-write/latency=1000/3s" if pipeline.sink_channel else ""),
+    ]
+    return [mix[k % len(mix)] for k in range(trials)]
+
+
+def select_rows(only: list[str] | None) -> list[Row]:
+    if not only:
+        return list(ROWS)
+    known = {r.pipeline: r for r in ROWS}
+    unknown = [p for p in only if p not in known]
+    if unknown:
+        raise UserError(f"no conformance row for {', '.join(unknown)}: use one of {', '.join(known)}")
+    return [known[p] for p in only]
+
+
+def table(rows: list[Row], summary: dict, verdicts: dict[str, list[dict]]) -> dict:
+    """The conformance table from a finished campaign: ``rows`` for conformance.json and the report."""
+    skipped = {s["pipeline"]: s["reason"] for s in summary.get("skipped", [])}
+    out = []
+    for row in rows:
+        trials = [v for v in verdicts.get(row.pipeline, []) if v]
+        measured = summary.get("pipelines", {}).get(row.pipeline, {}).get("verdict") if trials else None
+        if measured is None or measured == STALLED:
+            status, agrees = ("skipped: " + skipped[row.pipeline]) if row.pipeline in skipped else "not measured", None
+        elif measured == row.documented:
+            status, agrees = "agrees", True
+        elif at_least_as_strong(measured, row.documented):
+            status, agrees = "not reproduced (stronger than documented)", True
+        else:
+            status, agrees = "contradicts the documentation", False
+        out.append({"component": row.component, "pipeline": row.pipeline, "documented": row.documented,
+                    "measured": measured, "agrees": agrees, "status": status, "trials": len(trials),
+                    "example": _example(trials), "source": row.source})
+    return {"rows": out, "contradictions": sum(1 for r in out if r["agrees"] is False)}
+
+
+def _example(trials: list[dict]) -> str | None:
+    """One anomaly of the row, named by event id (or key) and the fault that preceded it."""
+    for v in trials:
+        for kind in ("duplicated", "lost"):
+            for a in v.get(kind) or []:
+                what = f"id {a['id']}" if "id" in a else f"key {a.get('key')}"
+                faults = a.get("faults") or ([a["fault"]] if a.get("fault") else [])
+                return f"{what} {kind}" + (f" after {', '.join(faults)}" if faults else "")
+        for u in v.get("unexpected") or []:
+            return f"{'id ' + str(u['id']) if 'id' in u else 'key ' + str(u.get('key'))}: {u.get('why')}"
+    return None
+
+
+def write(root: Path, conformance: dict) -> None:
+    write_json(Path(root) / "conformance.json", conformance)

@@ -1,0 +1,61 @@
+"""JVM-side hooks the harness compiles on first use (no binary in the repository, no download).
+
+``commit_protocol_jar`` builds ``BarrierCommitProtocol.java`` against the PySpark installation's own
+jars with the JDK's ``javac`` and caches the jar under ``~/.cache/streamchaos`` (``XDG_CACHE_HOME``),
+keyed by the source and the Spark version, so it is built once per machine and Spark upgrade.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import zipfile
+from pathlib import Path
+
+from chaos.errors import UserError
+
+SOURCE = Path(__file__).with_name("BarrierCommitProtocol.java")
+COMMIT_PROTOCOL_CLASS = "streamchaos.BarrierCommitProtocol"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "streamchaos"
+
+
+def javac() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    candidates = [str(Path(java_home) / "bin" / "javac")] if java_home else []
+    found = shutil.which("javac")
+    candidates += [found] if found else []
+    for c in candidates:
+        if Path(c).is_file():
+            return c
+    raise UserError("the file-sink pipelines build a small commit-protocol hook with javac, which is missing: "
+                    "install a JDK 17+ (e.g. apt-get install openjdk-17-jdk-headless) or set JAVA_HOME to one")
+
+
+def commit_protocol_jar() -> Path:
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    digest = hashlib.sha256(SOURCE.read_bytes() + pyspark.__version__.encode()).hexdigest()[:16]
+    jar = cache_dir() / f"commit-protocol-{digest}.jar"
+    if jar.exists():
+        return jar
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="streamchaos-javac-") as tmp:
+        done = subprocess.run([javac(), "-nowarn", "-cp", f"{jars}/*", "-d", tmp, str(SOURCE)],
+                              capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise UserError(f"javac could not build the file-sink hook against {jars}: "
+                            f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+        partial = jar.with_suffix(f".{os.getpid()}.tmp")
+        with zipfile.ZipFile(partial, "w") as out:
+            for path in sorted(Path(tmp).rglob("*.class")):
+                out.write(path, path.relative_to(tmp).as_posix())
+        partial.replace(jar)  # atomic: a concurrent build of the same jar is harmless
+    return jar
