@@ -31,6 +31,12 @@ class Row:
 
 
 ROWS = (
+    Row("file sink (parquet), read through _spark_metadata", "passthrough-file", "exactly-once",
+        DOCS + "apis-on-dataframes-and-datasets.html#output-sinks"),
+    Row("ours: the same file sink read raw (log ignored)", "passthrough-file-raw", "at-least-once",
+        "chaos: a reader that ignores _spark_metadata sees the part files of a replayed batch twice"),
+    Row("foreach sink (Python ForeachWriter)", "foreach-writer", "at-least-once",
+        DOCS + "apis-on-dataframes-and-datasets.html#output-sinks"),
     Row("foreachBatch, plain append", "passthrough-append", "at-least-once",
         DOCS + "apis-on-dataframes-and-datasets.html#foreachbatch"),
     Row("foreachBatch, idempotent by batch id", "passthrough-idempotent", "exactly-once",
@@ -55,14 +61,15 @@ ROWS = (
 def standard_mix(pipeline, trials: int) -> list[str]:
     """The fault schedules of a row's trials: every trial kills the driver twice at different phases.
 
-    The first schedule is the one that opens each documented window (a kill after the sink wrote and
-    before the commit), so a single trial already reproduces a weaker guarantee.
+    The first schedule opens each documented window (a kill after the sink wrote and before the
+    commit; for the file sink, after the part files and before its log entry), so a single trial
+    already reproduces a weaker guarantee.
     """
     stateful_phase = "state-commit" if pipeline.state else "sink-write"
     mix = [
-        "kill-driver@1:sink-done kill-driver@3:planned",
+        "kill-driver@1:sink-done kill-driver@3:sink-write",
         f"kill-driver@1:{stateful_phase} kill-executor@2:reading kill-driver@3:committed",
-        "kill-driver@1:reading kill-driver@2:sink-write"
+        "kill-driver@1:reading kill-driver@2:planned"
         + (" delay-sink@3:sink-write/latency=1000/3s" if pipeline.sink_channel else ""),
     ]
     return [mix[k % len(mix)] for k in range(trials)]

@@ -34,7 +34,8 @@ def dump_state(spark, pipeline, checkpoint: str, out_dir: Path) -> dict:
     started = time.monotonic()
     chosen = choose(committed_batches(Path(checkpoint)))
     for batch in chosen:
-        raw = spark.read.format("statestore").option("batchId", batch).load(checkpoint)
+        reader = spark.read.format("statestore").options(**pipeline.state_options)
+        raw = reader.option("batchId", batch).load(checkpoint)
         frame = pl.from_pandas(pipeline.state_rows(raw).toPandas())
         tmp = out_dir / f"{batch}.parquet.tmp"
         frame.write_parquet(tmp)

@@ -14,15 +14,17 @@ from pipelines_under_test.event_time import (
     WINDOWED_COUNT_ROCKSDB,
 )
 from pipelines_under_test.files import PASSTHROUGH_FILE, PASSTHROUGH_FILE_RAW
+from pipelines_under_test.keyed_state import KEYED_STATE_LIST, KEYED_STATE_MAP, KEYED_STATE_VALUE
 from pipelines_under_test.nondeterministic import NondeterministicKey
-from pipelines_under_test.passthrough import PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT
+from pipelines_under_test.passthrough import FOREACH_WRITER, PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT
 from pipelines_under_test.postgres import PG_APPEND, PG_TWO_PHASE, PG_UPSERT_BY_BATCH
 
 CATALOGUE: dict[str, Pipeline] = {
     p.name: p for p in (PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT, KEY_COUNT, API_COUNT, API_COUNT_INCREMENT,
                         PG_APPEND, PG_UPSERT_BY_BATCH, PG_TWO_PHASE, WINDOWED_COUNT, WINDOWED_COUNT_ROCKSDB,
                         WINDOWED_COUNT_CHANGELOG, DEDUP_WITHIN_WATERMARK, NondeterministicKey(), PASSTHROUGH_FILE,
-                        PASSTHROUGH_FILE_RAW)
+                        PASSTHROUGH_FILE_RAW, FOREACH_WRITER, KEYED_STATE_VALUE,
+                        KEYED_STATE_LIST, KEYED_STATE_MAP)
 }
 
 __all__ = ["CATALOGUE", "DriverContext", "Pipeline", "resolve"]

@@ -61,6 +61,8 @@ class Pipeline:
     database: bool = False  # the sink is the harness's PostgreSQL (prepare_database / export_database)
     # Scenario fields this pipeline's streams need unless the user says otherwise (dedup: re-sent records).
     stream_defaults: dict[str, Any] = {}  # noqa: RUF012 (read-only class default)
+    # Options of ``spark.read.format("statestore")`` for the consistent cut (transformWithState: stateVarName).
+    state_options: dict[str, str] = {}  # noqa: RUF012 (read-only class default)
 
     @property
     def query_name(self) -> str:

@@ -46,7 +46,8 @@ def log_files(table: Path) -> list[Path]:
             if line.strip():
                 entry = json.loads(line)
                 files[entry["path"]] = entry.get("action", "add") == "add"
-    return [Path(path.removeprefix("file://").removeprefix("file:")) for path, added in files.items() if added]
+    # The log holds absolute URIs; a stored run may have moved since: the file's name in this table counts.
+    return [Path(table) / path.rsplit("/", 1)[-1] for path, added in files.items() if added]
 
 
 def _read(paths: list[Path]) -> pl.DataFrame:

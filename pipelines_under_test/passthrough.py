@@ -4,6 +4,9 @@
 batch N but before commits/N, Spark replays batch N with the same offsets and the rows land twice.
 At-least-once, as Spark documents for foreachBatch.
 
+``foreach-writer`` inserts row by row from a Python ``ForeachWriter`` on the executors: a replayed
+epoch is written again, partition by partition (at-least-once, the docs' foreach row).
+
 ``passthrough-idempotent`` replaces the rows of batch N in one transaction, keyed by the batch id
 Spark passes to foreachBatch: the replay overwrites its own earlier write. Exactly-once, the
 documented way to make foreachBatch idempotent.
@@ -65,9 +68,31 @@ class SqlitePassthrough(RowPassthrough):
         return sqlite.read_deliveries(self._db(sink_dir))
 
 
+class ForeachPassthrough(SqlitePassthrough):
+    """Every event inserted by a Python ``ForeachWriter``, one transaction per partition and epoch."""
+
+    def start(self, ctx: DriverContext):
+        from chaos.sinks.sqlite_foreach import SqliteForeachWriter
+
+        writer = SqliteForeachWriter(str(self._db(ctx.sink_dir)), ctx.controller, ctx.incarnation)
+        return (
+            self.transform(ctx.source).writeStream.foreach(writer)
+            .option("checkpointLocation", ctx.checkpoint)
+            .queryName(self.query_name)
+            .start()
+        )
+
+    def read_deliveries(self, sink_dir: Path) -> None:
+        return None  # per-task writes: the batch-level deliveries view does not apply
+
+
 PASSTHROUGH_APPEND = SqlitePassthrough(
     "passthrough-append", "append", "at-least-once",
     "foreachBatch plain INSERT into SQLite: a replayed batch is written again.",
+)
+FOREACH_WRITER = ForeachPassthrough(
+    "foreach-writer", "foreach", "at-least-once",
+    "Python ForeachWriter inserting rows into SQLite, committed per partition: replayed epochs insert again.",
 )
 PASSTHROUGH_IDEMPOTENT = SqlitePassthrough(
     "passthrough-idempotent", "idempotent", "exactly-once",

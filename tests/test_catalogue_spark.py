@@ -53,6 +53,50 @@ def test_dedup_within_watermark_drops_the_resent_copies_exactly_once(spark_clust
     assert faulted["redelivered"] == [{"batch": 2, "times": 2, "effective": "once"}]
 
 
+def test_file_sink_through_its_log_is_exactly_once_and_the_raw_directory_shows_the_replay(spark_cluster, tmp_path):
+    """One run, two views: the kill lands after batch 2's part files and before _spark_metadata/2."""
+    raw = trial(spark_cluster, tmp_path, "passthrough-file-raw", "--seed", "3",
+                "--fault", "kill-driver@2:sink-write", *SMALL)
+    assert raw["verdict"] == "at-least-once" and raw["anomaly_counts"]["duplicated"] == 200, raw
+    assert {d["batch"] for d in raw["duplicated"]} == {2}
+    assert {d["fault"] for d in raw["duplicated"]} == {"kill-driver@2:sink-write"}
+    run_dir = Path(raw["run_dir"])
+    sink = json.loads((run_dir / "verdict.json").read_text())["sink"]
+    assert len(sink["not_in_log"]) >= 1 and sink["in_log"] == sink["part_files"] - len(sink["not_in_log"])
+
+    # The same stored directory judged through the log (Spark's rule): exactly-once.
+    scenario = json.loads((run_dir / "scenario.json").read_text())
+    (run_dir / "scenario.json").write_text(json.dumps({**scenario, "pipeline": "passthrough-file"}))
+    logged = cli("check", str(run_dir), "--json", cwd=tmp_path)
+    assert logged.rc == 0 and logged.json["verdict"] == "exactly-once", logged.stdout[-2000:]
+
+
+def test_file_sink_without_faults_is_exactly_once_in_both_views(spark_cluster, tmp_path):
+    r = trial(spark_cluster, tmp_path, "passthrough-file-raw", "--seed", "5", *SMALL)
+    assert r["verdict"] == "exactly-once", r
+    run_dir = Path(r["run_dir"])
+    scenario = json.loads((run_dir / "scenario.json").read_text())
+    (run_dir / "scenario.json").write_text(json.dumps({**scenario, "pipeline": "passthrough-file"}))
+    assert cli("check", str(run_dir), "--json", cwd=tmp_path).json["verdict"] == "exactly-once"
+
+
+def test_foreach_writer_is_at_least_once_and_clean_without_faults(spark_cluster, tmp_path):
+    quiet = trial(spark_cluster, tmp_path, "foreach-writer", "--seed", "3", *SMALL, name="quiet")
+    assert quiet["verdict"] == "exactly-once", quiet
+    faulted = trial(spark_cluster, tmp_path, "foreach-writer", "--seed", "3",
+                    "--fault", "kill-driver@1:sink-done", *SMALL, name="faulted")
+    assert faulted["verdict"] == "at-least-once" and faulted["meets"] is True, faulted
+    assert {d["batch"] for d in faulted["duplicated"]} == {1}  # the partition(s) of epoch 1 written before the kill
+
+
+@pytest.mark.parametrize("kind", ["value", "list", "map"])
+def test_keyed_state_is_exactly_once_with_a_consistent_cut(spark_cluster, tmp_path, kind):
+    r = trial(spark_cluster, tmp_path, f"keyed-state-{kind}", "--seed", "3", *CUT_FAULTS, *SMALL)
+    assert [f["fired"] for f in r["faults"]] == [True, True]
+    assert r["verdict"] == "exactly-once" and r["multiplicity"] == {"0": 0, "1": 1000, ">1": 0}, r
+    assert r["consistent_cut"]["ok"] is True and r["consistent_cut"]["batches_checked"] == [0, 1, 2, 3, 4]
+
+
 def test_nondeterministic_key_without_faults_is_exactly_once(spark_cluster, tmp_path):
     r = trial(spark_cluster, tmp_path, "nondeterministic-key", "--seed", "8", *SMALL)
     assert r["verdict"] == "exactly-once" and r["unexpected"] == [], r

@@ -1,0 +1,112 @@
+"""Seed 003's keyed state types through ``transformWithStateInPandas``: ValueState, ListState, MapState.
+
+Each pipeline keeps, per key, everything it has seen (a running count, sum and the ids) in one kind
+of state variable, emits the key's new totals in update mode, and is upserted by key into SQLite.
+The state variables live in the RocksDB state store (the operator requires it) and are versioned
+with the offsets log, so a replayed batch starts from the state of the batch before it and emits
+the same totals again: exactly-once with provenance, and the consistent cut is read per state
+variable (``stateVarName``). ValueState holds one row per key, ListState one row per event appended,
+MapState one entry per event id (so re-applying an event would be idempotent even without Spark's
+help: the map is what users reach for when they fear replays).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from pipelines_under_test.base import DriverContext
+from pipelines_under_test.counts import StatefulCounter
+from pipelines_under_test.event_time import ROCKSDB
+from properties import oracle
+
+OUTPUT = "key string, n long, total long, ids array<long>"
+
+
+def _processor(kind: str):
+    """The StatefulProcessor of ``kind`` (built in the driver: pyspark imports stay out of the harness)."""
+    import pandas as pd
+    from pyspark.sql.streaming import StatefulProcessor
+
+    def row(key, n: int, total: int, ids: list[int]):
+        return pd.DataFrame({"key": [key[0]], "n": [n], "total": [total], "ids": [ids]})
+
+    class ValueCounter(StatefulProcessor):
+        def init(self, handle) -> None:
+            self.acc = handle.getValueState("acc", "n long, total long, ids array<long>")
+
+        def handleInputRows(self, key, rows, timerValues):
+            n, total, ids = self.acc.get() if self.acc.exists() else (0, 0, [])
+            ids = list(ids)
+            for frame in rows:
+                n += len(frame)
+                total += int(frame["value"].sum())
+                ids += [int(i) for i in frame["id"]]
+            self.acc.update((n, total, ids))
+            yield row(key, n, total, ids)
+
+        def close(self) -> None:
+            pass
+
+    class ListCounter(StatefulProcessor):
+        def init(self, handle) -> None:
+            self.events = handle.getListState("events", "id long, value long")
+
+        def handleInputRows(self, key, rows, timerValues):
+            for frame in rows:
+                self.events.appendList([(int(i), int(v)) for i, v in zip(frame["id"], frame["value"], strict=True)])
+            seen = list(self.events.get())
+            yield row(key, len(seen), sum(v for _, v in seen), [i for i, _ in seen])
+
+        def close(self) -> None:
+            pass
+
+    class MapCounter(StatefulProcessor):
+        def init(self, handle) -> None:
+            self.values = handle.getMapState("values", "id long", "value long")
+
+        def handleInputRows(self, key, rows, timerValues):
+            for frame in rows:
+                for i, v in zip(frame["id"], frame["value"], strict=True):
+                    self.values.updateValue((int(i),), (int(v),))
+            seen = [(k[0], v[0]) for k, v in self.values.iterator()]
+            yield row(key, len(seen), sum(v for _, v in seen), [i for i, _ in seen])
+
+        def close(self) -> None:
+            pass
+
+    return {"value": ValueCounter, "list": ListCounter, "map": MapCounter}[kind]()
+
+
+class KeyedState(StatefulCounter):
+    VARIABLES = {"value": "acc", "list": "events", "map": "values"}  # noqa: RUF012
+
+    def __init__(self, kind: str, description: str) -> None:
+        super().__init__(f"keyed-state-{kind}", True, description)
+        self.kind = kind
+        self.state_options = {"stateVarName": self.VARIABLES[kind]}
+
+    def transform(self, source):
+        return source.groupBy("key").transformWithStateInPandas(
+            statefulProcessor=_processor(self.kind), outputStructType=OUTPUT, outputMode="Update", timeMode="None")
+
+    def start(self, ctx: DriverContext):
+        ctx.spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+        return self.start_foreach_batch(ctx, self.transform(ctx.source), self._sink(ctx), output_mode="update")
+
+    def state_rows(self, state_df):
+        if self.kind == "value":
+            return state_df.selectExpr("key.key AS key", "value.n AS n", "value.total AS total")
+        from pyspark.sql import functions as F
+
+        value = F.col("list_element.value" if self.kind == "list" else "user_map_value.value")
+        return state_df.groupBy(F.col("key.key").alias("key")).agg(
+            F.count(F.lit(1)).alias("n"), F.sum(value).alias("total"))
+
+    def expected_state(self, events: pl.DataFrame) -> pl.DataFrame:
+        return oracle.key_counts(events)
+
+
+KEYED_STATE_VALUE = KeyedState("value", "transformWithStateInPandas, ValueState (count, sum, ids) per key: "
+                                        "exactly-once.")
+KEYED_STATE_LIST = KeyedState("list", "transformWithStateInPandas, ListState of (id, value) per key: exactly-once.")
+KEYED_STATE_MAP = KeyedState("map", "transformWithStateInPandas, MapState id -> value per key: exactly-once.")
