@@ -14,6 +14,7 @@ from pipelines_under_test.event_time import (
     WINDOWED_COUNT_ROCKSDB,
 )
 from pipelines_under_test.files import PASSTHROUGH_FILE, PASSTHROUGH_FILE_RAW
+from pipelines_under_test.join import STREAM_JOIN
 from pipelines_under_test.keyed_state import KEYED_STATE_LIST, KEYED_STATE_MAP, KEYED_STATE_VALUE
 from pipelines_under_test.nondeterministic import NondeterministicKey
 from pipelines_under_test.passthrough import FOREACH_WRITER, PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT
@@ -24,7 +25,7 @@ CATALOGUE: dict[str, Pipeline] = {
                         PG_APPEND, PG_UPSERT_BY_BATCH, PG_TWO_PHASE, WINDOWED_COUNT, WINDOWED_COUNT_ROCKSDB,
                         WINDOWED_COUNT_CHANGELOG, DEDUP_WITHIN_WATERMARK, NondeterministicKey(), PASSTHROUGH_FILE,
                         PASSTHROUGH_FILE_RAW, FOREACH_WRITER, KEYED_STATE_VALUE,
-                        KEYED_STATE_LIST, KEYED_STATE_MAP)
+                        KEYED_STATE_LIST, KEYED_STATE_MAP, STREAM_JOIN)
 }
 
 __all__ = ["CATALOGUE", "DriverContext", "Pipeline", "resolve"]

@@ -4,7 +4,8 @@ Inputs are polars frames; the counting is numpy (a bincount over id positions), 
 events classify in well under a second:
 
 * ``expected``: one row per input event id: ``id``, ``required`` (bool), ``multiplicity`` (int,
-  how often its effect must appear; 1 for a passthrough);
+  how often its effect must appear; 1 for a passthrough, the number of its pairs for a join): a
+  required id seen fewer times is lost, any id seen more often is duplicated;
 * ``observed``: one row per effect found in the sink: ``id`` (plus payload columns if the oracle
   checks values);
 * ``unexpected``: rows the oracle could not explain by any loss or duplication of inputs.
@@ -71,7 +72,7 @@ def classify(expected: pl.DataFrame, observed_ids: pl.Series, unexpected: list[d
     required = frame["required"].to_numpy()
     wanted = frame["multiplicity"].to_numpy()
     m, strangers = multiplicities(ids, observed_ids.cast(pl.Int64).drop_nulls().to_numpy())
-    lost = ids[required & (m == 0)].tolist()
+    lost = ids[required & (m < wanted)].tolist()  # an id owed k effects (a join's pairs) lost one if it has fewer
     duplicated = ids[m > wanted].tolist()
     unexpected += [{"id": int(i), "why": "no input event has this id"} for i in strangers.tolist()]
     verdict = from_anomalies(bool(lost), bool(duplicated), bool(unexpected))

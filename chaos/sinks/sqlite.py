@@ -13,21 +13,21 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import polars as pl
 
 COLUMNS = ("id", "key", "value", "event_time", "partition", "offset")
+EVENT_TABLE = ("id INTEGER", "key TEXT", "value INTEGER", "event_time TEXT", "partition INTEGER", "offset INTEGER")
 
 Phase = Callable[..., None]
 
 
-def create(path: Path) -> None:
+def create(path: Path, columns: tuple[str, ...] = EVENT_TABLE) -> None:
+    """The ``output`` table (``batch_id`` + ``columns``, SQL declarations) and the ``deliveries`` history."""
     with sqlite3.connect(path) as conn:
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS output (batch_id INTEGER, id INTEGER, key TEXT, value INTEGER,"
-            " event_time TEXT, partition INTEGER, offset INTEGER)"
-        )
+        conn.execute(f"CREATE TABLE IF NOT EXISTS output (batch_id INTEGER, {', '.join(columns)})")
         conn.execute("CREATE INDEX IF NOT EXISTS output_batch ON output(batch_id)")
         conn.execute("CREATE TABLE IF NOT EXISTS deliveries (batch_id INTEGER, incarnation INTEGER, rows INTEGER)")
 
@@ -35,30 +35,34 @@ def create(path: Path) -> None:
 class SqliteBatchSink:
     """A foreachBatch function; ``phase(batch, name, **detail)`` is the barrier reporter."""
 
-    def __init__(self, path: Path, mode: str, phase: Phase, incarnation: int) -> None:
+    def __init__(self, path: Path, mode: str, phase: Phase, incarnation: int,
+                 columns: tuple[str, ...] = COLUMNS) -> None:
         if mode not in ("append", "idempotent"):
             raise ValueError(mode)
         self.path = str(path)
         self.mode = mode
         self.phase = phase
         self.incarnation = incarnation
+        self.columns = columns
 
     def __call__(self, batch_df, batch_id: int) -> None:
-        rows = [tuple(r) for r in batch_df.select(*COLUMNS).collect()]  # executors read the source here
+        rows = [tuple(_plain(v) for v in r) for r in batch_df.select(*self.columns).collect()]  # executors read here
         self.phase(batch_id, "sink-write", rows=len(rows), mode=self.mode)
         conn = sqlite3.connect(self.path, timeout=60)
         try:
             with conn:
                 if self.mode == "idempotent":
                     conn.execute("DELETE FROM output WHERE batch_id = ?", (batch_id,))
-                conn.executemany(
-                    "INSERT INTO output VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(batch_id, i, k, v, t.isoformat(), p, o) for i, k, v, t, p, o in rows],
-                )
+                marks = ", ".join("?" * (len(self.columns) + 1))
+                conn.executemany(f"INSERT INTO output VALUES ({marks})", [(batch_id, *row) for row in rows])
                 conn.execute("INSERT INTO deliveries VALUES (?, ?, ?)", (batch_id, self.incarnation, len(rows)))
         finally:
             conn.close()
         self.phase(batch_id, "sink-done", rows=len(rows))
+
+
+def _plain(value):
+    return value.isoformat() if isinstance(value, datetime) else value
 
 
 def read_output(path: Path) -> pl.DataFrame:
@@ -67,6 +71,13 @@ def read_output(path: Path) -> pl.DataFrame:
         rows = conn.execute("SELECT batch_id, id, key, value FROM output").fetchall()
     return pl.DataFrame(rows, schema={"batch_id": pl.Int64, "id": pl.Int64, "key": pl.Utf8, "value": pl.Int64},
                         orient="row")
+
+
+def read_table(path: Path, schema: dict) -> pl.DataFrame:
+    """The ``output`` table's ``schema`` columns (sinks with other rows than events)."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(f"SELECT {', '.join(schema)} FROM output").fetchall()
+    return pl.DataFrame(rows, schema=schema, orient="row")
 
 
 def read_deliveries(path: Path) -> pl.DataFrame:

@@ -1,0 +1,97 @@
+"""``stream-join``: a stream-stream inner join with watermarks, written idempotently by batch id.
+
+The stream is split into two sides by id parity (think orders and their payments, sharing the key):
+an even event joins every odd event of the same key whose event time lies within one second after
+it. Both sides carry a 10 s watermark, so the join's state buffers each side until the other can no
+longer match. The join state (four state stores) is versioned with the offsets, and a replayed batch
+re-emits the same pairs, which the sink replaces by batch id: exactly-once, with provenance — every
+output row names its two event ids, and an event owes as many effects as it has partners.
+
+The oracle assumes no late events (``late_fraction`` 0, disorder under the watermark delay): with
+them, which rows the join drops depends on Spark's per-side state watermarks, not modelled here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from chaos.errors import UserError
+from chaos.sinks import sqlite
+from pipelines_under_test.base import DriverContext
+from pipelines_under_test.event_time import event_time_conf
+from pipelines_under_test.passthrough import SqlitePassthrough
+from properties import watermark
+
+WITHIN_MS = 1000
+DELAY = "10 seconds"
+PAIR_COLUMNS = ("left_id", "right_id", "key")
+PAIR_TABLE = ("left_id INTEGER", "right_id INTEGER", "key TEXT")
+PAIR_SCHEMA = {"left_id": pl.Int64, "right_id": pl.Int64, "key": pl.Utf8}
+
+
+def expected_pairs(events: pl.DataFrame) -> pl.DataFrame:
+    """Every (even id, odd id) of one key with the odd event 0..1 s after the even one."""
+    sides = events.select("id", "key", pl.col("event_time").dt.epoch("ms").alias("ms"))
+    left = sides.filter(pl.col("id") % 2 == 0).rename({"id": "left_id", "ms": "left_ms"})
+    right = sides.filter(pl.col("id") % 2 == 1).rename({"id": "right_id", "ms": "right_ms"})
+    pairs = left.join(right, on="key", how="inner").filter(
+        (pl.col("right_ms") >= pl.col("left_ms")) & (pl.col("right_ms") <= pl.col("left_ms") + WITHIN_MS))
+    return pairs.select(*(pl.col(c).cast(t) for c, t in PAIR_SCHEMA.items()))
+
+
+class StreamJoin(SqlitePassthrough):
+    def __init__(self) -> None:
+        super().__init__("stream-join", "idempotent", "exactly-once",
+                         "stream-stream inner join (even ids x odd ids, same key, within 1 s), 10 s watermarks, "
+                         "idempotent sink.")
+
+    def transform(self, source):
+        from pyspark.sql import functions as F
+
+        left = (source.filter(F.col("id") % 2 == 0)
+                .select(F.col("id").alias("left_id"), F.col("key").alias("lkey"), F.col("event_time").alias("ltime"))
+                .withWatermark("ltime", DELAY))
+        right = (source.filter(F.col("id") % 2 == 1)
+                 .select(F.col("id").alias("right_id"), F.col("key").alias("rkey"), F.col("event_time").alias("rtime"))
+                 .withWatermark("rtime", DELAY))
+        joined = left.join(right, F.expr(
+            f"lkey = rkey AND rtime >= ltime AND rtime <= ltime + INTERVAL {WITHIN_MS} MILLISECONDS"))
+        return joined.select("left_id", "right_id", F.col("lkey").alias("key"))
+
+    def prepare_sink(self, sink_dir: Path) -> None:
+        sqlite.create(self._db(sink_dir), PAIR_TABLE)
+
+    def start(self, ctx: DriverContext):
+        event_time_conf(ctx)
+        sink = sqlite.SqliteBatchSink(self._db(ctx.sink_dir), self.mode, ctx.phase, ctx.incarnation, PAIR_COLUMNS)
+        return self.start_foreach_batch(ctx, self.transform(ctx.source), sink)
+
+    def read_output(self, sink_dir: Path) -> pl.DataFrame:
+        return sqlite.read_table(self._db(sink_dir), PAIR_SCHEMA)
+
+    def batch_output(self, result) -> pl.DataFrame:
+        rows = [tuple(r) for r in result.select(*PAIR_COLUMNS).collect()]
+        return pl.DataFrame(rows, schema=PAIR_SCHEMA, orient="row")
+
+    def oracle(self, events: pl.DataFrame) -> pl.DataFrame:
+        if watermark.streaming(events) and "late" in events.columns and events["late"].any():
+            raise UserError("stream-join's oracle models no late events: run it with --late-fraction 0")
+        pairs = expected_pairs(events)
+        owed = pl.concat([pairs.select(id="left_id"), pairs.select(id="right_id")]).group_by("id").len()
+        return (events.select("id").sort("id").join(owed, on="id", how="left")
+                .select("id", required=pl.col("len").is_not_null(),
+                        multiplicity=pl.col("len").fill_null(0).cast(pl.Int64)))
+
+    def observed_ids(self, output: pl.DataFrame) -> pl.Series:
+        return pl.concat([output["left_id"], output["right_id"]]).alias("id")
+
+    def unexplained(self, output: pl.DataFrame, events: pl.DataFrame) -> list[dict]:
+        wrong = output.select(*PAIR_COLUMNS).unique().join(expected_pairs(events), on=list(PAIR_COLUMNS), how="anti")
+        return [{"id": r["left_id"],
+                 "why": f"pair ({r['left_id']}, {r['right_id']}) of key {r['key']} is no join result"}
+                for r in wrong.sort("left_id").head(1000).iter_rows(named=True)]
+
+
+STREAM_JOIN = StreamJoin()
