@@ -35,7 +35,8 @@ def trial(
     seed: Annotated[int, typer.Option(help="seed of the event stream")] = 0,
     fault: Annotated[list[str] | None, typer.Option(help="ACTION@BATCH:PHASE[/ARG...], repeatable")] = None,
     events_per_batch: Annotated[int, typer.Option(help="events per micro-batch")] = 200,
-    partitions: Annotated[int, typer.Option(help="partitions of the event log")] = 2,
+    partitions: Annotated[int | None, typer.Option(help="partitions of the event log (default: the pipeline's, "
+                                                        "else 2)")] = None,
     keys: Annotated[int, typer.Option(help="distinct keys in the stream")] = 20,
     skew: Annotated[float, typer.Option(help="Zipf exponent of the key distribution (0 = uniform)")] = 1.0,
     max_disorder_ms: Annotated[int, typer.Option(help="bound of event-time disorder, ms")] = 2000,
@@ -61,11 +62,11 @@ def trial(
     from pipelines_under_test import resolve
 
     chosen = resolve(pipeline)
-    stream = {**chosen.stream_defaults, **{k: v for k, v in (("late_fraction", late_fraction),
-                                                              ("resent_fraction", resent_fraction)) if v is not None}}
+    given = {"partitions": partitions, "late_fraction": late_fraction, "resent_fraction": resent_fraction}
+    stream = {**chosen.stream_defaults, **{k: v for k, v in given.items() if v is not None}}
     scenario = Scenario(
         pipeline=pipeline, events=events, seed=seed, events_per_batch=events_per_batch,
-        partitions=partitions, keys=keys, skew=skew, max_disorder_ms=max_disorder_ms, faults=list(fault or []),
+        keys=keys, skew=skew, max_disorder_ms=max_disorder_ms, faults=list(fault or []),
         cluster=cluster, workers=workers, driver_downtime=downtime, recovery_timeout=recovery_timeout, **stream,
     )
     from chaos.trial import validate_schedule

@@ -119,7 +119,8 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
 
     controller = config["controller"]
     pipeline = resolve(config["pipeline"])
-    source = source if source is not None else make_source(spark, config)
+    if source is None and not pipeline.socket_feed:
+        source = make_source(spark, config)
 
     def phase(batch: int, name: str, **detail) -> None:
         barrier.report(controller, batch, name, incarnation=incarnation, **detail)
@@ -127,7 +128,7 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     # Registered before the query starts: batch 0's faults may need this app's executors.
     tell(spark, config, "booted", incarnation)
     ctx = DriverContext(spark, source, config["checkpoint"], Path(config["sink_dir"]), incarnation, phase,
-                        sink_dsn=config.get("sink_dsn"), controller=controller)
+                        sink_dsn=config.get("sink_dsn"), controller=controller, feed=config.get("feed"))
     query = pipeline.start(ctx)
 
     stop = threading.Event()
@@ -163,7 +164,10 @@ def main(argv: list[str]) -> int:
         spark = boot(config, incarnation)  # imports the pipeline's module too (a standby: not after the kill)
         source = None
         if standby:
-            source = make_source(spark, config)
+            from pipelines_under_test import resolve
+
+            if not resolve(config["pipeline"]).socket_feed:
+                source = make_source(spark, config)
             warm = warm_up(spark)
             print(f"streamchaos: standby incarnation {incarnation} booted, {'warm' if warm else 'no executors'} "
                   f"({spark.sparkContext.applicationId}), waiting for the active driver to die", flush=True)

@@ -61,6 +61,8 @@ def read_offsets_file(path: str) -> list[dict]:
             continue
         if isinstance(value, dict):
             found.append(value)
+        elif isinstance(value, int):  # a LongOffset (socket source): the index of the last line read
+            found.append({"0": value + 1})
     return found
 
 

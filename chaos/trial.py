@@ -38,6 +38,7 @@ from chaos.nemesis import Nemesis
 from chaos.postgres import PostgresServer
 from chaos.procs import Group, Owned, reap_orphans
 from chaos.scenario import Scenario, generate_events
+from chaos.socketfeed import SocketFeed
 from chaos.source import read_offsets_file
 from chaos.watcher import CheckpointWatcher
 from pipelines_under_test import Pipeline, resolve
@@ -240,6 +241,9 @@ class Trial:
                                checkpoint, self.history, self.h.channels, self.h.database)
         self.controller = Controller(self.history, faults, self.nemesis.fire)
         self.controller.listeners.append(self.nemesis.on_phase)
+        feed = SocketFeed(events, self.scenario.events_per_batch) if self.pipeline.socket_feed else None
+        if feed is not None:
+            self.controller.listeners.append(lambda batch, phase: feed.advance() if phase == "committed" else None)
         self.nemesis.before_driver_kill = self._await_standby
         (self.dir / "driver.json").write_text(json.dumps({
             "pipeline": self.scenario.pipeline,
@@ -249,6 +253,7 @@ class Trial:
             "checkpoint": str(checkpoint),
             "sink_dir": str(self.dir / "sink"),
             "sink_dsn": self.h.sink_dsn if self.pipeline.database else None,
+            "feed": feed.address if feed else None,
             "state_dir": str(self.dir / "state"),
             "events_per_batch": self.scenario.events_per_batch,
             "cores_max": self.scenario.workers,
@@ -271,6 +276,8 @@ class Trial:
             watcher.stop()
             watcher.scan()
             self.controller.close()
+            if feed is not None:
+                feed.close()
         seconds = round(time.monotonic() - started, 2)
         if self.pipeline.database:
             if not self.h.database.ready():  # a kill-sink-db whose heal did not run (interrupted trial)

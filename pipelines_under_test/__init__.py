@@ -19,13 +19,14 @@ from pipelines_under_test.keyed_state import KEYED_STATE_LIST, KEYED_STATE_MAP, 
 from pipelines_under_test.nondeterministic import NondeterministicKey
 from pipelines_under_test.passthrough import FOREACH_WRITER, PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT
 from pipelines_under_test.postgres import PG_APPEND, PG_TWO_PHASE, PG_UPSERT_BY_BATCH
+from pipelines_under_test.socket_source import SOCKET_SOURCE
 
 CATALOGUE: dict[str, Pipeline] = {
     p.name: p for p in (PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT, KEY_COUNT, API_COUNT, API_COUNT_INCREMENT,
                         PG_APPEND, PG_UPSERT_BY_BATCH, PG_TWO_PHASE, WINDOWED_COUNT, WINDOWED_COUNT_ROCKSDB,
                         WINDOWED_COUNT_CHANGELOG, DEDUP_WITHIN_WATERMARK, NondeterministicKey(), PASSTHROUGH_FILE,
                         PASSTHROUGH_FILE_RAW, FOREACH_WRITER, KEYED_STATE_VALUE,
-                        KEYED_STATE_LIST, KEYED_STATE_MAP, STREAM_JOIN)
+                        KEYED_STATE_LIST, KEYED_STATE_MAP, STREAM_JOIN, SOCKET_SOURCE)
 }
 
 __all__ = ["CATALOGUE", "DriverContext", "Pipeline", "resolve"]

@@ -30,6 +30,7 @@ class DriverContext:
     phase: Callable[..., None]  # phase(batch, name, **detail): report and wait at a barrier
     sink_dsn: str | None = None  # the database through the sink channel's proxy (database pipelines)
     controller: str | None = None  # host:port of the phase barriers, for sinks that report from executors
+    feed: str | None = None  # host:port of the harness's line server (pipelines with ``socket_feed``)
 
 
 class Pipeline:
@@ -59,6 +60,7 @@ class Pipeline:
     state: bool = False
     sink_channel: bool = False  # the sink talks to a server over a socket the harness can proxy
     database: bool = False  # the sink is the harness's PostgreSQL (prepare_database / export_database)
+    socket_feed: bool = False  # reads the harness's line server (chaos/socketfeed.py), not the replayable source
     # Scenario fields this pipeline's streams need unless the user says otherwise (dedup: re-sent records).
     stream_defaults: dict[str, Any] = {}  # noqa: RUF012 (read-only class default)
     # Options of ``spark.read.format("statestore")`` for the consistent cut (transformWithState: stateVarName).

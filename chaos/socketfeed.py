@@ -1,0 +1,79 @@
+"""The line server behind the ``socket-source`` pipeline: what ``nc -lk`` is in Spark's examples.
+
+Spark's socket source connects to it and buffers the lines it receives in the driver; the source
+keeps no position the server could resume from, and Spark documents it as not fault-tolerant. The
+feed sends the events as CSV lines (``id,key,value,event_ms``) in log order, one chunk of
+``events_per_batch`` lines when a reader connects and the next one each time a batch commits (the
+controller tells it), so a batch is one chunk, as with the replayable source. Lines go to whoever
+is connected at the time and are never sent again: those a killed driver had buffered are gone.
+Binds 127.0.0.1 only; one thread per connection; nothing outlives ``close``.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import polars as pl
+
+
+class SocketFeed:
+    def __init__(self, events: pl.DataFrame, chunk: int) -> None:
+        ordered = events.sort("id")
+        ms = ordered["event_time"].dt.epoch("ms").to_list()
+        self.lines = [f"{i},{k},{v},{t}\n" for i, k, v, t in
+                      zip(ordered["id"].to_list(), ordered["key"].to_list(), ordered["value"].to_list(), ms,
+                          strict=True)]
+        self.chunk = chunk
+        self.sent = 0  # lines handed to a connection so far (never resent)
+        self.allowed = 0  # lines the feed may have sent by now (one chunk per committed batch)
+        self.connections = 0
+        self.cond = threading.Condition()
+        self.closed = False
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.thread = threading.Thread(target=self._accept, name="socket-feed", daemon=True)
+        self.thread.start()
+
+    @property
+    def address(self) -> str:
+        host, port = self.server.getsockname()[:2]
+        return f"{host}:{port}"
+
+    def advance(self) -> None:
+        """A batch committed: let the next chunk go."""
+        with self.cond:
+            self.allowed = min(len(self.lines), self.sent + self.chunk)
+            self.cond.notify_all()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with self.cond:
+                self.connections += 1
+                self.allowed = max(self.allowed, min(len(self.lines), self.sent + self.chunk))
+                self.cond.notify_all()
+            threading.Thread(target=self._serve, args=(conn,), name="socket-feed-conn", daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            while True:
+                with self.cond:
+                    while not self.closed and self.sent >= self.allowed:
+                        self.cond.wait(0.5)
+                    if self.closed:
+                        return
+                    batch, self.sent = self.lines[self.sent:self.allowed], self.allowed
+                try:
+                    conn.sendall("".join(batch).encode())
+                except OSError:
+                    return  # the reader died: what it had not processed is lost, as with nc
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+        self.server.close()
+        self.thread.join(5)

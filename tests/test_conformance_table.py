@@ -1,0 +1,56 @@
+"""How a conformance row is judged from a finished campaign (no Spark: fabricated verdicts)."""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos import conformance as conf
+from chaos.errors import UserError
+from pipelines_under_test import CATALOGUE
+
+
+def verdict(v: str, **extra) -> dict:
+    return {"verdict": v, "effect": {"counts": {"lost": 3 if v == "at-most-once" else 0}}, "lost": [],
+            "duplicated": [], "unexpected": [], **extra}
+
+
+def judge(row: conf.Row, measured: str | None, trials: list[dict]) -> dict:
+    summary = {"pipelines": {row.pipeline: {"verdict": measured}}, "skipped": []}
+    return conf.table([row], summary, {row.pipeline: trials})["rows"][0]
+
+
+APPEND = conf.Row("foreachBatch append", "passthrough-append", "at-least-once", "docs")
+SOCKET = conf.Row("socket", "socket-source", conf.NOT_FAULT_TOLERANT, "docs")
+
+
+def test_a_measurement_equal_to_the_docs_agrees_and_names_an_example():
+    dup = {"id": 7, "batch": 1, "fault": "kill-driver@1:sink-done"}
+    row = judge(APPEND, "at-least-once", [verdict("at-least-once", duplicated=[dup])])
+    assert row["agrees"] is True and row["status"] == "agrees"
+    assert row["example"] == "id 7 duplicated after kill-driver@1:sink-done"
+
+
+def test_a_broken_promise_contradicts_and_a_stronger_one_is_not_reproduced():
+    assert judge(APPEND, "none", [verdict("none")])["agrees"] is False
+    stronger = judge(APPEND, "exactly-once", [verdict("exactly-once")])
+    assert stronger["agrees"] is True and stronger["status"].startswith("not reproduced")
+    assert conf.table([APPEND], {"pipelines": {}, "skipped": []}, {})["rows"][0]["agrees"] is None
+
+
+def test_the_socket_row_agrees_with_a_failed_restart_or_a_loss():
+    stalled = verdict("stalled", effect={"note": "not drained (driver exited 3 times on its own)"})
+    row = judge(SOCKET, "stalled", [verdict("exactly-once"), stalled])
+    assert row["agrees"] is True and "driver exited" in row["status"] and row["measured"] == "stalled"
+    lost = judge(SOCKET, "at-most-once", [verdict("at-most-once")])
+    assert lost["agrees"] is True and "3 events lost" in lost["status"]
+
+
+def test_every_row_names_a_catalogue_pipeline_and_the_mix_opens_the_window_first():
+    for row in conf.ROWS:
+        assert row.pipeline in CATALOGUE
+    mix = conf.standard_mix(CATALOGUE["passthrough-append"], 4)
+    assert mix[0].startswith("kill-driver@1:sink-done") and mix[3] == mix[0]
+    assert "state-commit" in conf.standard_mix(CATALOGUE["key-count"], 2)[1]
+    assert "delay-sink" in conf.standard_mix(CATALOGUE["pg-two-phase"], 3)[2]
+    with pytest.raises(UserError, match="no conformance row for nope"):
+        conf.select_rows(["nope"])
