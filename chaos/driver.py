@@ -160,6 +160,9 @@ def main(argv: list[str]) -> int:
         # Installed before the slow boot: a "go" that arrives early is kept, not fatal (SIGUSR1's default).
         signal.signal(signal.SIGUSR1, lambda *_: go.set())
     config = json.loads((run_dir / "driver.json").read_text())
+    for arg in argv[2:]:
+        if arg.startswith("--cores-max="):  # a restart after a rescale (stop-driver@N:committed/C)
+            config["cores_max"] = int(arg.split("=", 1)[1])
     try:
         spark = boot(config, incarnation)  # imports the pipeline's module too (a standby: not after the kill)
         source = None

@@ -59,6 +59,7 @@ class Nemesis:
             "kill": self._kill,
             "pause": self._pause,
             "damage": self._damage,
+            "stop": self._stop,
         }[fault.kind]
         return handler(fault, detail)
 
@@ -139,6 +140,15 @@ class Nemesis:
         downtime = fault.duration if fault.duration is not None else DEFAULT_WORKER_DOWNTIME
         self._heal_later(fault, downtime, lambda: self.cluster.restart_worker(index), worker=index)
         return {"done": True, "worker": index, "pid": group.pid if group else None, "downtime": downtime}
+
+    def _stop(self, fault: Fault, detail: dict) -> dict:
+        """A clean stop (SIGTERM: the driver stops its query between batches); the trial restarts it."""
+        group = self.driver()
+        if group is None or not group.alive():
+            raise LookupError("no live driver")
+        self.driver_kill = fault
+        group.signal_leader(signal.SIGTERM)
+        return {"done": True, "pid": group.pid, "cores_after": fault.index}
 
     def _pause(self, fault: Fault, detail: dict) -> dict:
         procs, what = self._processes(fault, detail)

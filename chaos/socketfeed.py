@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import polars as pl
+
+QUIET_S = 3.0
 
 
 class SocketFeed:
@@ -28,6 +31,7 @@ class SocketFeed:
         self.sent = 0  # lines handed to a connection so far (never resent)
         self.allowed = 0  # lines the feed may have sent by now (one chunk per committed batch)
         self.connections = 0
+        self.finished_at: float | None = None  # wall-clock time the last line went out
         self.cond = threading.Condition()
         self.closed = False
         self.server = socket.create_server(("127.0.0.1", 0))
@@ -70,6 +74,16 @@ class SocketFeed:
                     conn.sendall("".join(batch).encode())
                 except OSError:
                     return  # the reader died: what it had not processed is lost, as with nc
+                if self.sent == len(self.lines) and self.finished_at is None:
+                    self.finished_at = time.time()
+
+    def quiet(self, last_commit_at: float, seconds: float = QUIET_S) -> bool:
+        """Everything sent, and no batch for ``seconds`` since the later of the last send and the last
+        commit: the source has nothing left (the drain condition of a source without replayable offsets;
+        the socket source plans a batch as soon as lines arrive)."""
+        if self.finished_at is None:
+            return False
+        return time.time() - max(self.finished_at, last_commit_at) > seconds
 
     def close(self) -> None:
         with self.cond:

@@ -1,8 +1,10 @@
 """The fault spec grammar users type and reports print: ``ACTION@BATCH:PHASE[/ARG...]``.
 
 Examples: ``kill-driver@3:sink-done``, ``kill-executor@5:reading``, ``pause-executor@2:reading/3s``,
-``damage-checkpoint@6:committed/truncate-offsets``. A fault is anchored to a logical point (a
-micro-batch id and a checkpoint phase), never to a wall-clock time, so a schedule replays exactly.
+``damage-checkpoint@6:committed/truncate-offsets``, ``stop-driver@4:committed/1`` (a clean stop and a
+restart from the same checkpoint with 1 executor core: a rescale, Flink's stop-with-savepoint). A
+fault is anchored to a logical point (a micro-batch id and a checkpoint phase), never to a wall-clock
+time, so a schedule replays exactly.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ ACTIONS = (
     *(f"pause-{t}" for t in TARGETS),
     *(f"{k}-{c}" for k in CHANNEL_KINDS for c in CHANNELS),
     "damage-checkpoint",
+    "stop-driver",
 )
 
 _SPEC = re.compile(r"^(?P<action>[a-z-]+)@(?P<batch>\d+):(?P<phase>[a-z-]+)(?P<args>(/[^/]+)*)$")
@@ -171,6 +174,12 @@ def parse_fault(text: str) -> Fault:
         )
     if fault.action != "damage-checkpoint" and fault.mode is not None:
         raise UserError(f"{text!r}: a damage mode only goes with damage-checkpoint")
-    if fault.target == "driver" and fault.index is not None:
+    if fault.action == "stop-driver":
+        if phase != "committed":
+            raise UserError(f"{text!r}: a clean stop waits for the batch in flight, so it goes at :committed "
+                            f"(e.g. stop-driver@{batch}:committed/1)")
+        if fault.duration is not None or fault.mode is not None:
+            raise UserError(f"{text!r}: stop-driver takes only the restarted application's executor cores, e.g. /1")
+    elif fault.target == "driver" and fault.index is not None:
         raise UserError(f"{text!r}: there is one driver; drop the index")
     return fault

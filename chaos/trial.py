@@ -165,6 +165,7 @@ class Trial:
         self.wants_standby = harness.standby and any(f.action == "kill-driver" for f in scenario.schedule)
         self.incarnation = -1
         self.restarts = 0
+        self.cores_max: int | None = None  # executor cores of the next applications, after a stop-driver rescale
         self.history: History | None = None
 
     # -- set-up -------------------------------------------------------------------------------
@@ -200,6 +201,8 @@ class Trial:
         env = spark_env()
         env["PYTHONPATH"] = ":".join(p for p in [str(Path.cwd()), env.get("PYTHONPATH", "")] if p)
         argv = [sys.executable, "-m", "chaos.driver", str(self.dir), str(incarnation)]
+        if self.cores_max is not None:  # rescaled by a stop-driver fault
+            argv.append(f"--cores-max={self.cores_max}")
         return self.h.owned.spawn(
             f"driver-{incarnation}",
             argv + ["--standby"] if standby else argv,
@@ -211,7 +214,16 @@ class Trial:
         """The next incarnation: the standby if one is booted and alive, else a cold start."""
         self.incarnation += 1
         self.controller.incarnation = self.incarnation
+        stop = self.nemesis.driver_kill
         self.nemesis.driver_kill = None
+        if stop is not None and stop.action == "stop-driver":
+            # A rescale: the next application gets other executor cores, so no pre-booted standby serves it.
+            if stop.index is not None:
+                self.cores_max = stop.index
+            if self.standby is not None:
+                self.standby.terminate(5.0)
+                self.h.owned.forget(self.standby)
+                self.standby = None
         standby, self.standby = self.standby, None
         if standby is not None and standby.alive():
             standby.signal_leader(signal.SIGUSR1)
@@ -221,7 +233,8 @@ class Trial:
         if standby is not None:  # it died while waiting: forget it, start cold
             self.h.owned.forget(standby)
         self.driver = self._spawn_driver(self.incarnation)
-        self.history.add("driver", event="start", incarnation=self.incarnation, pid=self.driver.pid)
+        self.history.add("driver", event="start", incarnation=self.incarnation, pid=self.driver.pid,
+                         **({"cores_max": self.cores_max} if self.cores_max is not None else {}))
 
     def _keep_standby(self) -> None:
         """Boot the next incarnation ahead: the first beside the first driver, later ones once the active
@@ -258,7 +271,7 @@ class Trial:
             "events_per_batch": self.scenario.events_per_batch,
             "cores_max": self.scenario.workers,
         }, indent=2))
-        watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height)
+        watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height, feed)
         started = time.monotonic()
         outcome, reason = "drained", ""
         try:

@@ -24,11 +24,13 @@ POLL = 0.02
 
 
 class CheckpointWatcher:
-    def __init__(self, checkpoint: Path, controller: Controller, history: History, total_events: int) -> None:
+    def __init__(self, checkpoint: Path, controller: Controller, history: History, total_events: int,
+                 feed=None) -> None:
         self.checkpoint = Path(checkpoint)
         self.controller = controller
         self.history = history
         self.total = total_events
+        self.feed = feed  # chaos.socketfeed.SocketFeed, for pipelines that read it
         self.seen: dict[str, int] = {}
         self.committed: set[int] = set()
         self.drained = threading.Event()
@@ -76,8 +78,18 @@ class CheckpointWatcher:
                 self.committed.add(name)
                 self.controller.report(name, "committed", source="watcher")
                 self.progress.set()
-                if self._covers_all(name):
+                if self.feed is None and self._covers_all(name):
                     self.drained.set()
+        if self.feed is not None and self._feed_drained(commits):
+            self.drained.set()
+
+    def _feed_drained(self, commits: Path) -> bool:
+        """A socket source's offsets restart with every connection, so they cannot say "all read": the
+        feed can, once it sent everything and the last planned batch is committed and nothing follows."""
+        planned, done = _numbered(self.checkpoint / "offsets"), _numbered(commits)
+        if not done or (planned and planned[-1] not in self.committed):
+            return False
+        return self.feed.quiet((commits / str(done[-1])).stat().st_mtime)
 
     def _covers_all(self, batch: int) -> bool:
         ends = read_offsets_file(str(self.checkpoint / "offsets" / str(batch)))

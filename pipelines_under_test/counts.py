@@ -117,6 +117,21 @@ class IncrementingCounter(_SqliteCounter):
         return self.start_foreach_batch(ctx, ctx.source, lambda df, batch_id: sink(self.transform(df), batch_id))
 
 
+class RescaledCounter(StatefulCounter):
+    """``key-count`` whose code changes after the first incarnation: an added filter that keeps every
+    event (allowed: a stateless filter before the aggregation leaves the state schema alone). Run it
+    with ``stop-driver@N:committed/C``: a clean stop and a restart on C executor cores, from the same
+    checkpoint — Flink's stop-with-savepoint and rescale. The state and offsets carry over, so the
+    result must stay exactly-once, with a consistent cut across the change."""
+
+    def start(self, ctx: DriverContext):
+        from pyspark.sql import functions as F
+
+        if ctx.incarnation > 0:
+            ctx.source = ctx.source.filter(F.col("id") >= 0)
+        return super().start(ctx)
+
+
 KEY_COUNT = StatefulCounter(
     "key-count", True,
     "streaming groupBy(key) count/sum/ids in update mode, upserted by key: exactly-once with provenance.",
@@ -126,3 +141,7 @@ API_COUNT = StatefulCounter(
     "streaming groupBy(key).count() in update mode, upserted by key: exactly-once, judged by per-key counts.",
 )
 API_COUNT_INCREMENT = IncrementingCounter()
+RESCALE = RescaledCounter(
+    "rescale", True,
+    "key-count stopped cleanly and restarted on other executor cores with an added filter: exactly-once across.",
+)

@@ -118,3 +118,29 @@ def test_conformance_reproduces_documented_rows_and_stores_the_table(spark_clust
     assert "agrees" in run.stdout
     html = (out / "report.html").read_text()
     assert 'id="conformance"' in html and "nondeterministic" in html
+
+
+def test_socket_source_is_clean_without_faults_and_not_fault_tolerant_with_one(spark_cluster, tmp_path):
+    quiet = trial(spark_cluster, tmp_path, "socket-source", "--seed", "3", *SMALL, name="quiet")
+    assert quiet["verdict"] == "exactly-once" and quiet["outcome"] == "drained", quiet
+    run = cli("trial", "socket-source", "--cluster", spark_cluster.master_url, "--keep", str(tmp_path / "killed"),
+              "--seed", "3", "--fault", "kill-driver@2:sink-done", "--recovery-timeout", "60", *SMALL, cwd=tmp_path)
+    assert "Traceback" not in run.stderr and left_by(run.pid) == []
+    r = run.json
+    assert r["faults"][0]["fired"] and r["restarts"] >= 1
+    # What Spark documents: the lines the dead driver had buffered are gone, or the restart fails.
+    assert r["verdict"] in ("at-most-once", "none", "stalled"), r
+    if r["verdict"] != "stalled":
+        assert r["anomaly_counts"]["lost"] > 0
+
+
+def test_rescale_stop_and_restart_on_fewer_cores_with_a_code_change_stays_exactly_once(spark_cluster, tmp_path):
+    r = trial(spark_cluster, tmp_path, "rescale", "--seed", "3", "--fault", "stop-driver@2:committed/1", *SMALL)
+    assert r["faults"][0]["fired"] and r["restarts"] == 1
+    assert r["verdict"] == "exactly-once" and r["multiplicity"] == {"0": 0, "1": 1000, ">1": 0}, r
+    assert r["consistent_cut"]["ok"] is True and r["consistent_cut"]["batches_checked"] == [0, 1, 2, 3, 4]
+    records = [json.loads(line) for line in (Path(r["run_dir"]) / "history.jsonl").read_text().splitlines()]
+    exits = [x["detail"] for x in records if x["kind"] == "driver" and x["detail"].get("event") == "exit"]
+    assert exits[0]["rc"] == 0 and exits[0]["killed_by"] == "stop-driver@2:committed/1"  # a clean stop
+    starts = [x["detail"] for x in records if x["kind"] == "driver" and x["detail"].get("event") == "start"]
+    assert starts[1].get("cores_max") == 1

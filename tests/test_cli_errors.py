@@ -24,6 +24,8 @@ from tests.conftest import cli, left_by
         (["trial", "passthrough-append", "--fault", "kill-sink-db@1:sink-write"], "has no sink database"),
         (["trial", "key-count", "--fault", "cut-sink@1:sink-write/3s"], "has no sink channel"),
         (["trial", "pg-append", "--fault", "delay-sink@1:sink-write/latency=x"], "unknown argument 'latency=x'"),
+        (["trial", "rescale", "--fault", "stop-driver@1:sink-done"], "goes at :committed"),
+        (["conformance", "--only", "nope"], "no conformance row for nope"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
