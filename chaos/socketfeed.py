@@ -4,7 +4,8 @@ Spark's socket source connects to it and buffers the lines it receives in the dr
 keeps no position the server could resume from, and Spark documents it as not fault-tolerant. The
 feed sends the events as CSV lines (``id,key,value,event_ms``) in log order, one chunk of
 ``events_per_batch`` lines when a reader connects and the next one each time a batch commits (the
-controller tells it), so a batch is one chunk, as with the replayable source. Lines go to whoever
+controller tells it; without a commit for 5 s it sends the next chunk anyway, as a producer does), so
+a batch is one chunk, as with the replayable source. Lines go to whoever
 is connected at the time and are never sent again: those a killed driver had buffered are gone.
 Binds 127.0.0.1 only; one thread per connection; nothing outlives ``close``.
 """
@@ -18,6 +19,7 @@ import time
 import polars as pl
 
 QUIET_S = 3.0
+PRODUCER_IDLE_S = 5.0  # no commit for this long after a chunk: send the next one anyway
 
 
 class SocketFeed:
@@ -32,6 +34,7 @@ class SocketFeed:
         self.allowed = 0  # lines the feed may have sent by now (one chunk per committed batch)
         self.connections = 0
         self.finished_at: float | None = None  # wall-clock time the last line went out
+        self.current: socket.socket | None = None
         self.cond = threading.Condition()
         self.closed = False
         self.server = socket.create_server(("127.0.0.1", 0))
@@ -57,6 +60,7 @@ class SocketFeed:
                 return
             with self.cond:
                 self.connections += 1
+                self.current = conn  # like nc -lk: the newest reader is served, an older one gets nothing more
                 self.allowed = max(self.allowed, min(len(self.lines), self.sent + self.chunk))
                 self.cond.notify_all()
             threading.Thread(target=self._serve, args=(conn,), name="socket-feed-conn", daemon=True).start()
@@ -65,9 +69,13 @@ class SocketFeed:
         with conn:
             while True:
                 with self.cond:
-                    while not self.closed and self.sent >= self.allowed:
+                    waited = time.monotonic()
+                    while not self.closed and conn is self.current and self.sent >= self.allowed:
                         self.cond.wait(0.5)
-                    if self.closed:
+                        if time.monotonic() - waited > PRODUCER_IDLE_S and self.sent < len(self.lines):
+                            # A producer does not wait for its consumer forever: the next chunk goes anyway.
+                            self.allowed = min(len(self.lines), self.sent + self.chunk)
+                    if self.closed or conn is not self.current:
                         return
                     batch, self.sent = self.lines[self.sent:self.allowed], self.allowed
                 try:
@@ -89,5 +97,9 @@ class SocketFeed:
         with self.cond:
             self.closed = True
             self.cond.notify_all()
+        try:
+            self.server.shutdown(socket.SHUT_RDWR)  # wakes the accept() of the feed thread (close alone does not)
+        except OSError:
+            pass
         self.server.close()
         self.thread.join(5)
