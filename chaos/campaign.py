@@ -119,6 +119,9 @@ class Campaign:
                 skipped.append({"pipeline": name, "reason": "needs PostgreSQL server binaries (initdb, pg_ctl): "
                                 "install postgresql or set PG_BINDIR"})
                 continue
+            if reason := pipeline.unavailable():
+                skipped.append({"pipeline": name, "reason": reason})
+                continue
             actions = applicable_actions(spec.kinds, sink_channel=pipeline.sink_channel,
                                          database=pipeline.database, owns_workers=owns_workers)
             fixed = (spec.schedules or {}).get(name)

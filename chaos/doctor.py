@@ -100,6 +100,17 @@ def check_leftovers() -> Check:
     return Check("leftovers", "ok", "no process of an earlier harness is left")
 
 
+def check_javac() -> Check:
+    from chaos.errors import UserError
+    from chaos.jvm import javac
+
+    try:
+        return Check("javac", "ok", f"{javac()} (builds the file sink's phase hook on first use)")
+    except UserError:
+        return Check("javac", "warn", "no javac (a JRE only): the passthrough-file pipelines cannot run",
+                     "install a JDK 17+ (apt-get install openjdk-17-jdk-headless) or point JAVA_HOME at one")
+
+
 def check_chromium() -> Check:
     found = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
     if not found:
@@ -109,5 +120,5 @@ def check_chromium() -> Check:
 
 
 def run_checks(workdir: Path | None = None) -> list[Check]:
-    return [check_java(), check_pyspark(), check_postgres(), check_loopback(),
+    return [check_java(), check_javac(), check_pyspark(), check_postgres(), check_loopback(),
             check_disk(Path(workdir or os.getcwd())), check_memory(), check_leftovers(), check_chromium()]

@@ -112,6 +112,10 @@ class Pipeline:
         """The oracle's state over ``events``: the same columns ``state_rows`` yields."""
         raise NotImplementedError
 
+    def unavailable(self) -> str | None:
+        """Why this pipeline cannot run on this machine (a missing tool), or None; campaigns skip it then."""
+        return None
+
     def boot_conf(self) -> dict[str, str]:
         """Spark settings the driver needs at JVM start (class paths of JVM hooks); runs in the driver."""
         return {}

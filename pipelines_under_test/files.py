@@ -78,6 +78,16 @@ class FilePassthrough(RowPassthrough):
         super().__init__(name, "file", guarantee, description)
         self.raw = raw
 
+    def unavailable(self) -> str | None:
+        from chaos.errors import UserError
+        from chaos.jvm import javac
+
+        try:
+            javac()
+        except UserError as exc:
+            return str(exc)
+        return None
+
     def boot_conf(self) -> dict[str, str]:
         from chaos.jvm import commit_protocol_jar
 
