@@ -6,12 +6,16 @@ delay (none during batch 0); it is stored in offsets/M, so a replayed batch uses
 batch carries data, so the batch an event belongs to decides everything: ``check_run`` adds that
 ``batch`` column from the write-ahead offsets. Measured on Spark 4.3 (see the tests):
 
-* window aggregation, append mode: a row of batch M whose window ends at or before watermark(M) is
-  dropped as late; a window is emitted (and leaves the state) in the first batch M whose watermark
-  reaches its end. After the last batch, windows that watermark has not reached stay in the state.
-* ``dropDuplicatesWithinWatermark``: no late-row filter; a row is dropped when an earlier row with the
-  same payload holds a live state entry, which expires at its event time + delay and is evicted at
-  the end of the first batch whose watermark reaches that.
+* two watermarks per batch (SPARK-40925): late rows are judged against the *previous* batch's
+  watermark, watermark(M-1) — none in batches 0 and 1 — and state is evicted with watermark(M);
+* window aggregation, append mode: a row of batch M whose window ends at or before watermark(M-1)
+  is dropped as late; a window is emitted (and leaves the state) in the first batch M whose
+  watermark(M) reaches its end — a late row that survived the filter forms a window emitted at once.
+  After the last batch, windows that its watermark has not reached stay in the state;
+* ``dropDuplicatesWithinWatermark``: a row of batch M with event time at or before watermark(M-1) is
+  dropped as late; otherwise it is dropped when an earlier row with the same payload holds a live
+  state entry, which expires at its event time + delay and is evicted at the end of the first batch
+  whose watermark reaches that.
 
 Without a ``batch`` column the events are one *batch* query (the differential test against Spark
 batch, where watermarks do nothing): every row counts, every window is emitted.
@@ -31,10 +35,12 @@ def streaming(events: pl.DataFrame) -> bool:
 
 
 def watermarks(events: pl.DataFrame, delay_ms: int) -> pl.DataFrame:
-    """``batch, watermark_ms`` (null: no watermark yet) for every batch that holds events."""
+    """``batch, watermark_ms, late_ms`` for every batch that holds events (null: no watermark yet):
+    the watermark that evicts state in the batch, and the previous one, that drops late rows."""
     per = (events.filter(pl.col("batch") >= 0)
            .group_by("batch").agg(pl.col("event_time").max().dt.epoch("ms").alias("max_ms")).sort("batch"))
-    return per.select("batch", (pl.col("max_ms").cum_max().shift(1) - delay_ms).alias("watermark_ms"))
+    marks = per.select("batch", (pl.col("max_ms").cum_max().shift(1) - delay_ms).alias("watermark_ms"))
+    return marks.with_columns(late_ms=pl.col("watermark_ms").shift(1))
 
 
 def _epoch_ms(col: str = "event_time") -> pl.Expr:
@@ -49,11 +55,10 @@ def window_rows(events: pl.DataFrame, window_ms: int, delay_ms: int) -> pl.DataF
     rows = rows.with_columns(wkey=pl.col("key") + "@" + pl.col("window_start").dt.strftime(WINDOW_KEY_FORMAT))
     if not streaming(events):
         return rows.with_columns(kept=pl.lit(True))
-    rows = rows.join(watermarks(events, delay_ms), on="batch", how="left")
+    rows = rows.join(watermarks(events, delay_ms).drop("watermark_ms"), on="batch", how="left")
     return rows.with_columns(
-        kept=(pl.col("batch") >= 0)
-        & (pl.col("watermark_ms").is_null() | (pl.col("window_end_ms") > pl.col("watermark_ms")))
-    ).drop("watermark_ms")
+        kept=(pl.col("batch") >= 0) & (pl.col("late_ms").is_null() | (pl.col("window_end_ms") > pl.col("late_ms")))
+    ).drop("late_ms")
 
 
 def final_watermark(events: pl.DataFrame, delay_ms: int) -> int | None:
@@ -98,10 +103,12 @@ def dedup_segments(events: pl.DataFrame, delay_ms: int, columns: tuple[str, ...]
     """
     ordered = events.sort("id")
     if streaming(events):
-        marks = dict(watermarks(events, delay_ms).iter_rows())
+        table = watermarks(events, delay_ms)
+        marks = dict(zip(table["batch"].to_list(), table["watermark_ms"].to_list(), strict=True))
+        late = dict(zip(table["batch"].to_list(), table["late_ms"].to_list(), strict=True))
         batch_of = ordered["batch"].to_list()
     else:
-        marks, batch_of = {}, [0] * ordered.height
+        marks, late, batch_of = {}, {}, [0] * ordered.height
     ids = ordered["id"].to_list()
     times = ordered["event_time"].dt.epoch("ms").to_list()
     payloads = list(zip(*(ordered[c].to_list() for c in columns), strict=True))
@@ -109,6 +116,11 @@ def dedup_segments(events: pl.DataFrame, delay_ms: int, columns: tuple[str, ...]
     roots, kept = [], []
     for i, payload in enumerate(payloads):
         batch = batch_of[i]
+        late_mark = late.get(batch)
+        if batch < 0 or (late_mark is not None and times[i] <= late_mark):
+            roots.append(ids[i])  # dropped as late (or never read): no effect, its own segment
+            kept.append(False)
+            continue
         entry = live.get(payload)
         if entry is not None and batch > entry[2]:
             mark = marks.get(batch - 1)  # evicted at the end of batch-1 if its watermark reached expiry
