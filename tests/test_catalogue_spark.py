@@ -49,8 +49,8 @@ def test_dedup_within_watermark_drops_the_resent_copies_exactly_once(spark_clust
 
 
 def test_stream_join_emits_every_pair_once_through_driver_kills(spark_cluster, tmp_path):
-    r = trial(spark_cluster, tmp_path, "stream-join", "--seed", "3", *CUT_FAULTS, *SMALL)
-    assert [f["fired"] for f in r["faults"]] == [True, True]
+    r = trial(spark_cluster, tmp_path, "stream-join", "--seed", "3", "--fault", "kill-driver@2:state-commit", *SMALL)
+    assert r["faults"][0]["fired"] and r["restarts"] == 1
     assert r["verdict"] == "exactly-once" and r["unexpected"] == [], r
     assert r["multiplicity"]["1"] + r["multiplicity"][">1"] > 100  # events with partners; more than one is owed
 
@@ -93,8 +93,9 @@ def test_foreach_writer_is_at_least_once_and_clean_without_faults(spark_cluster,
 
 @pytest.mark.parametrize("kind", ["value", "list", "map"])
 def test_keyed_state_is_exactly_once_with_a_consistent_cut(spark_cluster, tmp_path, kind):
-    r = trial(spark_cluster, tmp_path, f"keyed-state-{kind}", "--seed", "3", *CUT_FAULTS, *SMALL)
-    assert [f["fired"] for f in r["faults"]] == [True, True]
+    r = trial(spark_cluster, tmp_path, f"keyed-state-{kind}", "--seed", "3", "--fault", "kill-driver@2:state-commit",
+              *SMALL)
+    assert r["faults"][0]["fired"] and r["restarts"] == 1
     assert r["verdict"] == "exactly-once" and r["multiplicity"] == {"0": 0, "1": 1000, ">1": 0}, r
     assert r["consistent_cut"]["ok"] is True and r["consistent_cut"]["batches_checked"] == [0, 1, 2, 3, 4]
 
@@ -126,7 +127,7 @@ def test_socket_source_is_clean_without_faults_and_not_fault_tolerant_with_one(s
     quiet = trial(spark_cluster, tmp_path, "socket-source", "--seed", "3", *SMALL, name="quiet")
     assert quiet["verdict"] == "exactly-once" and quiet["outcome"] == "drained", quiet
     run = cli("trial", "socket-source", "--cluster", spark_cluster.master_url, "--keep", str(tmp_path / "killed"),
-              "--seed", "3", "--fault", "kill-driver@2:sink-done", "--recovery-timeout", "60", *SMALL, cwd=tmp_path)
+              "--seed", "3", "--fault", "kill-driver@2:sink-done", "--recovery-timeout", "30", *SMALL, cwd=tmp_path)
     assert "Traceback" not in run.stderr and left_by(run.pid) == []
     r = run.json
     assert r["faults"][0]["fired"] and r["restarts"] >= 1
