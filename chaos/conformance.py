@@ -122,15 +122,17 @@ def _why(verdict: dict) -> str:
 
 
 def _example(trials: list[dict]) -> str | None:
-    """One anomaly of the row, named by event id (or key) and the fault that preceded it."""
+    """One anomaly of the row, named by event id (or key) and the fault that preceded it; wrong values
+    first (they decide an ``incorrect`` verdict), then duplicates, then losses."""
+    for v in trials:
+        for u in v.get("unexpected") or []:
+            return f"{'id ' + str(u['id']) if 'id' in u else 'key ' + str(u.get('key'))}: {u.get('why')}"
     for v in trials:
         for kind in ("duplicated", "lost"):
             for a in v.get(kind) or []:
                 what = f"id {a['id']}" if "id" in a else f"key {a.get('key')}"
                 faults = a.get("faults") or ([a["fault"]] if a.get("fault") else [])
                 return f"{what} {kind}" + (f" after {', '.join(faults)}" if faults else "")
-        for u in v.get("unexpected") or []:
-            return f"{'id ' + str(u['id']) if 'id' in u else 'key ' + str(u.get('key'))}: {u.get('why')}"
     return None
 
 
