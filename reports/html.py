@@ -86,12 +86,17 @@ def _counterexamples(summary: dict) -> str:
     return "".join(out) or '<p class="muted">no violation: every pipeline met its declared guarantee</p>'
 
 
+def _agreement(row: dict) -> str:
+    css = {True: "ok", False: "bad", None: "muted"}[row.get("agrees")]
+    return f'<span class="{css}">{escape(row.get("status") or "")}</span>'
+
+
 def _conformance(conformance: dict | None) -> str:
     if not conformance:
         return ""
     rows = "".join(
         f"<tr><td>{escape(r['component'])}</td><td>{badge(r['documented'])}</td><td>{badge(r.get('measured'))}</td>"
-        f"<td>{_meets(r.get('agrees'))}</td><td>{r.get('trials', 0)}</td><td>{escape(r.get('example') or '')}</td></tr>"
+        f"<td>{_agreement(r)}</td><td>{r.get('trials', 0)}</td><td>{escape(r.get('example') or '')}</td></tr>"
         for r in conformance.get("rows", []))
     return ('<h2>Conformance with Spark\'s documented guarantees</h2><table id="conformance"><tr><th>component</th>'
             "<th>Spark docs say</th><th>measured</th><th></th><th>trials</th><th>example anomaly</th></tr>"

@@ -54,3 +54,13 @@ def test_every_row_names_a_catalogue_pipeline_and_the_mix_opens_the_window_first
     assert "delay-sink" in conf.standard_mix(CATALOGUE["pg-two-phase"], 3)[2]
     with pytest.raises(UserError, match="no conformance row for nope"):
         conf.select_rows(["nope"])
+
+
+def test_the_report_shows_each_row_status_escaped():
+    from reports.html import _conformance
+
+    html = _conformance({"rows": [{"component": "socket <script>", "documented": conf.NOT_FAULT_TOLERANT,
+                                   "measured": "stalled", "agrees": True, "status": "agrees: not drained",
+                                   "trials": 1, "example": "id 3 lost"}]})
+    assert "<script>" not in html and "socket &lt;script&gt;" in html
+    assert '<span class="ok">agrees: not drained</span>' in html
