@@ -134,7 +134,8 @@ class Campaign:
                 schedules = [[parse_fault(f).spec for f in s.split()] for s in fixed]
             else:
                 schedules = plan_schedules(template.batches, actions, per_pipeline, stable_seed(spec.seed, name),
-                                           max_faults=spec.max_faults, examples=spec.examples)
+                                           max_faults=spec.max_faults, examples=spec.examples,
+                                           phases=pipeline.phases)
             seeds = trial_seeds(spec.seed, name, len(schedules))
             plans[name] = [
                 {"id": f"{slug(name)}-{k:03d}", "pipeline": name,
@@ -287,7 +288,8 @@ class Campaign:
         actions = applicable_actions(self.spec.kinds, sink_channel=resolved.sink_channel,
                                      database=resolved.database, owns_workers=self.spec.cluster == "standalone")
         progress.note(f"shrinking {origin_id} ({', '.join(base.faults)}) for {pipeline}")
-        minimal = shrink_schedule(base.faults, violates, actions=actions, budget=self.spec.shrink_trials)
+        minimal = shrink_schedule(base.faults, violates, actions=actions, budget=self.spec.shrink_trials,
+                                  phases=resolved.phases)
         minimal_trial = origin_id if minimal == base.faults else next(
             p["trial"] for p in path if p["faults"] == minimal and p["violates"])
         verdict = self.verdict_of(minimal_trial)

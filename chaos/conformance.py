@@ -52,6 +52,8 @@ ROWS = (
         DOCS + "performance-tips.html#rocksdb-state-store-implementation"),
     Row("dropDuplicatesWithinWatermark", "dedup-within-watermark", "exactly-once",
         DOCS + "apis-on-dataframes-and-datasets.html#streaming-deduplication"),
+    Row("continuous processing (rate source, console sink)", "continuous-map", "at-least-once",
+        DOCS + "performance-tips.html#continuous-processing"),
     Row("socket source", "socket-source", NOT_FAULT_TOLERANT,
         DOCS + "apis-on-dataframes-and-datasets.html#input-sources"),
     Row("ours: two-phase Python data source writer (PostgreSQL)", "pg-two-phase", "exactly-once",
@@ -68,6 +70,8 @@ def standard_mix(pipeline, trials: int) -> list[str]:
     commit; for the file sink, after the part files and before its log entry), so a single trial
     already reproduces a weaker guarantee.
     """
+    if pipeline.conformance_mix:  # a pipeline whose batches the standard phases do not fit (continuous)
+        return [pipeline.conformance_mix[k % len(pipeline.conformance_mix)] for k in range(trials)]
     stateful_phase = "state-commit" if pipeline.state else "sink-write"
     mix = [
         "kill-driver@1:sink-done kill-driver@3:sink-write",

@@ -105,9 +105,10 @@ def check_javac() -> Check:
     from chaos.jvm import javac
 
     try:
-        return Check("javac", "ok", f"{javac()} (builds the file sink's phase hook on first use)")
+        return Check("javac", "ok", f"{javac()} (builds the file and console sinks' phase hooks on first use)")
     except UserError:
-        return Check("javac", "warn", "no javac (a JRE only): the passthrough-file pipelines cannot run",
+        return Check("javac", "warn",
+                     "no javac (a JRE only): the passthrough-file and continuous-map pipelines cannot run",
                      "install a JDK 17+ (apt-get install openjdk-17-jdk-headless) or point JAVA_HOME at one")
 
 

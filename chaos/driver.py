@@ -119,7 +119,7 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
 
     controller = config["controller"]
     pipeline = resolve(config["pipeline"])
-    if source is None and not pipeline.socket_feed:
+    if source is None and not pipeline.own_source:
         source = make_source(spark, config)
 
     def phase(batch: int, name: str, **detail) -> None:
@@ -128,7 +128,9 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     # Registered before the query starts: batch 0's faults may need this app's executors.
     tell(spark, config, "booted", incarnation)
     ctx = DriverContext(spark, source, config["checkpoint"], Path(config["sink_dir"]), incarnation, phase,
-                        sink_dsn=config.get("sink_dsn"), controller=controller, feed=config.get("feed"))
+                        sink_dsn=config.get("sink_dsn"), controller=controller, feed=config.get("feed"),
+                        events=config.get("events", 0), partitions=config.get("partitions", 1),
+                        events_per_batch=config["events_per_batch"])
     query = pipeline.start(ctx)
 
     stop = threading.Event()
@@ -169,7 +171,7 @@ def main(argv: list[str]) -> int:
         if standby:
             from pipelines_under_test import resolve
 
-            if not resolve(config["pipeline"]).socket_feed:
+            if not resolve(config["pipeline"]).own_source:
                 source = make_source(spark, config)
             warm = warm_up(spark)
             print(f"streamchaos: standby incarnation {incarnation} booted, {'warm' if warm else 'no executors'} "

@@ -47,7 +47,8 @@ def batch_of(checkpoint: str, end: dict) -> int:
 
 
 def read_offsets_file(path: str) -> list[dict]:
-    """The source offsets recorded in one offsets/N file (line 1: version, 2: metadata)."""
+    """The source offsets recorded in one offsets/N file (line 1: version, 2: metadata), each as
+    ``{partition: events read}`` whatever the source (ours, the socket source, the rate source)."""
     try:
         with open(path) as fh:
             lines = fh.read().splitlines()
@@ -59,11 +60,23 @@ def read_offsets_file(path: str) -> list[dict]:
             value = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(value, dict):
+        if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+            found.append(_rate_counts(value))
+        elif isinstance(value, dict):
             found.append(value)
         elif isinstance(value, int):  # a LongOffset (socket source): the index of the last line read
             found.append({"0": value + 1})
     return found
+
+
+def _rate_counts(offset: dict) -> dict:
+    """A rate source's offset (``{p: {"value": last emitted, "runTimeMs": t}}``) as events read per partition.
+
+    Partition p of P emits p, p+P, p+2P, ... and starts at ``value = p - P``; so it has emitted
+    ``(value - p) // P + 1`` values.
+    """
+    parts = len(offset)
+    return {p: (int(v["value"]) - int(p)) // parts + 1 for p, v in offset.items()}
 
 
 class BatchPartition(InputPartition):

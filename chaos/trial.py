@@ -54,6 +54,9 @@ def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
     for fault in scenario.schedule:
         if fault.target == "sink-db" and not pipeline.database:
             raise UserError(f"{fault.spec}: {pipeline.name} has no sink database; use a pg-* pipeline")
+        if fault.phase not in pipeline.phases:
+            raise UserError(f"{fault.spec}: {pipeline.name}'s batches never reach phase {fault.phase!r}; "
+                            f"use one of {', '.join(pipeline.phases)}")
         if fault.channel and fault.target == "sink" and not pipeline.sink_channel:
             raise UserError(f"{fault.spec}: {pipeline.name} writes to a local file, it has no sink channel; "
                             "use a pipeline with a database sink")
@@ -175,7 +178,7 @@ class Trial:
         for sub in ("checkpoint", "sink", "logs"):
             (self.dir / sub).mkdir(parents=True)
         self.scenario.save(self.dir / "scenario.json")
-        events = generate_events(self.scenario)
+        events = self.pipeline.place_events(generate_events(self.scenario), self.scenario.partitions)
         events.write_parquet(self.dir / "events.parquet")
         self.history = History(self.dir / "history.jsonl")
         self.pipeline.prepare_sink(self.dir / "sink")
@@ -269,6 +272,8 @@ class Trial:
             "feed": feed.address if feed else None,
             "state_dir": str(self.dir / "state"),
             "events_per_batch": self.scenario.events_per_batch,
+            "events": events.height,
+            "partitions": self.scenario.partitions,
             "cores_max": self.scenario.workers,
         }, indent=2))
         watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height, feed)

@@ -6,6 +6,7 @@ import importlib
 
 from chaos.errors import UserError
 from pipelines_under_test.base import DriverContext, Pipeline
+from pipelines_under_test.continuous import CONTINUOUS_MAP
 from pipelines_under_test.counts import API_COUNT, API_COUNT_INCREMENT, KEY_COUNT, RESCALE
 from pipelines_under_test.event_time import (
     DEDUP_WITHIN_WATERMARK,
@@ -26,7 +27,7 @@ CATALOGUE: dict[str, Pipeline] = {
                         PG_APPEND, PG_UPSERT_BY_BATCH, PG_TWO_PHASE, WINDOWED_COUNT, WINDOWED_COUNT_ROCKSDB,
                         WINDOWED_COUNT_CHANGELOG, DEDUP_WITHIN_WATERMARK, NondeterministicKey(), PASSTHROUGH_FILE,
                         PASSTHROUGH_FILE_RAW, FOREACH_WRITER, KEYED_STATE_VALUE,
-                        KEYED_STATE_LIST, KEYED_STATE_MAP, STREAM_JOIN, SOCKET_SOURCE, RESCALE)
+                        KEYED_STATE_LIST, KEYED_STATE_MAP, STREAM_JOIN, SOCKET_SOURCE, RESCALE, CONTINUOUS_MAP)
 }
 
 __all__ = ["CATALOGUE", "DriverContext", "Pipeline", "resolve"]

@@ -14,6 +14,8 @@ from typing import Any
 
 import polars as pl
 
+from chaos.spec import PHASES
+
 # "incorrect" declares that not even the values are promised (a nondeterministic pipeline under replay).
 GUARANTEES = ("exactly-once", "at-least-once", "at-most-once", "none", "incorrect")
 
@@ -31,6 +33,9 @@ class DriverContext:
     sink_dsn: str | None = None  # the database through the sink channel's proxy (database pipelines)
     controller: str | None = None  # host:port of the phase barriers, for sinks that report from executors
     feed: str | None = None  # host:port of the harness's line server (pipelines with ``socket_feed``)
+    events: int = 0  # how many events the trial's stream holds (pipelines with their own source stop there)
+    partitions: int = 1  # the stream's partitions
+    events_per_batch: int = 200
 
 
 class Pipeline:
@@ -61,10 +66,15 @@ class Pipeline:
     sink_channel: bool = False  # the sink talks to a server over a socket the harness can proxy
     database: bool = False  # the sink is the harness's PostgreSQL (prepare_database / export_database)
     socket_feed: bool = False  # reads the harness's line server (chaos/socketfeed.py), not the replayable source
+    own_source: bool = False  # builds its own source (socket, rate) instead of reading the harness's event log
     # Scenario fields this pipeline's streams need unless the user says otherwise (dedup: re-sent records).
     stream_defaults: dict[str, Any] = {}  # noqa: RUF012 (read-only class default)
     # Options of ``spark.read.format("statestore")`` for the consistent cut (transformWithState: stateVarName).
     state_options: dict[str, str] = {}  # noqa: RUF012 (read-only class default)
+    # The phases this pipeline's batches pass through (a continuous query has no planned/reading).
+    phases: tuple[str, ...] = PHASES
+    # ``streamchaos conformance``'s fault schedules for this pipeline, when the standard mix cannot fit it.
+    conformance_mix: tuple[str, ...] = ()
 
     @property
     def query_name(self) -> str:
@@ -111,6 +121,11 @@ class Pipeline:
     def expected_state(self, events: pl.DataFrame) -> pl.DataFrame:
         """The oracle's state over ``events``: the same columns ``state_rows`` yields."""
         raise NotImplementedError
+
+    def place_events(self, events: pl.DataFrame, partitions: int) -> pl.DataFrame:
+        """The stream as this pipeline's source lays it out (``partition``, ``offset``): the harness's
+        event log keeps the generated layout; a source of Spark's own may place ids differently."""
+        return events
 
     def unavailable(self) -> str | None:
         """Why this pipeline cannot run on this machine (a missing tool), or None; campaigns skip it then."""

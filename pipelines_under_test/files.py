@@ -79,25 +79,20 @@ class FilePassthrough(RowPassthrough):
         self.raw = raw
 
     def unavailable(self) -> str | None:
-        from chaos.errors import UserError
-        from chaos.jvm import javac
+        from chaos.jvm import hooks_unavailable
 
-        try:
-            javac()
-        except UserError as exc:
-            return str(exc)
-        return None
+        return hooks_unavailable()
 
     def boot_conf(self) -> dict[str, str]:
-        from chaos.jvm import commit_protocol_jar
+        from chaos.jvm import hooks_jar
 
-        jar = str(commit_protocol_jar())
+        jar = str(hooks_jar())
         return {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar}
 
     def prepare_sink(self, sink_dir: Path) -> None:
-        from chaos.jvm import commit_protocol_jar
+        from chaos.jvm import hooks_jar
 
-        commit_protocol_jar()  # built here, in the harness: a missing javac is one clear line before any JVM
+        hooks_jar()  # built here, in the harness: a missing javac is one clear line before any JVM
         (Path(sink_dir) / TABLE).mkdir(parents=True, exist_ok=True)
 
     def start(self, ctx: DriverContext):

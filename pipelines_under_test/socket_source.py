@@ -16,6 +16,7 @@ from pipelines_under_test.passthrough import SqlitePassthrough
 
 class SocketSource(SqlitePassthrough):
     socket_feed = True
+    own_source = True
     # One partition: the feed's line number is then each event's offset, as attribution expects.
     stream_defaults = {"partitions": 1}  # noqa: RUF012
 

@@ -7,11 +7,16 @@ import polars as pl
 
 
 def batch_of_events(events: pl.DataFrame, offsets: list[dict]) -> pl.DataFrame:
-    """``id -> batch``: the batch whose write-ahead offsets range holds the event."""
+    """``id -> batch``: the first batch whose write-ahead end offset lies beyond the event.
+
+    A micro-batch query's ends only grow. A continuous query's need not: a partition restarted from
+    an older epoch reports ends below an earlier epoch's, so an event is attributed by the running
+    maximum of the ends, i.e. to the batch that read it first.
+    """
     parts = []
     ranges = [b for b in offsets if b.get("end")]
     for p in sorted(events["partition"].unique().to_list()):
-        ends = np.array([int(b["end"].get(str(p), 0)) for b in ranges], dtype=np.int64)
+        ends = np.maximum.accumulate(np.array([int(b["end"].get(str(p), 0)) for b in ranges], dtype=np.int64))
         batches = np.array([b["batch"] for b in ranges], dtype=np.int64)
         part = events.filter(pl.col("partition") == p).select("id", "offset")
         idx = np.searchsorted(ends, part["offset"].to_numpy(), side="right")

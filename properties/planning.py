@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 
 from chaos.errors import UserError
-from chaos.spec import Fault, parse_fault
+from chaos.spec import PHASES, Fault, parse_fault
 from properties.strategies import ACTION_ORDER, Schedule, crash_schedules
 
 # ``--faults`` kinds and the actions each one allows.
@@ -73,14 +73,14 @@ def stable_seed(seed: int, *parts: str) -> int:
 
 
 def draw_schedules(batches: int, actions: tuple[str, ...], count: int, seed: int,
-                   max_faults: int) -> list[Schedule]:
+                   max_faults: int, phases: tuple[str, ...] = PHASES) -> list[Schedule]:
     """``count`` schedules as Hypothesis draws them for ``seed`` (the same list every time)."""
     drawn: list[Schedule] = []
 
     @hypothesis_seed(seed)
     @settings(max_examples=count, phases=(Phase.generate,), database=None, deadline=None,
               suppress_health_check=list(HealthCheck))
-    @given(crash_schedules(batches, max_faults=max_faults, min_faults=1, actions=actions))
+    @given(crash_schedules(batches, max_faults=max_faults, min_faults=1, actions=actions, phases=phases))
     def collect(schedule: Schedule) -> None:
         drawn.append(schedule)
 
@@ -99,13 +99,14 @@ def coverage(schedules: Iterable[Iterable[Fault | str]]) -> set[tuple[str, str]]
 
 
 def plan_schedules(batches: int, actions: tuple[str, ...], trials: int, seed: int, *,
-                   max_faults: int = 2, examples: Iterable[str] = ()) -> list[list[str]]:
+                   max_faults: int = 2, examples: Iterable[str] = (),
+                   phases: tuple[str, ...] = PHASES) -> list[list[str]]:
     """The fault schedules of ``trials`` trials: ``examples`` first, then coverage-first Hypothesis draws."""
     plan = [[parse_fault(s).spec for s in example.split()] for example in examples if example.strip()][:trials]
     if not actions:
         return plan
     rank = {a: len(ACTION_ORDER) - i for i, a in enumerate(ACTION_ORDER)}
-    candidates = draw_schedules(batches, actions, max(50, CANDIDATES_PER_TRIAL * trials), seed, max_faults)
+    candidates = draw_schedules(batches, actions, max(50, CANDIDATES_PER_TRIAL * trials), seed, max_faults, phases)
     seen = {tuple(s) for s in plan}
     unique = []
     for s in candidates:

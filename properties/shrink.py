@@ -124,6 +124,7 @@ def shrink_schedule(
     *,
     actions: tuple[str, ...] = ACTION_ORDER,
     budget: int = 6,
+    phases: tuple[str, ...] = PHASES,
 ) -> list[str]:
     """Shrink a violating schedule greedily, in Hypothesis' order, each candidate a real trial.
 
@@ -140,7 +141,7 @@ def shrink_schedule(
     improved = True
     while improved and calls < budget:
         improved = False
-        for candidate in _simplifications(current, actions):
+        for candidate in _simplifications(current, actions, phases):
             if calls >= budget:
                 break
             if tuple(candidate) in seen:
@@ -153,7 +154,7 @@ def shrink_schedule(
     return current
 
 
-def _simplifications(faults: list[str], actions: tuple[str, ...]):
+def _simplifications(faults: list[str], actions: tuple[str, ...], phases: tuple[str, ...] = PHASES):
     """Simpler neighbours of a schedule, most valuable first (fewer faults before smaller values)."""
     parsed = [parse_fault(f) for f in faults]
     for i in range(len(parsed)):
@@ -168,7 +169,8 @@ def _simplifications(faults: list[str], actions: tuple[str, ...]):
                 yield _replace(parsed, i, Fault(action, f.batch, f.phase, ()))
     for i, f in enumerate(parsed):
         for phase in PHASES[: PHASES.index(f.phase)]:
-            yield _replace(parsed, i, Fault(f.action, f.batch, phase, f.args))
+            if phase in phases:
+                yield _replace(parsed, i, Fault(f.action, f.batch, phase, f.args))
 
 
 def _replace(parsed: list[Fault], i: int, fault: Fault) -> list[str]:

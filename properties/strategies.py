@@ -184,10 +184,11 @@ def scenarios(draw, pipeline: str, streams: st.SearchStrategy[StreamSpec] | None
 
     ``actions`` default: every action the pipeline can take (sink faults need a database sink).
     """
-    if actions is None:
-        from pipelines_under_test import resolve
+    from pipelines_under_test import resolve
 
-        actions = ACTION_ORDER if resolve(pipeline).sink_channel else NO_SINK_CHANNEL
+    resolved = resolve(pipeline)
+    if actions is None:
+        actions = ACTION_ORDER if resolved.sink_channel else NO_SINK_CHANNEL
     spec = draw(event_streams() if streams is None else streams)
-    schedule = draw(crash_schedules(spec.batches, max_faults=max_faults, actions=actions))
+    schedule = draw(crash_schedules(spec.batches, max_faults=max_faults, actions=actions, phases=resolved.phases))
     return spec.scenario(pipeline, schedule, **harness)

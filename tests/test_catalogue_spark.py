@@ -147,3 +147,19 @@ def test_rescale_stop_and_restart_on_fewer_cores_with_a_code_change_stays_exactl
     assert exits[0]["rc"] == 0 and exits[0]["killed_by"] == "stop-driver@2:committed/1"  # a clean stop
     starts = [x["detail"] for x in records if x["kind"] == "driver" and x["detail"].get("event") == "start"]
     assert starts[1].get("cores_max") == 1
+
+
+def test_continuous_map_is_clean_without_faults_and_duplicates_an_epoch_printed_before_the_kill(spark_cluster,
+                                                                                               tmp_path):
+    quiet = trial(spark_cluster, tmp_path, "continuous-map", "--seed", "3", *SMALL, name="quiet")
+    assert quiet["verdict"] == "exactly-once" and quiet["multiplicity"] == {"0": 0, "1": 1000, ">1": 0}, quiet
+    # Epoch 2 ends 18 s after the query starts, its tasks run from 4-7 s: it holds rows.
+    faulted = trial(spark_cluster, tmp_path, "continuous-map", "--seed", "3", "--fault", "kill-driver@2:sink-done",
+                    *SMALL, name="faulted")
+    assert faulted["faults"][0]["fired"] and faulted["restarts"] == 1
+    assert faulted["verdict"] == "at-least-once" and faulted["meets"] is True, faulted
+    assert {d["batch"] for d in faulted["duplicated"]} == {2}
+    assert {d["fault"] for d in faulted["duplicated"]} == {"kill-driver@2:sink-done"}
+    printed = {(d["batch_id"], d["incarnation"]) for d in faulted["deliveries"] if d["rows"]}
+    assert (2, 0) in printed  # the killed incarnation printed epoch 2 before the kill
+

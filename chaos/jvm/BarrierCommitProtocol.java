@@ -1,12 +1,5 @@
 package streamchaos;
 
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.io.OutputStream;
-import java.net.InetSocketAddress;
-import java.net.Socket;
-import java.nio.charset.StandardCharsets;
-
 import org.apache.hadoop.mapreduce.JobContext;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.internal.io.FileCommitProtocol.TaskCommitMessage;
@@ -44,24 +37,7 @@ public class BarrierCommitProtocol extends ManifestFileCommitProtocol {
     }
 
     private void report(String phase, String detail) {
-        String address = SparkEnv.get().conf().get("spark.streamchaos.controller", "");
-        if (address.isEmpty() || batch < 0) {
-            return;
-        }
-        int colon = address.lastIndexOf(':');
-        long pid = ProcessHandle.current().pid();
-        String incarnation = SparkEnv.get().conf().get("spark.streamchaos.incarnation", "0");
-        String message = "{\"type\": \"phase\", \"batch\": " + batch + ", \"phase\": \"" + phase + "\", \"pid\": " + pid
-                + ", \"detail\": {" + detail + ", \"incarnation\": " + incarnation + ", \"source\": \"file-sink\"}}\n";
-        try (Socket socket = new Socket()) {
-            socket.connect(new InetSocketAddress(address.substring(0, colon), Integer.parseInt(address.substring(colon + 1))), 30000);
-            socket.setSoTimeout(900000);
-            OutputStream out = socket.getOutputStream();
-            out.write(message.getBytes(StandardCharsets.UTF_8));
-            out.flush();
-            new BufferedReader(new InputStreamReader(socket.getInputStream(), StandardCharsets.UTF_8)).readLine();
-        } catch (java.io.IOException e) {
-            throw new RuntimeException("streamchaos: phase barrier " + phase + " of batch " + batch + " failed: " + e, e);
-        }
+        Barrier.report(SparkEnv.get().conf().get("spark.streamchaos.controller", ""),
+                SparkEnv.get().conf().get("spark.streamchaos.incarnation", "0"), batch, phase, detail, "file-sink");
     }
 }

@@ -1,8 +1,9 @@
 """JVM-side hooks the harness compiles on first use (no binary in the repository, no download).
 
-``commit_protocol_jar`` builds ``BarrierCommitProtocol.java`` against the PySpark installation's own
-jars with the JDK's ``javac`` and caches the jar under ``~/.cache/streamchaos`` (``XDG_CACHE_HOME``),
-keyed by the source and the Spark version, so it is built once per machine and Spark upgrade.
+``hooks_jar`` builds every ``*.java`` here (``Barrier``, the file sink's ``BarrierCommitProtocol``, the
+console sink's ``ConsoleBarrier``) against the PySpark installation's own jars with the JDK's ``javac``
+and caches the jar under ``~/.cache/streamchaos`` (``XDG_CACHE_HOME``), keyed by the sources and the
+Spark version, so it is built once per machine and Spark upgrade.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from pathlib import Path
 
 from chaos.errors import UserError
 
-SOURCE = Path(__file__).with_name("BarrierCommitProtocol.java")
+SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 COMMIT_PROTOCOL_CLASS = "streamchaos.BarrierCommitProtocol"
+CONSOLE_BARRIER_CLASS = "streamchaos.ConsoleBarrier"
 
 
 def cache_dir() -> Path:
@@ -34,24 +36,33 @@ def javac() -> str:
     for c in candidates:
         if Path(c).is_file():
             return c
-    raise UserError("the file-sink pipelines build a small commit-protocol hook with javac, which is missing: "
+    raise UserError("the file-sink and continuous pipelines build small JVM hooks with javac, which is missing: "
                     "install a JDK 17+ (e.g. apt-get install openjdk-17-jdk-headless) or set JAVA_HOME to one")
 
 
-def commit_protocol_jar() -> Path:
+def hooks_unavailable() -> str | None:
+    """Why the pipelines with JVM hooks cannot run here (no javac), or None."""
+    try:
+        javac()
+    except UserError as exc:
+        return str(exc)
+    return None
+
+
+def hooks_jar() -> Path:
     import pyspark
 
     jars = Path(pyspark.__file__).parent / "jars"
-    digest = hashlib.sha256(SOURCE.read_bytes() + pyspark.__version__.encode()).hexdigest()[:16]
-    jar = cache_dir() / f"commit-protocol-{digest}.jar"
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES) + pyspark.__version__.encode()).hexdigest()[:16]
+    jar = cache_dir() / f"hooks-{digest}.jar"
     if jar.exists():
         return jar
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="streamchaos-javac-") as tmp:
-        done = subprocess.run([javac(), "-nowarn", "-cp", f"{jars}/*", "-d", tmp, str(SOURCE)],
+        done = subprocess.run([javac(), "-nowarn", "-cp", f"{jars}/*", "-d", tmp, *map(str, SOURCES)],
                               capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
-            raise UserError(f"javac could not build the file-sink hook against {jars}: "
+            raise UserError(f"javac could not build the JVM hooks against {jars}: "
                             f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
         partial = jar.with_suffix(f".{os.getpid()}.tmp")
         with zipfile.ZipFile(partial, "w") as out:
