@@ -7,7 +7,7 @@ import importlib
 from chaos.errors import UserError
 from pipelines_under_test.base import DriverContext, Pipeline
 from pipelines_under_test.continuous import CONTINUOUS_MAP
-from pipelines_under_test.counts import API_COUNT, API_COUNT_INCREMENT, KEY_COUNT, RESCALE
+from pipelines_under_test.counts import API_COUNT, API_COUNT_INCREMENT, API_COUNT_TWO_PHASE, KEY_COUNT, RESCALE
 from pipelines_under_test.event_time import (
     DEDUP_WITHIN_WATERMARK,
     WINDOWED_COUNT,
@@ -23,7 +23,8 @@ from pipelines_under_test.postgres import PG_APPEND, PG_TWO_PHASE, PG_UPSERT_BY_
 from pipelines_under_test.socket_source import SOCKET_SOURCE
 
 CATALOGUE: dict[str, Pipeline] = {
-    p.name: p for p in (PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT, KEY_COUNT, API_COUNT, API_COUNT_INCREMENT,
+    p.name: p for p in (PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT, KEY_COUNT, API_COUNT, API_COUNT_TWO_PHASE,
+                        API_COUNT_INCREMENT,
                         PG_APPEND, PG_UPSERT_BY_BATCH, PG_TWO_PHASE, WINDOWED_COUNT, WINDOWED_COUNT_ROCKSDB,
                         WINDOWED_COUNT_CHANGELOG, DEDUP_WITHIN_WATERMARK, NondeterministicKey(), PASSTHROUGH_FILE,
                         PASSTHROUGH_FILE_RAW, FOREACH_WRITER, KEYED_STATE_VALUE,

@@ -1,4 +1,4 @@
-"""Seed 003's access counter: events per key (the "API path"), three ways.
+"""Seed 003's access counter: events per key (the "API path"), four ways.
 
 ``key-count`` is a streaming aggregation (``groupBy(key)`` with count, sum of values and the list of
 event ids) in update mode, upserted by key through foreachBatch. The state store and the offsets
@@ -9,6 +9,10 @@ batch.
 ``api-count`` is the same counter without provenance (``groupBy(key).count()`` plus a sum): what a
 real dashboard stores. Loss or duplication can only be inferred from per-key deltas, and the
 verdict says so. Exactly-once for the same reason as ``key-count``.
+
+``api-count-two-phase`` writes the same totals through a two-phase sink (staged by batch id, then
+published once per batch id, ``chaos/sinks/sqlite_keyed.py``): exactly-once, and a replay after the
+publish is skipped rather than rewritten.
 
 ``api-count-increment`` has no streaming state: each batch is counted inside foreachBatch and added
 to the table (``n = n + delta``). A batch replayed after the sink wrote it is added twice:
@@ -67,9 +71,10 @@ class StatefulCounter(_SqliteCounter):
 
     state = True
 
-    def __init__(self, name: str, provenance: bool, description: str) -> None:
+    def __init__(self, name: str, provenance: bool, description: str, mode: str = "upsert") -> None:
         self.name = name
         self.provenance = provenance
+        self.mode = mode
         self.guarantee = "exactly-once"
         self.description = description
 
@@ -139,6 +144,11 @@ KEY_COUNT = StatefulCounter(
 API_COUNT = StatefulCounter(
     "api-count", False,
     "streaming groupBy(key).count() in update mode, upserted by key: exactly-once, judged by per-key counts.",
+)
+API_COUNT_TWO_PHASE = StatefulCounter(
+    "api-count-two-phase", False,
+    "api-count into a two-phase sink: totals staged by batch id, then published once per batch id: exactly-once.",
+    mode="two-phase",
 )
 API_COUNT_INCREMENT = IncrementingCounter()
 RESCALE = RescaledCounter(
