@@ -107,6 +107,48 @@ def warm_up(spark, wait: float = 15.0) -> bool:
     return True
 
 
+def rehearse(spark, config: dict, timeout: float = 60.0) -> bool:
+    """Run the pipeline's own query for one small batch on a scratch checkpoint and sink, with no barriers.
+
+    ``warm_up`` starts Python workers, but not the ones the query's reader tasks use, nor the query's
+    code paths (planning, codegen, state store, the foreachBatch callback). A rehearsal runs exactly
+    those, so the standby's takeover starts the real query on a warm JVM and warm workers. Only for
+    pipelines whose side effects stay in the scratch directory: no database sink, no JVM hook that
+    reports to the controller, the harness's own source.
+    """
+    import shutil
+    import tempfile
+    import time
+
+    from pipelines_under_test import DriverContext, resolve
+
+    pipeline = resolve(config["pipeline"])
+    if pipeline.database or pipeline.own_source or pipeline.boot_conf():
+        return False
+    scratch = Path(tempfile.mkdtemp(prefix="rehearsal-", dir=Path(config["sink_dir"]).parent))
+    try:
+        (scratch / "sink").mkdir()
+        pipeline.prepare_sink(scratch / "sink")
+        checkpoint = str(scratch / "checkpoint")
+        source = make_source(spark, {**config, "controller": "", "checkpoint": checkpoint, "events_per_batch": 20})
+        ctx = DriverContext(spark, source, checkpoint, scratch / "sink", -1, lambda *a, **k: None,
+                            events=config.get("events", 0), partitions=config.get("partitions", 1),
+                            events_per_batch=20)
+        query = pipeline.start(ctx)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline and query.isActive:
+                progress = query.lastProgress
+                if progress is not None and progress.get("batchId", -1) >= 0:
+                    return True
+                time.sleep(0.1)
+            return False
+        finally:
+            query.stop()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def tell(spark, config: dict, event: str, incarnation: int) -> None:
     """A driver event for the harness's controller (recorded in the history)."""
     host, port = config["controller"].rsplit(":", 1)
@@ -173,8 +215,8 @@ def main(argv: list[str]) -> int:
 
             if not resolve(config["pipeline"]).own_source:
                 source = make_source(spark, config)
-            warm = warm_up(spark)
-            print(f"streamchaos: standby incarnation {incarnation} booted, {'warm' if warm else 'no executors'} "
+            warm = warm_up(spark) and ("rehearsed" if rehearse(spark, config) else "warm")
+            print(f"streamchaos: standby incarnation {incarnation} booted, {warm or 'no executors'} "
                   f"({spark.sparkContext.applicationId}), waiting for the active driver to die", flush=True)
             tell(spark, config, "standby-ready", incarnation)
             while not go.wait(0.05):

@@ -81,6 +81,9 @@ def test_cold_restart_replays_what_the_standby_replayed(append_kill, spark_clust
     again = trial(spark_cluster, tmp_path, "passthrough-append", *APPEND_KILL, "--standby")
     assert any(r["detail"].get("standby") for r in history(again) if r["kind"] == "driver")
     assert not any(r["detail"].get("standby") for r in history(append_kill) if r["kind"] == "driver")
+    # The standby rehearsed the query on a scratch checkpoint and sink: nothing of it reaches the trial.
+    assert "booted, rehearsed" in (Path(again["run_dir"]) / "logs" / "driver-1.log").read_text()
+    assert not list(Path(again["run_dir"]).glob("rehearsal-*"))
 
     def ranges(r):
         return [(b["batch"], b["start"], b["end"]) for b in r["offsets"]]
