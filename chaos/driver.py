@@ -5,10 +5,10 @@ the driver kills all of it, as losing the driver's host would. Each incarnation 
 from the same checkpoint: Spark re-runs the last batch that has offsets/N but no commits/N.
 
 Start-up is split in two steps, ``boot`` (JVM + SparkSession, the slow part) and ``run`` (start the
-query). ``--standby`` boots and then waits for SIGUSR1: the harness keeps one such pre-warmed driver
-(with its own application and, where the workers have cores to spare, its own executors) and wakes
-it when the active one dies, like Flink's standby JobManager. It then does exactly what a cold
-restart does: start the query from the same checkpoint.
+query). ``--standby`` boots, rehearses the query (``rehearse``) and then waits for SIGUSR1: the
+harness keeps one such pre-warmed driver (with its own application and, where the workers have cores
+to spare, its own executors) and wakes it when the active one dies, like Flink's standby JobManager.
+It then does exactly what a cold restart does: start the query from the same checkpoint.
 SIGTERM stops the query cleanly (used after the input is drained).
 """
 
