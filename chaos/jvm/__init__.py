@@ -20,7 +20,6 @@ from chaos.errors import UserError
 
 SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 COMMIT_PROTOCOL_CLASS = "streamchaos.BarrierCommitProtocol"
-CONSOLE_BARRIER_CLASS = "streamchaos.ConsoleBarrier"
 
 
 def cache_dir() -> Path:
