@@ -1,16 +1,20 @@
-"""Benchmark: the standard trial, naive (fresh cluster, cold driver restarts) vs optimized (reused
-harness, pre-warmed standby driver), in one process and one run.
+"""Benchmark: the standard trial, naive (fresh cluster, cold driver restarts, the JVM's defaults) vs
+optimized (reused harness, quick-start JVM flags, pre-warmed standby driver), in one process and one run.
 
-    python benchmarks/trial_speed.py [--runs 3] [--out runs/bench-trial-speed]
+    python benchmarks/trial_speed.py [--runs 3] [--out runs/bench-trial-speed] [--modes naive,optimized]
+
+``--modes naive,reuse,quick,optimized`` adds one lever at a time: ``reuse`` one harness for all
+trials, ``quick`` plus ``chaos.cluster.QUICK_JVM_OPTIONS`` on every Spark JVM, ``optimized`` plus
+the standby. The first mode is the baseline of the printed ratios.
 
 The standard trial (issue 7): catalogue ``api-count`` with its idempotent sink, 5000 events in 10
 micro-batches, faults ``kill-driver@3:sink-done``, ``kill-executor@5:reading``,
 ``kill-driver@7:planned``. Naive: every trial starts its own cluster (master, two 1-core workers),
-event log and proxy, and a killed driver restarts cold. Optimized: one harness for all trials
-(two 2-core workers, so a standby application holds executors too) and a standby driver that takes
-over a killed one. Prints per mode the median trial time (naive includes its cluster start),
-median kill-driver -> next committed batch, the verdicts (they must be identical) and the peak
-summed RSS of every process the harness owns.
+event log and proxy, with the JVM's default flags, and a killed driver restarts cold. Optimized: one
+harness for all trials (two 2-core workers, so a standby application holds executors too), C1-only
+serial-GC JVMs, and a standby driver that takes over a killed one. Prints per mode the median trial
+time (naive includes its cluster start), median kill-driver -> next committed batch, the verdicts
+(they must be identical) and the peak summed RSS of every process the harness owns.
 """
 
 from __future__ import annotations
@@ -72,50 +76,70 @@ def driver_recoveries(result: dict) -> list[float]:
     return [r["seconds"] for r in result["recoveries"] if r["seconds"] is not None and "driver" in r["spec"]]
 
 
-def naive(out: Path, k: int) -> dict:
+# Each mode: the Harness options, and whether every trial gets a fresh harness (its cluster start charged
+# to the trial) or one harness serves all trials (its start charged to the first).
+MODES: dict[str, tuple[dict, bool]] = {
+    "naive": ({"standby": False, "quick_jvm": False}, True),
+    "reuse": ({"standby": False, "quick_jvm": False}, False),
+    "quick": ({"standby": False, "quick_jvm": True}, False),
+    "optimized": ({"standby": True, "quick_jvm": True}, False),
+}
+
+
+def one_trial(harness: Harness, run_dir: Path) -> dict:
     t0 = time.monotonic()
-    with Harness(workdir=out / f"naive-{k}", standby=False) as harness:
-        result = harness.trial(standard(), out / f"naive-{k}" / "trial")
-    seconds = time.monotonic() - t0
-    return {"seconds": seconds, "recoveries": driver_recoveries(result),
-            "verdict": check_run(out / f"naive-{k}" / "trial")["verdict"],
+    result = harness.trial(standard(), run_dir)
+    return {"seconds": time.monotonic() - t0, "recoveries": driver_recoveries(result),
+            "verdict": check_run(run_dir)["verdict"],
             "offsets": [(b["batch"], b["end"]) for b in result["offsets"]]}
 
 
-def optimized(harness: Harness, out: Path, k: int) -> dict:
+def run_mode(mode: str, out: Path, runs: int) -> list[dict]:
+    options, fresh = MODES[mode]
+    rows: list[dict] = []
+
+    def show(row: dict) -> None:
+        rows.append(row)
+        print(f"{mode} {len(rows) - 1}: {row['seconds']:.1f}s, recoveries "
+              f"{[round(x, 1) for x in row['recoveries']]}, {row['verdict']}", flush=True)
+
+    if fresh:
+        for k in range(runs):
+            t0 = time.monotonic()
+            with Harness(workdir=out / f"{mode}-{k}", **options) as harness:
+                row = one_trial(harness, out / f"{mode}-{k}" / "trial")
+            row["seconds"] = time.monotonic() - t0
+            show(row)
+        return rows
     t0 = time.monotonic()
-    result = harness.trial(standard(), out / f"optimized-{k}")
-    seconds = time.monotonic() - t0
-    return {"seconds": seconds, "recoveries": driver_recoveries(result),
-            "verdict": check_run(out / f"optimized-{k}")["verdict"],
-            "offsets": [(b["batch"], b["end"]) for b in result["offsets"]]}
+    with Harness(workdir=out / mode, **options) as harness:
+        start = time.monotonic() - t0
+        for k in range(runs):
+            row = one_trial(harness, out / f"{mode}-{k}")
+            if k == 0:
+                row["seconds"] += start  # the one cluster start, charged to the first trial
+            show(row)
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="trials per mode")
     parser.add_argument("--out", type=Path, default=Path("runs") / time.strftime("bench-trial-speed-%H%M%S"))
+    parser.add_argument("--modes", default="naive,optimized",
+                        help=f"comma-separated, the first is the baseline; of {', '.join(MODES)}")
     args = parser.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        sys.exit(f"unknown mode(s) {', '.join(unknown) or '(none)'}: pick from {', '.join(MODES)}")
     out = args.out.resolve()
-    rows: dict[str, list[dict]] = {"naive": [], "optimized": []}
+    rows: dict[str, list[dict]] = {}
     peaks: dict[str, int] = {}
-    with RssPeak() as peak:
-        for k in range(args.runs):
-            rows["naive"].append(naive(out, k))
-            print(f"naive {k}: {rows['naive'][-1]['seconds']:.1f}s, recoveries {rows['naive'][-1]['recoveries']}, "
-                  f"{rows['naive'][-1]['verdict']}", flush=True)
-    peaks["naive"] = peak.peak
-    with RssPeak() as peak:
-        t0 = time.monotonic()
-        with Harness(workdir=out / "optimized", standby=True) as harness:
-            start = time.monotonic() - t0
-            for k in range(args.runs):
-                rows["optimized"].append(optimized(harness, out, k))
-                if k == 0:
-                    rows["optimized"][0]["seconds"] += start  # the one cluster start, charged to the first trial
-                print(f"optimized {k}: {rows['optimized'][-1]['seconds']:.1f}s, recoveries "
-                      f"{rows['optimized'][-1]['recoveries']}, {rows['optimized'][-1]['verdict']}", flush=True)
-    peaks["optimized"] = peak.peak
+    for mode in modes:
+        with RssPeak() as peak:
+            rows[mode] = run_mode(mode, out, args.runs)
+        peaks[mode] = peak.peak
 
     print(f"\nstandard trial: api-count, 5000 events, 10 batches, {' '.join(FAULTS)}; {args.runs} runs per mode")
     print(f"{'mode':<10} {'median trial s':>15} {'median kill->commit s':>22} {'peak RSS MiB':>13}  verdicts")
@@ -125,10 +149,13 @@ def main() -> None:
         rec = statistics.median(x for r in rs for x in r["recoveries"]) if any(r["recoveries"] for r in rs) else 0
         print(f"{mode:<10} {med[mode]:>15.1f} {rec:>22.1f} {peaks[mode] / 2**20:>13.0f}  "
               f"{sorted({r['verdict'] for r in rs})}")
-    same = {r["verdict"] for r in rows["naive"]} == {r["verdict"] for r in rows["optimized"]}
-    same_offsets = all(r["offsets"] == rows["naive"][0]["offsets"] for rs in rows.values() for r in rs)
-    print(f"ratio optimized/naive: {med['optimized'] / med['naive']:.2f} (target <= 0.33); "
-          f"verdicts identical: {same}; planned offsets identical: {same_offsets}")
+    base = modes[0]
+    same = len({frozenset(r["verdict"] for r in rs) for rs in rows.values()}) == 1
+    same_offsets = all(r["offsets"] == rows[base][0]["offsets"] for rs in rows.values() for r in rs)
+    for mode in modes[1:]:
+        target = " (target <= 0.33)" if mode == "optimized" else ""
+        print(f"ratio {mode}/{base}: {med[mode] / med[base]:.2f}{target}")
+    print(f"verdicts identical: {same}; planned offsets identical: {same_offsets}")
 
 
 if __name__ == "__main__":

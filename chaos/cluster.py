@@ -29,6 +29,13 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
+# JVM flags for every Spark process the harness starts (master, workers, drivers, executors). A trial's
+# JVMs live for seconds to minutes and run small batches: the C2 compiler and G1's parallel threads
+# spend the 2 cores on start-up, not on work. C1 only and the serial collector halve a driver's boot
+# and first query here (local[2], beside a busy trial: 19-21 s -> 9-11 s); benchmarks/trial_speed.py
+# measures them in the trial. ``Harness(quick_jvm=False)`` keeps the JVM's defaults.
+QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 
 def spark_home() -> str:
     import pyspark
@@ -36,8 +43,9 @@ def spark_home() -> str:
     return os.path.dirname(pyspark.__file__)
 
 
-def spark_env() -> dict[str, str]:
-    """Environment for every Spark process we start: loopback only, this Python for workers."""
+def spark_env(java_options: str = "") -> dict[str, str]:
+    """Environment for every Spark process we start: loopback only, this Python for workers, and
+    ``java_options`` for the master's and workers' JVMs (``SPARK_DAEMON_JAVA_OPTS``)."""
     env = dict(os.environ)
     env.update(
         SPARK_HOME=spark_home(),
@@ -47,6 +55,8 @@ def spark_env() -> dict[str, str]:
         PYSPARK_DRIVER_PYTHON=sys.executable,
         SPARK_NO_DAEMONIZE="1",
     )
+    if java_options:
+        env["SPARK_DAEMON_JAVA_OPTS"] = " ".join(filter(None, [env.get("SPARK_DAEMON_JAVA_OPTS", ""), java_options]))
     return env
 
 
@@ -147,6 +157,7 @@ class StandaloneCluster(Cluster):
         worker_cores: int = 1,
         worker_memory: str = "1g",
         master_port: int | None = None,
+        java_options: str = "",
     ) -> None:
         if master_port is not None and port_in_use(master_port):
             raise UserError(f"port {master_port} on 127.0.0.1 is in use: pick another master port or free it")
@@ -157,6 +168,7 @@ class StandaloneCluster(Cluster):
         self.workers = workers
         self.worker_cores = worker_cores
         self.worker_memory = worker_memory
+        self.java_options = java_options
         self.master: Group | None = None
         self.worker_list: list[Group | None] = [None] * workers
 
@@ -170,7 +182,7 @@ class StandaloneCluster(Cluster):
             "master",
             [self._spark_class(), MASTER_CLASS, "--host", "127.0.0.1", "--port", str(self.port),
              "--webui-port", str(free_port())],
-            env=spark_env(),
+            env=spark_env(self.java_options),
             log_path=log,
         )
         ok = wait_until(lambda: "ALIVE" in _read(log) or not self.master.alive(), 90, 0.2)
@@ -189,7 +201,7 @@ class StandaloneCluster(Cluster):
         log.write_text("")  # a restart's log starts fresh, so readiness reads this start's lines
         work = self.workdir / f"worker-{i}"
         work.mkdir(exist_ok=True)
-        env = spark_env()
+        env = spark_env(self.java_options)
         env["SPARK_WORKER_DIR"] = str(work)
         self.worker_list[i] = self.owned.spawn(
             f"worker-{i}",
@@ -264,12 +276,13 @@ class StandaloneCluster(Cluster):
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
 
 
-def make_cluster(spec: str, owned: Owned, workdir: Path, workers: int = 2, worker_cores: int = 1) -> Cluster:
+def make_cluster(spec: str, owned: Owned, workdir: Path, workers: int = 2, worker_cores: int = 1,
+                 java_options: str = "") -> Cluster:
     """``standalone`` | ``local-cluster[W,C,M]`` | ``spark://host:port``."""
     if spec == "standalone":
         # Each worker's memory fits one 512m executor per core (a standby application holds its own).
         return StandaloneCluster(owned, workdir, workers=workers, worker_cores=worker_cores,
-                                 worker_memory=f"{worker_cores}g")
+                                 worker_memory=f"{worker_cores}g", java_options=java_options)
     if _LOCAL_CLUSTER.match(spec):
         return LocalCluster(spec)
     if re.match(r"^spark://[^:/]+:\d+$", spec):

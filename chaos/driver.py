@@ -41,7 +41,7 @@ def boot(config: dict, incarnation: int = 0):
         .config("spark.sql.shuffle.partitions", str(config.get("shuffle_partitions", 2)))
         .config("spark.executor.memory", config.get("executor_memory", "512m"))
         .config("spark.driver.memory", config.get("driver_memory", "1g"))
-        .config("spark.driver.extraJavaOptions", "-Xss16m")
+        .config("spark.driver.extraJavaOptions", f"-Xss16m {config.get('java_options', '')}".strip())
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.python.worker.reuse", "true")
         # For JVM-side phase barriers (the file sink's commit protocol).
@@ -50,6 +50,8 @@ def boot(config: dict, incarnation: int = 0):
     )
     if config.get("cores_max"):
         builder = builder.config("spark.cores.max", str(config["cores_max"]))
+    if config.get("java_options"):
+        builder = builder.config("spark.executor.extraJavaOptions", config["java_options"])
     # The pipeline's JVM settings (class path of its hooks) must be there before the JVM starts.
     for key, value in {**resolve(config["pipeline"]).boot_conf(), **(config.get("spark_conf") or {})}.items():
         builder = builder.config(key, value)

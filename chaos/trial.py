@@ -29,7 +29,7 @@ import polars as pl
 
 from chaos.atomic import write_json
 from chaos.channels import Channels
-from chaos.cluster import Cluster, make_cluster, spark_env
+from chaos.cluster import QUICK_JVM_OPTIONS, Cluster, make_cluster, spark_env
 from chaos.controller import Controller, History
 from chaos.errors import UserError
 from chaos.eventlog import EventLogServer
@@ -70,8 +70,11 @@ class Harness:
     """What lives across the trials of one run: owned processes, the cluster, the event log server."""
 
     def __init__(self, cluster: str = "standalone", workers: int = 2, workdir: Path | None = None,
-                 toxiproxy: str | None = None, standby: bool = False, worker_cores: int | None = None) -> None:
+                 toxiproxy: str | None = None, standby: bool = False, worker_cores: int | None = None,
+                 quick_jvm: bool = True) -> None:
         self.cluster_spec = cluster
+        # JVM flags of every Spark process started for the trials (chaos.cluster.QUICK_JVM_OPTIONS).
+        self.java_options = QUICK_JVM_OPTIONS if quick_jvm else ""
         # A pre-warmed standby driver replaces a killed one (see chaos/driver.py); off by default: on
         # 2 cores it cuts kill -> commit 3x but not the trial's time, and costs 1.5 GiB (benchmarks/trial_speed.py).
         self.standby = standby
@@ -92,7 +95,7 @@ class Harness:
     def __enter__(self) -> Harness:
         require_java()
         self.cluster = make_cluster(self.cluster_spec, self.owned, self.workdir / "cluster", self.workers,
-                                    worker_cores=self.worker_cores)
+                                    worker_cores=self.worker_cores, java_options=self.java_options)
         reap_orphans()
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
@@ -241,8 +244,11 @@ class Trial:
 
     def _keep_standby(self) -> None:
         """Boot the next incarnation ahead: the first beside the first driver, later ones once the active
-        driver has committed a batch (not beside its recovery, which it would slow down on 2 cores)."""
+        driver has committed a batch (not beside its recovery, which it would slow down on 2 cores), and
+        only while a driver kill is still ahead: a standby nobody takes over from costs a JVM, a session
+        and executors on the 2 cores the trial runs on."""
         if (self.standby is None and self.wants_standby
+                and any(f.action == "kill-driver" for f in self.controller.unfired())
                 and (self.incarnation == 0 or self.committed_by == self.incarnation)):
             self.standby = self._spawn_driver(self.incarnation + 1, standby=True)
             self.history.add("driver", event="standby", incarnation=self.incarnation + 1, pid=self.standby.pid)
@@ -275,6 +281,7 @@ class Trial:
             "events": events.height,
             "partitions": self.scenario.partitions,
             "cores_max": self.scenario.workers,
+            "java_options": self.h.java_options,
         }, indent=2))
         watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height, feed)
         started = time.monotonic()
