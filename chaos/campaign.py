@@ -123,7 +123,8 @@ class Campaign:
                 skipped.append({"pipeline": name, "reason": reason})
                 continue
             actions = applicable_actions(spec.kinds, sink_channel=pipeline.sink_channel,
-                                         database=pipeline.database, owns_workers=owns_workers)
+                                         database=pipeline.database, owns_workers=owns_workers,
+                                         source_channel=not pipeline.own_source)
             fixed = (spec.schedules or {}).get(name)
             if not actions and not spec.examples and fixed is None:
                 skipped.append({"pipeline": name, "reason": f"no fault of kind(s) {','.join(spec.kinds)} applies"})
@@ -286,7 +287,8 @@ class Campaign:
         resolved = resolve(pipeline)
         expected = self.spec.expect or resolved.guarantee
         actions = applicable_actions(self.spec.kinds, sink_channel=resolved.sink_channel,
-                                     database=resolved.database, owns_workers=self.spec.cluster == "standalone")
+                                     database=resolved.database, owns_workers=self.spec.cluster == "standalone",
+                                     source_channel=not resolved.own_source)
         progress.note(f"shrinking {origin_id} ({', '.join(base.faults)}) for {pipeline}")
         minimal = shrink_schedule(base.faults, violates, actions=actions, budget=self.spec.shrink_trials,
                                   phases=resolved.phases)

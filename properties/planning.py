@@ -50,14 +50,17 @@ def parse_kinds(text: str | Iterable[str] | None) -> tuple[str, ...]:
 
 
 def applicable_actions(kinds: Iterable[str], *, sink_channel: bool, database: bool,
-                       owns_workers: bool) -> tuple[str, ...]:
-    """The actions of ``kinds`` a pipeline and cluster can take, in shrink order."""
+                       owns_workers: bool, source_channel: bool = True) -> tuple[str, ...]:
+    """The actions of ``kinds`` a pipeline and cluster can take, in shrink order. A pipeline with a
+    source of its own (socket, rate) has no source channel: a fault there would change nothing."""
     wanted = {a for k in kinds for a in FAULT_KINDS[k]}
     out = []
     for action in ACTION_ORDER:
         if action not in wanted:
             continue
         if action.endswith("-sink") and not sink_channel:
+            continue
+        if action.endswith("-source") and not source_channel:
             continue
         if action == "kill-sink-db" and not database:
             continue

@@ -25,6 +25,8 @@ def test_actions_follow_pipeline_and_cluster():
         "kill-driver", "kill-executor")
     channel = applicable_actions(["channel"], sink_channel=False, database=False, owns_workers=True)
     assert channel and all(a.endswith("-source") for a in channel)
+    assert applicable_actions(["channel", "kill"], sink_channel=False, database=False, owns_workers=True,
+                              source_channel=False) == KILLS  # a source of its own: no source channel
     assert "kill-sink-db" in applicable_actions(["db"], sink_channel=True, database=True, owns_workers=True)
 
 

@@ -23,6 +23,7 @@ from tests.conftest import cli, left_by
         (["trial", "passthrough-append", "--bogus"], "No such option"),
         (["trial", "passthrough-append", "--fault", "kill-sink-db@1:sink-write"], "has no sink database"),
         (["trial", "key-count", "--fault", "cut-sink@1:sink-write/3s"], "has no sink channel"),
+        (["trial", "socket-source", "--fault", "cut-source@1:reading/3s"], "reads a source of its own"),
         (["trial", "pg-append", "--fault", "delay-sink@1:sink-write/latency=x"], "unknown argument 'latency=x'"),
         (["trial", "rescale", "--fault", "stop-driver@1:sink-done"], "goes at :committed"),
         (["conformance", "--only", "nope"], "no conformance row for nope"),
