@@ -25,6 +25,14 @@ from pathlib import Path
 from chaos import barrier
 
 
+def driver_java_options(config: dict) -> str:
+    """A deep stack for Spark's plan recursion, the harness's JVM flags, its class archive if built."""
+    options = ["-Xss16m", config.get("java_options") or ""]
+    if config.get("class_archive"):
+        options.append(f"-XX:SharedArchiveFile={config['class_archive']}")
+    return " ".join(o for o in options if o)
+
+
 def boot(config: dict, incarnation: int = 0):
     from pyspark.sql import SparkSession
 
@@ -41,7 +49,7 @@ def boot(config: dict, incarnation: int = 0):
         .config("spark.sql.shuffle.partitions", str(config.get("shuffle_partitions", 2)))
         .config("spark.executor.memory", config.get("executor_memory", "512m"))
         .config("spark.driver.memory", config.get("driver_memory", "1g"))
-        .config("spark.driver.extraJavaOptions", f"-Xss16m {config.get('java_options', '')}".strip())
+        .config("spark.driver.extraJavaOptions", driver_java_options(config))
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.python.worker.reuse", "true")
         # For JVM-side phase barriers (the file sink's commit protocol).

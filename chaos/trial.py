@@ -34,6 +34,7 @@ from chaos.controller import Controller, History
 from chaos.errors import UserError
 from chaos.eventlog import EventLogServer
 from chaos.java import require_java
+from chaos.jvm.archive import driver_archive
 from chaos.nemesis import Nemesis
 from chaos.postgres import PostgresServer
 from chaos.procs import Group, Owned, reap_orphans
@@ -76,8 +77,11 @@ class Harness:
                  toxiproxy: str | None = None, standby: bool = False, worker_cores: int | None = None,
                  quick_jvm: bool = True) -> None:
         self.cluster_spec = cluster
-        # JVM flags of every Spark process started for the trials (chaos.cluster.QUICK_JVM_OPTIONS).
+        # JVM flags of every Spark process started for the trials (chaos.cluster.QUICK_JVM_OPTIONS), and
+        # the drivers' class archive (chaos/jvm/archive.py), built on the first quick-JVM harness's start.
+        self.quick_jvm = quick_jvm
         self.java_options = QUICK_JVM_OPTIONS if quick_jvm else ""
+        self.class_archive: Path | None = None
         # A pre-warmed standby driver replaces a killed one (see chaos/driver.py); off by default: on
         # 2 cores it cuts kill -> commit 3x but not the trial's time, and costs 1.5 GiB (benchmarks/trial_speed.py).
         self.standby = standby
@@ -102,6 +106,10 @@ class Harness:
         reap_orphans()
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
+            if self.quick_jvm:
+                t0 = time.monotonic()
+                self.class_archive = driver_archive(self.java_options, self.owned)
+                self.timings["class_archive_s"] = round(time.monotonic() - t0, 2)
             t0 = time.monotonic()
             self.cluster.start()
             self.timings["cluster_start_s"] = round(time.monotonic() - t0, 2)
@@ -285,6 +293,7 @@ class Trial:
             "partitions": self.scenario.partitions,
             "cores_max": self.scenario.workers,
             "java_options": self.h.java_options,
+            "class_archive": str(self.h.class_archive) if self.h.class_archive else None,
         }, indent=2))
         watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height, feed)
         started = time.monotonic()

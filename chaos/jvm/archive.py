@@ -1,0 +1,103 @@
+"""A class-data-sharing (AppCDS) archive of a Spark driver's classes, built once per machine.
+
+A trial boots a driver JVM for every incarnation (and one per standby). Most of a boot is loading and
+verifying the same ~15,000 classes from Spark's jars; a dynamic CDS archive (JDK 13+) keeps them
+parsed in a file every driver maps instead. ``driver_archive()`` returns the archive for this JDK,
+PySpark and flag set, building it on first use: one driver runs a small batch and streaming workload
+with ``-XX:ArchiveClassesAtExit`` and the JVM writes the archive as it exits (~20 s, ~150 MB under
+``~/.cache/streamchaos``). Drivers then start with ``-XX:SharedArchiveFile``; the JVM's default
+``-Xshare:auto`` ignores an archive that does not match (another class path, e.g. a pipeline's hooks
+jar), so a stale or foreign archive costs nothing but its benefit. ``benchmarks/jvm_boot.py`` measures
+what it saves.
+
+    python -m chaos.jvm.archive OUT.jsa JAVA_OPTIONS   # the dumping driver (run by driver_archive)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from chaos.jvm import cache_dir
+from chaos.procs import Owned, wait_until
+
+BUILD_TIMEOUT = 300.0
+
+
+def _java_identity() -> bytes:
+    from chaos.java import java_binary
+
+    binary = java_binary()
+    if binary is None:
+        return b""
+    try:
+        done = subprocess.run([binary, "-version"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return b""
+    return binary.encode() + done.stderr + done.stdout
+
+
+def archive_path(java_options: str) -> Path:
+    import pyspark
+
+    key = hashlib.sha256(_java_identity() + pyspark.__version__.encode() + java_options.encode()).hexdigest()[:16]
+    return cache_dir() / f"driver-classes-{key}.jsa"
+
+
+def driver_archive(java_options: str, owned: Owned | None = None) -> Path | None:
+    """The archive for drivers started with ``java_options``, built if missing when ``owned`` (the
+    harness's process set, so an interrupted build leaves no JVM behind) is given. None when it
+    cannot be built: drivers then simply start without it."""
+    path = archive_path(java_options)
+    if path.exists() or owned is None:
+        return path if path.exists() else None
+    from chaos.cluster import spark_env
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    group = owned.spawn("class-archive", [sys.executable, "-m", "chaos.jvm.archive", str(partial), java_options],
+                        env=spark_env())
+    # Python exits first; its JVM writes the archive as it exits after it: wait for the whole group.
+    done = wait_until(lambda: not group.alive() and not group.members(), BUILD_TIMEOUT, 0.2)
+    ok = done and group.proc.returncode == 0
+    group.kill()
+    owned.forget(group)
+    if not ok or not partial.exists() or partial.stat().st_size == 0:
+        partial.unlink(missing_ok=True)
+        return None
+    partial.replace(path)  # atomic: a concurrent build of the same archive is harmless
+    return path
+
+
+def _dump(out: str, java_options: str) -> None:
+    """Run what a trial's driver runs (session, a batch aggregation, a stateful streaming query) so the
+    archive holds those classes; the JVM writes it when this process's gateway exits."""
+    import tempfile
+    import time
+
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[1]").appName("streamchaos-class-archive")
+             .config("spark.ui.enabled", "false")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.sql.shuffle.partitions", "1")
+             .config("spark.driver.extraJavaOptions", f"-Xss16m {java_options} -XX:ArchiveClassesAtExit={out}")
+             .getOrCreate())
+    spark.range(100).selectExpr("id % 7 AS k").groupBy("k").count().collect()
+    with tempfile.TemporaryDirectory(prefix="streamchaos-archive-") as tmp:
+        query = (spark.readStream.format("rate").option("rowsPerSecond", "50").load()
+                 .selectExpr("value % 5 AS k").groupBy("k").count()
+                 .writeStream.outputMode("update").format("memory").queryName("archive_probe")
+                 .option("checkpointLocation", tmp).start())
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and query.isActive and (query.lastProgress or {}).get("batchId", -1) < 1:
+            time.sleep(0.2)
+        query.stop()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    _dump(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "")

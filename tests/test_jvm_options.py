@@ -1,0 +1,30 @@
+"""The JVM settings a driver starts with: flags, stack, class archive (no JVM started here)."""
+
+from __future__ import annotations
+
+from chaos.cluster import QUICK_JVM_OPTIONS, spark_env
+from chaos.driver import driver_java_options
+from chaos.jvm.archive import archive_path, driver_archive
+
+
+def test_driver_options_carry_flags_and_archive_only_when_given():
+    assert driver_java_options({}) == "-Xss16m"
+    quick = driver_java_options({"java_options": QUICK_JVM_OPTIONS, "class_archive": "/c/a.jsa"})
+    assert quick == f"-Xss16m {QUICK_JVM_OPTIONS} -XX:SharedArchiveFile=/c/a.jsa"
+    assert "SharedArchiveFile" not in driver_java_options({"java_options": QUICK_JVM_OPTIONS, "class_archive": None})
+
+
+def test_daemon_options_reach_master_and_workers_only_when_asked(monkeypatch):
+    monkeypatch.delenv("SPARK_DAEMON_JAVA_OPTS", raising=False)
+    assert "SPARK_DAEMON_JAVA_OPTS" not in spark_env()
+    assert spark_env(QUICK_JVM_OPTIONS)["SPARK_DAEMON_JAVA_OPTS"] == QUICK_JVM_OPTIONS
+    monkeypatch.setenv("SPARK_DAEMON_JAVA_OPTS", "-Dmine=1")  # the user's own flags are kept
+    assert spark_env(QUICK_JVM_OPTIONS)["SPARK_DAEMON_JAVA_OPTS"] == f"-Dmine=1 {QUICK_JVM_OPTIONS}"
+
+
+def test_archive_is_per_flag_set_and_not_built_without_an_owner(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert archive_path("") != archive_path(QUICK_JVM_OPTIONS)
+    assert archive_path(QUICK_JVM_OPTIONS).parent == tmp_path / "streamchaos"
+    assert driver_archive(QUICK_JVM_OPTIONS) is None  # no process set to build it in: none, nothing written
+    assert not (tmp_path / "streamchaos").exists()
