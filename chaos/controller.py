@@ -72,6 +72,7 @@ class Controller:
     def __init__(self, history: History, faults: list[Fault], fire: Fire) -> None:
         self.history = history
         self.armed = [ArmedFault(f) for f in faults]
+        self.disarmed = False  # after the drain: phases are still recorded, no fault fires any more
         self.fire = fire
         self.fire_lock = threading.Lock()
         self.attempts: dict[tuple, int] = {}
@@ -132,7 +133,7 @@ class Controller:
                 listener(batch, phase)
             for armed in self.armed:
                 f = armed.fault
-                if armed.fired or f.batch != batch or f.phase != phase:
+                if self.disarmed or armed.fired or f.batch != batch or f.phase != phase:
                     continue
                 armed.fired = True
                 try:

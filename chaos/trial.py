@@ -303,6 +303,8 @@ class Trial:
             self._start_driver()
             outcome, reason = self._supervise(watcher)
             self.nemesis.wait_heals()
+            if outcome == "drained" and self.pipeline.settle_commits:
+                self._settle(watcher)
         except BaseException:
             for group in (self.driver, self.standby):  # interrupted: no graceful stop, the user is waiting
                 if group is not None:
@@ -358,6 +360,22 @@ class Trial:
             self.history.add("restart", incarnation=self.incarnation + 1, downtime=downtime)
             self._start_driver()
             last_progress = time.monotonic()
+
+    def _settle(self, watcher: CheckpointWatcher) -> None:
+        """Stop the drained query, restart it from its checkpoint with every fault disarmed, and let it
+        commit ``settle_commits`` more times: what a user's restart after a stop would still deliver."""
+        self.controller.disarmed = True
+        self._stop_driver()
+        before = max(watcher.committed, default=-1)
+        self.history.add("settle", incarnation=self.incarnation + 1, commits=self.pipeline.settle_commits)
+        self._start_driver()
+        wanted = before + self.pipeline.settle_commits
+        deadline = time.monotonic() + self.scenario.recovery_timeout
+        while (max(watcher.committed, default=-1) < wanted and self.driver.alive()
+               and time.monotonic() < deadline):
+            time.sleep(0.1)
+        self.history.add("settled", incarnation=self.incarnation, last_commit=max(watcher.committed, default=-1),
+                         alive=self.driver.alive())
 
     def _stop_driver(self) -> None:
         if self.standby is not None:

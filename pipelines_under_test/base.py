@@ -75,6 +75,10 @@ class Pipeline:
     phases: tuple[str, ...] = PHASES
     # ``streamchaos conformance``'s fault schedules for this pipeline, when the standard mix cannot fit it.
     conformance_mix: tuple[str, ...] = ()
+    # Commits a fresh incarnation must add after the input is drained, before the verdict: for a query
+    # whose committed offsets can name rows it never wrote (continuous processing), so rows a restart
+    # still delivers count as delayed, not lost. 0: the drain is final (micro-batch queries).
+    settle_commits: int = 0
 
     @property
     def query_name(self) -> str:

@@ -53,6 +53,19 @@ def test_other_phases_and_batches_pass_and_unfired_faults_are_listed():
         ctl.close()
 
 
+def test_a_disarmed_controller_records_phases_and_fires_nothing():
+    """After the drain (a settling restart) phases are history, not triggers."""
+    fired = []
+    history, ctl = make(["kill-driver@5:sink-done"], lambda f, d: fired.append(f.spec) or {"done": True})
+    try:
+        ctl.disarmed = True
+        barrier.report(ctl.address, 5, "sink-done")
+        assert fired == [] and [f.spec for f in ctl.unfired()] == ["kill-driver@5:sink-done"]
+        assert [(r["kind"], r["batch"]) for r in history.snapshot()] == [("phase", 5)]
+    finally:
+        ctl.close()
+
+
 def test_concurrent_readers_of_one_batch_fire_the_fault_once():
     count = []
 
