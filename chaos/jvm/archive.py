@@ -56,7 +56,10 @@ def driver_archive(java_options: str, owned: Owned | None = None) -> Path | None
         return path if path.exists() else None
     from chaos.cluster import spark_env
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:  # an unwritable cache: drivers start without the archive
+        return None
     partial = path.with_suffix(f".{os.getpid()}.tmp")
     group = owned.spawn("class-archive", [sys.executable, "-m", "chaos.jvm.archive", str(partial), java_options],
                         env=spark_env())
