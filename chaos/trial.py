@@ -82,8 +82,8 @@ class Harness:
         self.quick_jvm = quick_jvm
         self.java_options = QUICK_JVM_OPTIONS if quick_jvm else ""
         self.class_archive: Path | None = None
-        # A pre-warmed standby driver replaces a killed one (see chaos/driver.py); off by default: on
-        # 2 cores it cuts kill -> commit 3x but not the trial's time, and costs 1.5 GiB (benchmarks/trial_speed.py).
+        # A pre-warmed standby driver replaces a killed one (see chaos/driver.py); off by default: kill ->
+        # commit 1 s instead of ~22 s, but ~6 GiB peak against the 3 GiB budget (benchmarks/trial_speed.py).
         self.standby = standby
         # With a standby, each worker gets a second core so the standby's application holds executors too.
         self.worker_cores = worker_cores or (2 if standby else 1)
