@@ -78,12 +78,14 @@ class SocketFeed:
                     if self.closed or conn is not self.current:
                         return
                     batch, self.sent = self.lines[self.sent:self.allowed], self.allowed
+                    if self.sent == len(self.lines) and self.finished_at is None:
+                        # Stamped before the send, under the lock: a reader that already holds the last
+                        # line must see it (after the send, the reader could win the race).
+                        self.finished_at = time.time()
                 try:
                     conn.sendall("".join(batch).encode())
                 except OSError:
                     return  # the reader died: what it had not processed is lost, as with nc
-                if self.sent == len(self.lines) and self.finished_at is None:
-                    self.finished_at = time.time()
 
     def quiet(self, last_commit_at: float, seconds: float = QUIET_S) -> bool:
         """Everything sent, and no batch for ``seconds`` since the later of the last send and the last
