@@ -1,18 +1,20 @@
 """Benchmark: the standard trial, naive (fresh cluster, cold driver restarts, the JVM's defaults) vs
-optimized (reused harness, quick-start JVM flags, pre-warmed standby driver), in one process and one run.
+optimized (reused harness, quick-start JVM flags, pre-warmed standby and spare drivers), in one process and one run.
 
     python benchmarks/trial_speed.py [--runs 3] [--out runs/bench-trial-speed] [--modes naive,optimized]
 
-``--modes naive,reuse,quick,optimized`` adds one lever at a time: ``reuse`` one harness for all
-trials, ``quick`` plus ``chaos.cluster.QUICK_JVM_OPTIONS`` on every Spark JVM, ``optimized`` plus
-the standby. The first mode is the baseline of the printed ratios.
+``--modes naive,reuse,quick,standby,optimized`` adds one lever at a time: ``reuse`` one harness for
+all trials, ``quick`` plus ``chaos.cluster.QUICK_JVM_OPTIONS`` on every Spark JVM, ``standby`` plus
+the standby driver, ``optimized`` plus the spare (each trial's first driver booted during the previous
+trial's tail, chaos/spare.py). The first mode is the baseline of the printed ratios.
 
 The standard trial (issue 7): catalogue ``api-count`` with its idempotent sink, 5000 events in 10
 micro-batches, faults ``kill-driver@3:sink-done``, ``kill-executor@5:reading``,
 ``kill-driver@7:planned``. Naive: every trial starts its own cluster (master, two 1-core workers),
 event log and proxy, with the JVM's default flags, and a killed driver restarts cold. Optimized: one
 harness for all trials (two 2-core workers, so a standby application holds executors too), C1-only
-serial-GC JVMs, and a standby driver that takes over a killed one. Prints per mode the median trial
+serial-GC JVMs, a standby driver that takes over a killed one and a spare that is the next trial's
+first driver. Prints per mode the median trial
 time (naive includes its cluster start), median kill-driver -> next committed batch, the verdicts
 (they must be identical) and the peak summed RSS of every process the harness owns.
 """
@@ -82,7 +84,8 @@ MODES: dict[str, tuple[dict, bool]] = {
     "naive": ({"standby": False, "quick_jvm": False}, True),
     "reuse": ({"standby": False, "quick_jvm": False}, False),
     "quick": ({"standby": False, "quick_jvm": True}, False),
-    "optimized": ({"standby": True, "quick_jvm": True}, False),
+    "standby": ({"standby": True, "quick_jvm": True}, False),
+    "optimized": ({"standby": True, "quick_jvm": True, "spare": True}, False),
 }
 
 

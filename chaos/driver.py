@@ -9,6 +9,11 @@ query). ``--standby`` boots, rehearses the query (``rehearse``) and then waits f
 harness keeps one such pre-warmed driver (with its own application and, where the workers have cores
 to spare, its own executors) and wakes it when the active one dies, like Flink's standby JobManager.
 It then does exactly what a cold restart does: start the query from the same checkpoint.
+``--spare SPARE_DIR`` is the same idea one step earlier: a driver booted for no trial yet (the
+harness's JVM settings only), its executors' Python workers warmed, waiting for SIGUSR1 and then
+``SPARE_DIR/go.json`` naming the run directory and incarnation it becomes: the next trial's first
+driver, booted during the previous trial's tail. Only pipelines that set no JVM conf at boot
+(``boot_conf``) can take one; the harness checks that before it hands a trial over.
 SIGTERM stops the query cleanly (used after the input is drained).
 """
 
@@ -34,14 +39,16 @@ def driver_java_options(config: dict) -> str:
 
 
 def boot(config: dict, incarnation: int = 0):
+    """JVM + SparkSession for ``config`` (a spare's config names no pipeline: the harness's settings only)."""
     from pyspark.sql import SparkSession
 
     from chaos.source import EventLogSource
     from pipelines_under_test import resolve
 
+    pipeline = config.get("pipeline")
     builder = (
         SparkSession.builder.master(config["master"])
-        .appName(f"streamchaos-{config['pipeline']}")
+        .appName(f"streamchaos-{pipeline or 'spare'}")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
@@ -61,7 +68,8 @@ def boot(config: dict, incarnation: int = 0):
     if config.get("java_options"):
         builder = builder.config("spark.executor.extraJavaOptions", config["java_options"])
     # The pipeline's JVM settings (class path of its hooks) must be there before the JVM starts.
-    for key, value in {**resolve(config["pipeline"]).boot_conf(), **(config.get("spark_conf") or {})}.items():
+    boot_conf = resolve(pipeline).boot_conf() if pipeline else {}
+    for key, value in {**boot_conf, **(config.get("spark_conf") or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
@@ -206,7 +214,44 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     return 0
 
 
+def spare_main(spare_dir: Path) -> int:
+    """Boot on the harness's settings, warm the executors, wait to be handed a trial, run it."""
+    from chaos.spare import SPARE_KEYS
+
+    go = threading.Event()
+    signal.signal(signal.SIGUSR1, lambda *_: go.set())  # before the boot: an early hand-over is kept
+    spare = json.loads((spare_dir / "spare.json").read_text())
+    try:
+        spark = boot({**spare, "controller": ""})
+        warm = warm_up(spark)
+        print(f"streamchaos: spare driver booted, {'warm' if warm else 'no executors'} "
+              f"({spark.sparkContext.applicationId}), waiting for a trial", flush=True)
+        (spare_dir / "ready").write_text(spark.sparkContext.applicationId)
+        while not go.wait(0.05):
+            pass
+        handed = json.loads((spare_dir / "go.json").read_text())
+        run_dir, incarnation = Path(handed["run_dir"]), int(handed["incarnation"])
+        config = json.loads((run_dir / "driver.json").read_text())
+        mismatch = [k for k in SPARE_KEYS if config.get(k) != spare.get(k)]
+        if mismatch or config.get("spark_conf") or _pipeline_boot_conf(config):
+            print(f"streamchaos: spare cannot run {run_dir}: it differs in {mismatch or 'boot conf'}", flush=True)
+            return 2
+        print(f"streamchaos: spare driver runs {run_dir} as incarnation {incarnation}", flush=True)
+        return run(spark, config, incarnation)
+    except Exception:
+        traceback.print_exc()
+        return 1
+
+
+def _pipeline_boot_conf(config: dict) -> dict:
+    from pipelines_under_test import resolve
+
+    return resolve(config["pipeline"]).boot_conf()
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--spare":
+        return spare_main(Path(argv[1]))
     run_dir, incarnation = Path(argv[0]), int(argv[1])
     standby = "--standby" in argv[2:]
     go = threading.Event()

@@ -41,6 +41,7 @@ from chaos.procs import Group, Owned, reap_orphans
 from chaos.scenario import Scenario, generate_events
 from chaos.socketfeed import SocketFeed
 from chaos.source import read_offsets_file
+from chaos.spare import Spare
 from chaos.watcher import CheckpointWatcher
 from pipelines_under_test import Pipeline, resolve
 
@@ -75,7 +76,7 @@ class Harness:
 
     def __init__(self, cluster: str = "standalone", workers: int = 2, workdir: Path | None = None,
                  toxiproxy: str | None = None, standby: bool = False, worker_cores: int | None = None,
-                 quick_jvm: bool = True) -> None:
+                 quick_jvm: bool = True, spare: bool = False) -> None:
         self.cluster_spec = cluster
         # JVM flags of every Spark process started for the trials (chaos.cluster.QUICK_JVM_OPTIONS), and
         # the drivers' class archive (chaos/jvm/archive.py), built on the first quick-JVM harness's start.
@@ -85,8 +86,10 @@ class Harness:
         # A pre-warmed standby driver replaces a killed one (see chaos/driver.py); off by default: kill ->
         # commit 1 s instead of ~22 s, but ~6 GiB peak against the 3 GiB budget (benchmarks/trial_speed.py).
         self.standby = standby
-        # With a standby, each worker gets a second core so the standby's application holds executors too.
-        self.worker_cores = worker_cores or (2 if standby else 1)
+        # Each trial's first driver boots during the previous trial's tail (chaos/spare.py): for campaigns.
+        self.use_spare = spare
+        # With a standby or a spare, each worker gets a second core so their applications hold executors too.
+        self.worker_cores = worker_cores or (2 if standby or spare else 1)
         self.toxiproxy = toxiproxy
         self.workers = workers
         self.workdir = Path(workdir or Path.cwd() / "runs")
@@ -98,6 +101,8 @@ class Harness:
         self.database: PostgresServer | None = None  # started by the first trial that needs it
         self.sink_dsn: str | None = None
         self.timings: dict[str, float] = {}
+        self.spare: Spare | None = None  # the next trial's first driver, booted ahead (with ``standby``)
+        self.spares = 0
 
     def __enter__(self) -> Harness:
         require_java()
@@ -117,6 +122,7 @@ class Harness:
             self.channels = Channels(self.toxiproxy)
             # Drivers and executors reach the event log only through the source channel's proxy.
             self.source_url = "http://" + self.channels.open("source", urlparse(self.eventlog.url).netloc)
+            self.boot_spare(Scenario.workers)
         except BaseException:
             self.close()
             raise
@@ -138,6 +144,29 @@ class Harness:
         if self.cluster:
             self.cluster.stop()
         self.owned.stop_all()
+
+    def boot_spare(self, cores_max: int) -> None:
+        """With ``spare``: boot the next trial's first driver now, in the background (chaos/spare.py)."""
+        if not self.use_spare or (self.spare is not None and self.spare.group.alive()):
+            return
+        settings = {"master": self.cluster.master_url, "java_options": self.java_options,
+                    "class_archive": str(self.class_archive) if self.class_archive else None,
+                    "cores_max": cores_max}
+        self.spares += 1
+        self.spare = Spare.boot(self.owned, self.workdir / "spares" / f"spare-{self.spares}", settings,
+                                driver_argv(), driver_env())
+
+    def take_spare(self, config: dict, boot_conf: dict) -> Spare | None:
+        """The spare, if it boots like a cold first driver of ``config`` would; else stop it (its
+        executors would hold the cores this trial's standby needs)."""
+        spare, self.spare = self.spare, None
+        if spare is None:
+            return None
+        if spare.fits(config, boot_conf):
+            return spare
+        spare.group.terminate(5.0)
+        self.owned.forget(spare.group)
+        return None
 
     def check_faults(self, scenario: Scenario, pipeline: Pipeline) -> None:
         """Reject faults this cluster or pipeline cannot carry out, before anything starts."""
@@ -166,7 +195,20 @@ class Harness:
             self.cluster.heal()
         if pipeline.database:
             self._ensure_database()
-        return Trial(self, pipeline, scenario, Path(run_dir)).run()
+        result = Trial(self, pipeline, scenario, Path(run_dir)).run()
+        self.boot_spare(scenario.workers)  # if the trial's tail did not (it drained before its last driver committed)
+        return result
+
+
+def driver_argv() -> list[str]:
+    return [sys.executable, "-m", "chaos.driver"]
+
+
+def driver_env() -> dict[str, str]:
+    """A driver imports chaos and the user's pipeline module from the harness's working directory."""
+    env = spark_env()
+    env["PYTHONPATH"] = ":".join(p for p in [str(Path.cwd()), env.get("PYTHONPATH", "")] if p)
+    return env
 
 
 class Trial:
@@ -184,6 +226,7 @@ class Trial:
         self.restarts = 0
         self.cores_max: int | None = None  # executor cores of the next applications, after a stop-driver rescale
         self.history: History | None = None
+        self.config: dict = {}  # driver.json
 
     # -- set-up -------------------------------------------------------------------------------
     def _prepare(self) -> pl.DataFrame:
@@ -215,15 +258,13 @@ class Trial:
             time.sleep(0.05)
 
     def _spawn_driver(self, incarnation: int, standby: bool = False) -> Group:
-        env = spark_env()
-        env["PYTHONPATH"] = ":".join(p for p in [str(Path.cwd()), env.get("PYTHONPATH", "")] if p)
-        argv = [sys.executable, "-m", "chaos.driver", str(self.dir), str(incarnation)]
+        argv = driver_argv() + [str(self.dir), str(incarnation)]
         if self.cores_max is not None:  # rescaled by a stop-driver fault
             argv.append(f"--cores-max={self.cores_max}")
         return self.h.owned.spawn(
             f"driver-{incarnation}",
             argv + ["--standby"] if standby else argv,
-            env=env,
+            env=driver_env(),
             log_path=self.dir / "logs" / f"driver-{incarnation}.log",
         )
 
@@ -249,6 +290,13 @@ class Trial:
             return
         if standby is not None:  # it died while waiting: forget it, start cold
             self.h.owned.forget(standby)
+        spare = self.h.take_spare(self.config, self.pipeline.boot_conf()) if self.incarnation == 0 else None
+        if spare is not None:
+            self.driver = spare.hand_over(self.dir, self.incarnation)
+            spare.link_log(self.dir / "logs" / f"driver-{self.incarnation}.log")
+            self.history.add("driver", event="start", incarnation=self.incarnation, pid=self.driver.pid,
+                             spare=spare.folder.name)
+            return
         self.driver = self._spawn_driver(self.incarnation)
         self.history.add("driver", event="start", incarnation=self.incarnation, pid=self.driver.pid,
                          **({"cores_max": self.cores_max} if self.cores_max is not None else {}))
@@ -264,6 +312,15 @@ class Trial:
             self.standby = self._spawn_driver(self.incarnation + 1, standby=True)
             self.history.add("driver", event="standby", incarnation=self.incarnation + 1, pid=self.standby.pid)
 
+    def _keep_spare(self) -> None:
+        """Boot the next trial's first driver once this one's last driver runs: no driver kill ahead
+        (nothing else will boot), no standby, and the active driver has committed a batch."""
+        if (self.h.use_spare and self.h.spare is None and self.standby is None
+                and self.committed_by == self.incarnation
+                and not any(f.action == "kill-driver" for f in self.controller.unfired())):
+            self.h.boot_spare(self.scenario.workers)
+            self.history.add("driver", event="spare", folder=self.h.spare.folder.name, pid=self.h.spare.group.pid)
+
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> dict:
         events = self._prepare()
@@ -278,7 +335,7 @@ class Trial:
         if feed is not None:
             self.controller.listeners.append(lambda batch, phase: feed.advance() if phase == "committed" else None)
         self.nemesis.before_driver_kill = self._await_standby
-        (self.dir / "driver.json").write_text(json.dumps({
+        self.config = {
             "pipeline": self.scenario.pipeline,
             "master": self.h.cluster.master_url,
             "controller": self.controller.address,
@@ -294,7 +351,8 @@ class Trial:
             "cores_max": self.scenario.workers,
             "java_options": self.h.java_options,
             "class_archive": str(self.h.class_archive) if self.h.class_archive else None,
-        }, indent=2))
+        }
+        (self.dir / "driver.json").write_text(json.dumps(self.config, indent=2))
         watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height, feed)
         started = time.monotonic()
         outcome, reason = "drained", ""
@@ -312,6 +370,7 @@ class Trial:
             raise
         finally:
             self._stop_driver()
+            Spare.keep_log(self.dir / "logs" / "driver-0.log")
             watcher.stop()
             watcher.scan()
             self.controller.close()
@@ -335,6 +394,7 @@ class Trial:
             if watcher.drained.wait(0.1):
                 return "drained", ""
             self._keep_standby()
+            self._keep_spare()
             if watcher.progress.is_set():
                 watcher.progress.clear()
                 last_progress = time.monotonic()

@@ -1,0 +1,63 @@
+"""The next trial's first driver, booted ahead: ``python -m chaos.driver --spare DIR``.
+
+A trial's first driver costs a JVM boot, a SparkSession, executors and their Python workers before
+batch 0 can run, on the 2 cores the previous trial has just stopped using. With ``standby`` on, the
+harness boots one spare during the previous trial's tail (once no driver kill is ahead) and hands it
+the next trial: it then does what a cold first driver does, start the query on an empty checkpoint,
+only sooner. A spare boots on the harness's settings alone (master, JVM flags, class archive, executor
+cores), so a trial whose driver needs other settings, or JVM conf of its pipeline (``boot_conf``), gets
+a cold driver and the spare is stopped (its executors would hold the cores the trial's standby needs).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from pathlib import Path
+
+from chaos.atomic import write_json
+from chaos.procs import Group, Owned
+
+SPARE_KEYS = ("master", "java_options", "class_archive", "cores_max")  # chaos.driver checks them again
+
+
+class Spare:
+    def __init__(self, group: Group, folder: Path, settings: dict) -> None:
+        self.group = group
+        self.folder = folder
+        self.settings = settings
+
+    @classmethod
+    def boot(cls, owned: Owned, folder: Path, settings: dict, argv: list[str], env: dict[str, str] | None) -> Spare:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json(folder / "spare.json", settings)
+        group = owned.spawn(folder.name, argv + ["--spare", str(folder)], env=env, log_path=folder / "driver.log")
+        return cls(group, folder, settings)
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "driver.log"
+
+    def fits(self, config: dict, boot_conf: dict) -> bool:
+        """Would a cold first driver of ``config`` boot exactly like this spare did?"""
+        return (self.group.alive() and not boot_conf and not config.get("spark_conf")
+                and all(config.get(k) == self.settings.get(k) for k in SPARE_KEYS))
+
+    def hand_over(self, run_dir: Path, incarnation: int) -> Group:
+        """The spare becomes ``incarnation`` of the trial in ``run_dir`` (go.json first, then the signal)."""
+        write_json(self.folder / "go.json", {"run_dir": str(run_dir), "incarnation": incarnation})
+        self.group.signal_leader(signal.SIGUSR1)
+        return self.group
+
+    def link_log(self, target: Path) -> None:
+        """While it runs, the trial's ``logs/driver-<k>.log`` is a link to the spare's log."""
+        target.symlink_to(self.log)
+
+    @staticmethod
+    def keep_log(target: Path) -> None:
+        """After the trial, the link becomes the file: a run directory holds its own logs."""
+        if target.is_symlink():
+            source = target.resolve()
+            target.unlink()
+            if source.exists():
+                shutil.move(source, target)

@@ -1,0 +1,48 @@
+"""Spare drivers on a real cluster: each trial's first driver boots during the previous trial's tail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chaos.procs import tagged_processes
+from chaos.scenario import Scenario
+from chaos.trial import Harness
+from properties.check import check_run
+
+pytestmark = pytest.mark.spark
+
+
+def driver_starts(run_dir: Path) -> list[dict]:
+    lines = (run_dir / "history.jsonl").read_text().splitlines()
+    return [r["detail"] for r in map(json.loads, lines) if r["kind"] == "driver" and r["detail"]["event"] == "start"]
+
+
+def test_a_spare_is_the_next_trials_first_driver_and_a_pipeline_with_jvm_hooks_starts_cold(spark_cluster, tmp_path):
+    with Harness(cluster=spark_cluster.master_url, workdir=tmp_path / "harness", spare=True) as harness:
+        first = tmp_path / "first"
+        harness.trial(Scenario(pipeline="passthrough-append", events=600, events_per_batch=200, seed=3,
+                               faults=["kill-driver@1:sink-done"]), first)
+        second = tmp_path / "second"
+        harness.trial(Scenario(pipeline="passthrough-append", events=600, events_per_batch=200, seed=4), second)
+        hooked = tmp_path / "hooked"
+        harness.trial(Scenario(pipeline="passthrough-file", events=400, events_per_batch=200, seed=5), hooked)
+        tag = harness.owned.tag
+    assert tagged_processes(tag) == [], "the harness left processes behind"
+
+    # The first trial's driver 0 was the spare booted with the harness; the killed one restarted cold.
+    starts = driver_starts(first)
+    assert starts[0]["spare"] == "spare-1" and "spare" not in starts[1]
+    assert check_run(first)["verdict"] == "at-least-once"  # the replayed batch 1, as with a cold driver 0
+    # The second trial's driver 0 was booted during the first trial's tail, and ran it exactly once.
+    assert driver_starts(second)[0]["spare"] == "spare-2"
+    assert check_run(second)["verdict"] == "exactly-once"
+    # Its log is the run directory's own file, not a link into the harness's spares.
+    log = second / "logs" / "driver-0.log"
+    assert log.is_file() and not log.is_symlink()
+    assert "spare driver runs" in log.read_text()
+    # A pipeline that sets JVM conf at boot (the file sink's commit hooks) cannot take a spare.
+    assert "spare" not in driver_starts(hooked)[0]
+    assert check_run(hooked)["verdict"] == "exactly-once"
