@@ -16,7 +16,7 @@ harness for all trials (two 2-core workers, so a standby application holds execu
 serial-GC JVMs, a standby driver that takes over a killed one and a spare that is the next trial's
 first driver. Prints per mode the median trial
 time (naive includes its cluster start), median kill-driver -> next committed batch, the verdicts
-(they must be identical) and the peak summed RSS of every process the harness owns.
+(they must be identical) and the peak summed RSS and PSS of every process the harness owns.
 """
 
 from __future__ import annotations
@@ -45,10 +45,13 @@ def standard() -> Scenario:
 
 
 class RssPeak:
-    """Samples the summed RSS of every process tagged by this harness process (and this process)."""
+    """Samples the memory of every process tagged by this harness process (and this process): the summed
+    RSS, and the summed PSS, which counts a page shared by N processes (forked Python workers, the class
+    archive every driver maps, libjvm) once in total instead of N times."""
 
     def __init__(self) -> None:
         self.peak = 0
+        self.peak_pss = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -56,14 +59,23 @@ class RssPeak:
         me = psutil.Process()
         prefix = f"{me.pid}:"
         while not self._stop.wait(1.0):
-            total = me.memory_info().rss
+            procs = [me]
             for proc in psutil.process_iter(["pid"]):
                 try:
                     if proc.environ().get(OWNER_VAR, "").startswith(prefix):
-                        total += proc.memory_info().rss
+                        procs.append(proc)
                 except (psutil.Error, OSError):
                     continue
-            self.peak = max(self.peak, total)
+            rss = pss = 0
+            for proc in procs:
+                try:
+                    full = proc.memory_full_info()
+                except (psutil.Error, OSError):
+                    continue
+                rss += full.rss
+                pss += getattr(full, "pss", full.rss)
+            self.peak = max(self.peak, rss)
+            self.peak_pss = max(self.peak_pss, pss)
 
     def __enter__(self) -> RssPeak:
         self._thread.start()
@@ -138,19 +150,21 @@ def main() -> None:
         sys.exit(f"unknown mode(s) {', '.join(unknown) or '(none)'}: pick from {', '.join(MODES)}")
     out = args.out.resolve()
     rows: dict[str, list[dict]] = {}
-    peaks: dict[str, int] = {}
+    peaks: dict[str, RssPeak] = {}
     for mode in modes:
         with RssPeak() as peak:
             rows[mode] = run_mode(mode, out, args.runs)
-        peaks[mode] = peak.peak
+        peaks[mode] = peak
 
     print(f"\nstandard trial: api-count, 5000 events, 10 batches, {' '.join(FAULTS)}; {args.runs} runs per mode")
-    print(f"{'mode':<10} {'median trial s':>15} {'median kill->commit s':>22} {'peak RSS MiB':>13}  verdicts")
+    print(f"{'mode':<10} {'median trial s':>15} {'median kill->commit s':>22} {'peak RSS MiB':>13} "
+          f"{'peak PSS MiB':>13}  verdicts")
     med = {}
     for mode, rs in rows.items():
         med[mode] = statistics.median(r["seconds"] for r in rs)
         rec = statistics.median(x for r in rs for x in r["recoveries"]) if any(r["recoveries"] for r in rs) else 0
-        print(f"{mode:<10} {med[mode]:>15.1f} {rec:>22.1f} {peaks[mode] / 2**20:>13.0f}  "
+        print(f"{mode:<10} {med[mode]:>15.1f} {rec:>22.1f} {peaks[mode].peak / 2**20:>13.0f} "
+              f"{peaks[mode].peak_pss / 2**20:>13.0f}  "
               f"{sorted({r['verdict'] for r in rs})}")
     base = modes[0]
     same = len({frozenset(r["verdict"] for r in rs) for rs in rows.values()}) == 1

@@ -50,6 +50,7 @@ def boot(config: dict, incarnation: int = 0):
         SparkSession.builder.master(config["master"])
         .appName(f"streamchaos-{pipeline or 'spare'}")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # progress bars in the driver logs are noise
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.session.timeZone", "UTC")
