@@ -38,6 +38,14 @@ def driver_java_options(config: dict) -> str:
     return " ".join(o for o in options if o)
 
 
+def executor_java_options(config: dict) -> str:
+    """The harness's JVM flags and the executors' class archive, if built."""
+    options = [config.get("java_options") or ""]
+    if config.get("executor_archive"):
+        options.append(f"-XX:SharedArchiveFile={config['executor_archive']}")
+    return " ".join(o for o in options if o)
+
+
 def boot(config: dict, incarnation: int = 0):
     """JVM + SparkSession for ``config`` (a spare's config names no pipeline: the harness's settings only)."""
     from pyspark.sql import SparkSession
@@ -66,8 +74,8 @@ def boot(config: dict, incarnation: int = 0):
     )
     if config.get("cores_max"):
         builder = builder.config("spark.cores.max", str(config["cores_max"]))
-    if config.get("java_options"):
-        builder = builder.config("spark.executor.extraJavaOptions", config["java_options"])
+    if executor_java_options(config):
+        builder = builder.config("spark.executor.extraJavaOptions", executor_java_options(config))
     # The pipeline's JVM settings (class path of its hooks) must be there before the JVM starts.
     boot_conf = resolve(pipeline).boot_conf() if pipeline else {}
     for key, value in {**boot_conf, **(config.get("spark_conf") or {})}.items():

@@ -18,7 +18,8 @@ from pathlib import Path
 from chaos.atomic import write_json
 from chaos.procs import Group, Owned
 
-SPARE_KEYS = ("master", "java_options", "class_archive", "cores_max")  # chaos.driver checks them again
+# What a spare boots with; chaos.driver checks them again at the hand-over.
+SPARE_KEYS = ("master", "java_options", "class_archive", "executor_archive", "cores_max")
 
 
 class Spare:

@@ -34,7 +34,7 @@ from chaos.controller import Controller, History
 from chaos.errors import UserError
 from chaos.eventlog import EventLogServer
 from chaos.java import require_java
-from chaos.jvm.archive import driver_archive
+from chaos.jvm.archive import driver_archive, executor_archive
 from chaos.nemesis import Nemesis
 from chaos.postgres import PostgresServer
 from chaos.procs import Group, Owned, reap_orphans
@@ -83,6 +83,7 @@ class Harness:
         self.quick_jvm = quick_jvm
         self.java_options = QUICK_JVM_OPTIONS if quick_jvm else ""
         self.class_archive: Path | None = None
+        self.executor_archive: Path | None = None  # executors' own (their class path differs)
         # A pre-warmed standby driver replaces a killed one (see chaos/driver.py); off by default: kill ->
         # commit 1 s instead of ~22 s, but ~6 GiB peak against the 3 GiB budget (benchmarks/trial_speed.py).
         self.standby = standby
@@ -118,6 +119,10 @@ class Harness:
             t0 = time.monotonic()
             self.cluster.start()
             self.timings["cluster_start_s"] = round(time.monotonic() - t0, 2)
+            if self.quick_jvm:
+                t0 = time.monotonic()
+                self.executor_archive = executor_archive(self.java_options, self.cluster.master_url, self.owned)
+                self.timings["executor_archive_s"] = round(time.monotonic() - t0, 2)
             self.eventlog = EventLogServer()
             self.channels = Channels(self.toxiproxy)
             # Drivers and executors reach the event log only through the source channel's proxy.
@@ -151,6 +156,7 @@ class Harness:
             return
         settings = {"master": self.cluster.master_url, "java_options": self.java_options,
                     "class_archive": str(self.class_archive) if self.class_archive else None,
+                    "executor_archive": str(self.executor_archive) if self.executor_archive else None,
                     "cores_max": cores_max}
         self.spares += 1
         self.spare = Spare.boot(self.owned, self.workdir / "spares" / f"spare-{self.spares}", settings,
@@ -351,6 +357,7 @@ class Trial:
             "cores_max": self.scenario.workers,
             "java_options": self.h.java_options,
             "class_archive": str(self.h.class_archive) if self.h.class_archive else None,
+            "executor_archive": str(self.h.executor_archive) if self.h.executor_archive else None,
         }
         (self.dir / "driver.json").write_text(json.dumps(self.config, indent=2))
         watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height, feed)

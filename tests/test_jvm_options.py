@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from chaos.cluster import QUICK_JVM_OPTIONS, spark_env
-from chaos.driver import driver_java_options
-from chaos.jvm.archive import archive_path, driver_archive
+from chaos.driver import driver_java_options, executor_java_options
+from chaos.jvm.archive import archive_path, driver_archive, executor_archive
 
 
 def test_driver_options_carry_flags_and_archive_only_when_given():
@@ -12,6 +12,13 @@ def test_driver_options_carry_flags_and_archive_only_when_given():
     quick = driver_java_options({"java_options": QUICK_JVM_OPTIONS, "class_archive": "/c/a.jsa"})
     assert quick == f"-Xss16m {QUICK_JVM_OPTIONS} -XX:SharedArchiveFile=/c/a.jsa"
     assert "SharedArchiveFile" not in driver_java_options({"java_options": QUICK_JVM_OPTIONS, "class_archive": None})
+
+
+def test_executors_get_their_own_archive_not_the_drivers():
+    assert executor_java_options({}) == ""
+    config = {"java_options": QUICK_JVM_OPTIONS, "class_archive": "/c/d.jsa", "executor_archive": "/c/e.jsa"}
+    assert executor_java_options(config) == f"{QUICK_JVM_OPTIONS} -XX:SharedArchiveFile=/c/e.jsa"
+    assert executor_java_options({**config, "executor_archive": None}) == QUICK_JVM_OPTIONS
 
 
 def test_daemon_options_reach_master_and_workers_only_when_asked(monkeypatch):
@@ -26,5 +33,7 @@ def test_archive_is_per_flag_set_and_not_built_without_an_owner(tmp_path, monkey
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert archive_path("") != archive_path(QUICK_JVM_OPTIONS)
     assert archive_path(QUICK_JVM_OPTIONS).parent == tmp_path / "streamchaos"
+    assert archive_path(QUICK_JVM_OPTIONS, "executor") != archive_path(QUICK_JVM_OPTIONS)
     assert driver_archive(QUICK_JVM_OPTIONS) is None  # no process set to build it in: none, nothing written
+    assert executor_archive(QUICK_JVM_OPTIONS, "spark://127.0.0.1:1") is None
     assert not (tmp_path / "streamchaos").exists()

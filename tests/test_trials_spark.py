@@ -85,10 +85,11 @@ def test_cold_restart_replays_what_the_standby_replayed(append_kill, spark_clust
     # The standby rehearsed the query on a scratch checkpoint and sink: nothing of it reaches the trial.
     assert "booted, rehearsed" in (Path(again["run_dir"]) / "logs" / "driver-1.log").read_text()
     assert not list(Path(again["run_dir"]).glob("rehearsal-*"))
-    # Every driver got the quick-start flags and the class archive the harness built for them.
+    # Every driver got the quick-start flags and the class archives the harness built for drivers and executors.
     config = json.loads((Path(again["run_dir"]) / "driver.json").read_text())
     assert config["java_options"] == QUICK_JVM_OPTIONS
     assert config["class_archive"] and Path(config["class_archive"]).is_file()
+    assert config["executor_archive"] and Path(config["executor_archive"]).is_file()
     # One driver kill, one standby: none is booted once no driver kill is ahead.
     booted = [r for r in history(again) if r["kind"] == "driver" and r["detail"].get("event") == "standby"]
     assert len(booted) == 1
