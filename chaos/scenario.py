@@ -16,9 +16,9 @@ import numpy as np
 import polars as pl
 
 from chaos.errors import UserError
+from chaos.schema import EVENT_SCHEMA  # noqa: F401  (re-exported: the stream's schema)
 from chaos.spec import Fault, parse_fault
 
-EVENT_SCHEMA = "id LONG, key STRING, value LONG, event_time TIMESTAMP, partition INT, offset LONG"
 BASE_TIME_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 
 

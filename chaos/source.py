@@ -22,7 +22,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from chaos import barrier
-from chaos.scenario import EVENT_SCHEMA
+from chaos.schema import EVENT_SCHEMA
 
 SOURCE_NAME = "streamchaos"
 
