@@ -112,20 +112,10 @@ def _dumping(partial: Path) -> bool:
     return False
 
 
-def _dump(out: str, java_options: str) -> None:
-    """Run what a trial's driver runs (session, a batch aggregation, a stateful streaming query) so the
-    archive holds those classes; the JVM writes it when this process's gateway exits."""
+def _stream_probe(spark) -> None:
+    """Two batches of a stateful streaming aggregation: the state store's and the trigger's classes."""
     import tempfile
 
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[1]").appName("streamchaos-class-archive")
-             .config("spark.ui.enabled", "false")
-             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.sql.shuffle.partitions", "1")
-             .config("spark.driver.extraJavaOptions", f"-Xss16m {java_options} -XX:ArchiveClassesAtExit={out}")
-             .getOrCreate())
-    spark.range(100).selectExpr("id % 7 AS k").groupBy("k").count().collect()
     with tempfile.TemporaryDirectory(prefix="streamchaos-archive-") as tmp:
         query = (spark.readStream.format("rate").option("rowsPerSecond", "50").load()
                  .selectExpr("value % 5 AS k").groupBy("k").count()
@@ -135,14 +125,27 @@ def _dump(out: str, java_options: str) -> None:
         while time.monotonic() < deadline and query.isActive and (query.lastProgress or {}).get("batchId", -1) < 1:
             time.sleep(0.2)
         query.stop()
+
+
+def _dump(out: str, java_options: str) -> None:
+    """Run what a trial's driver runs (session, a batch aggregation, a stateful streaming query) so the
+    archive holds those classes; the JVM writes it when this process's gateway exits."""
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[1]").appName("streamchaos-class-archive")
+             .config("spark.ui.enabled", "false")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.sql.shuffle.partitions", "1")
+             .config("spark.driver.extraJavaOptions", f"-Xss16m {java_options} -XX:ArchiveClassesAtExit={out}")
+             .getOrCreate())
+    spark.range(100).selectExpr("id % 7 AS k").groupBy("k").count().collect()
+    _stream_probe(spark)
     spark.stop()
 
 
 def _dump_executor(out: str, java_options: str, master: str) -> None:
     """One executor (one core) runs what trials' executors run: Python workers, a shuffle, a stateful
     streaming aggregation; it dumps the archive when the application stops and it exits."""
-    import tempfile
-
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master(master).appName("streamchaos-executor-archive")
@@ -153,15 +156,7 @@ def _dump_executor(out: str, java_options: str, master: str) -> None:
              .getOrCreate())
     spark.sparkContext.parallelize(range(100), 2).mapPartitions(lambda it: [sum(it)]).collect()
     spark.createDataFrame([(i % 7, str(i)) for i in range(100)], "k long, v string").groupBy("k").count().toPandas()
-    with tempfile.TemporaryDirectory(prefix="streamchaos-archive-") as tmp:
-        query = (spark.readStream.format("rate").option("rowsPerSecond", "50").load()
-                 .selectExpr("value % 5 AS k").groupBy("k").count()
-                 .writeStream.outputMode("update").format("memory").queryName("archive_probe")
-                 .option("checkpointLocation", tmp).start())
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and query.isActive and (query.lastProgress or {}).get("batchId", -1) < 1:
-            time.sleep(0.2)
-        query.stop()
+    _stream_probe(spark)
     spark.stop()
 
 
