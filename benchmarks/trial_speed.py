@@ -93,8 +93,8 @@ def driver_recoveries(result: dict) -> list[float]:
 # Each mode: the Harness options, and whether every trial gets a fresh harness (its cluster start charged
 # to the trial) or one harness serves all trials (its start charged to the first).
 MODES: dict[str, tuple[dict, bool]] = {
-    "naive": ({"standby": False, "quick_jvm": False}, True),
-    "reuse": ({"standby": False, "quick_jvm": False}, False),
+    "naive": ({"standby": False, "quick_jvm": False, "quick_python": False}, True),
+    "reuse": ({"standby": False, "quick_jvm": False, "quick_python": False}, False),
     "quick": ({"standby": False, "quick_jvm": True}, False),
     "standby": ({"standby": True, "quick_jvm": True}, False),
     "optimized": ({"standby": True, "quick_jvm": True, "spare": True}, False),

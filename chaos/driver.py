@@ -74,6 +74,8 @@ def boot(config: dict, incarnation: int = 0):
     )
     if config.get("cores_max"):
         builder = builder.config("spark.cores.max", str(config["cores_max"]))
+    if config.get("python_daemon"):  # chaos/pydaemon.py: pyspark from cached bytecode in every daemon
+        builder = builder.config("spark.python.daemon.module", config["python_daemon"])
     if executor_java_options(config):
         builder = builder.config("spark.executor.extraJavaOptions", executor_java_options(config))
     # The pipeline's JVM settings (class path of its hooks) must be there before the JVM starts.

@@ -19,7 +19,7 @@ from chaos.atomic import write_json
 from chaos.procs import Group, Owned
 
 # What a spare boots with; chaos.driver checks them again at the hand-over.
-SPARE_KEYS = ("master", "java_options", "class_archive", "executor_archive", "cores_max")
+SPARE_KEYS = ("master", "java_options", "class_archive", "executor_archive", "python_daemon", "cores_max")
 
 
 class Spare:
@@ -29,10 +29,12 @@ class Spare:
         self.settings = settings
 
     @classmethod
-    def boot(cls, owned: Owned, folder: Path, settings: dict, argv: list[str], env: dict[str, str] | None) -> Spare:
+    def boot(cls, owned: Owned, folder: Path, settings: dict, argv: list[str], env: dict[str, str] | None,
+             cwd: Path | None = None) -> Spare:
         folder.mkdir(parents=True, exist_ok=True)
         write_json(folder / "spare.json", settings)
-        group = owned.spawn(folder.name, argv + ["--spare", str(folder)], env=env, log_path=folder / "driver.log")
+        group = owned.spawn(folder.name, argv + ["--spare", str(folder)], env=env, log_path=folder / "driver.log",
+                            cwd=cwd)
         return cls(group, folder, settings)
 
     @property

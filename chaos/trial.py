@@ -29,7 +29,7 @@ import polars as pl
 
 from chaos.atomic import write_json
 from chaos.channels import Channels
-from chaos.cluster import QUICK_JVM_OPTIONS, Cluster, make_cluster, spark_env
+from chaos.cluster import QUICK_JVM_OPTIONS, Cluster, make_cluster, spark_env, spark_home
 from chaos.controller import Controller, History
 from chaos.errors import UserError
 from chaos.eventlog import EventLogServer
@@ -38,6 +38,7 @@ from chaos.jvm.archive import driver_archive, executor_archive
 from chaos.nemesis import Nemesis
 from chaos.postgres import PostgresServer
 from chaos.procs import Group, Owned, reap_orphans
+from chaos.pydaemon import import_home
 from chaos.scenario import Scenario, generate_events
 from chaos.socketfeed import SocketFeed
 from chaos.source import read_offsets_file
@@ -76,7 +77,7 @@ class Harness:
 
     def __init__(self, cluster: str = "standalone", workers: int = 2, workdir: Path | None = None,
                  toxiproxy: str | None = None, standby: bool = False, worker_cores: int | None = None,
-                 quick_jvm: bool = True, spare: bool = False) -> None:
+                 quick_jvm: bool = True, spare: bool = False, quick_python: bool = True) -> None:
         self.cluster_spec = cluster
         # JVM flags of every Spark process started for the trials (chaos.cluster.QUICK_JVM_OPTIONS), and
         # the drivers' class archive (chaos/jvm/archive.py), built on the first quick-JVM harness's start.
@@ -84,6 +85,9 @@ class Harness:
         self.java_options = QUICK_JVM_OPTIONS if quick_jvm else ""
         self.class_archive: Path | None = None
         self.executor_archive: Path | None = None  # executors' own (their class path differs)
+        # The applications' Python daemons import pyspark from cached bytecode, not pyspark.zip (chaos/pydaemon.py).
+        self.python_daemon = "chaos.pydaemon" if quick_python else None
+        self.driver_cwd: Path | None = None  # the drivers' working directory (chaos.pydaemon.import_home)
         # A pre-warmed standby driver replaces a killed one (see chaos/driver.py); off by default: kill ->
         # commit 1 s instead of ~22 s, but ~6 GiB peak against the 3 GiB budget (benchmarks/trial_speed.py).
         self.standby = standby
@@ -93,7 +97,7 @@ class Harness:
         self.worker_cores = worker_cores or (2 if standby or spare else 1)
         self.toxiproxy = toxiproxy
         self.workers = workers
-        self.workdir = Path(workdir or Path.cwd() / "runs")
+        self.workdir = Path(workdir or Path.cwd() / "runs").resolve()
         self.owned = Owned()
         self.cluster: Cluster | None = None
         self.eventlog: EventLogServer | None = None
@@ -111,6 +115,8 @@ class Harness:
                                     worker_cores=self.worker_cores, java_options=self.java_options)
         reap_orphans()
         self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.python_daemon:
+            self.driver_cwd = import_home(self.workdir / ".pyspark-home", spark_home())
         try:
             if self.quick_jvm:
                 t0 = time.monotonic()
@@ -157,10 +163,10 @@ class Harness:
         settings = {"master": self.cluster.master_url, "java_options": self.java_options,
                     "class_archive": str(self.class_archive) if self.class_archive else None,
                     "executor_archive": str(self.executor_archive) if self.executor_archive else None,
-                    "cores_max": cores_max}
+                    "python_daemon": self.python_daemon, "cores_max": cores_max}
         self.spares += 1
         self.spare = Spare.boot(self.owned, self.workdir / "spares" / f"spare-{self.spares}", settings,
-                                driver_argv(), driver_env())
+                                driver_argv(), driver_env(), cwd=self.driver_cwd)
 
     def take_spare(self, config: dict, boot_conf: dict) -> Spare | None:
         """The spare, if it boots like a cold first driver of ``config`` would; else stop it (its
@@ -201,7 +207,7 @@ class Harness:
             self.cluster.heal()
         if pipeline.database:
             self._ensure_database()
-        result = Trial(self, pipeline, scenario, Path(run_dir)).run()
+        result = Trial(self, pipeline, scenario, Path(run_dir).resolve()).run()
         self.boot_spare(scenario.workers)  # if the trial's tail did not (it drained before its last driver committed)
         return result
 
@@ -272,6 +278,7 @@ class Trial:
             argv + ["--standby"] if standby else argv,
             env=driver_env(),
             log_path=self.dir / "logs" / f"driver-{incarnation}.log",
+            cwd=self.h.driver_cwd,
         )
 
     def _start_driver(self) -> None:
@@ -358,6 +365,7 @@ class Trial:
             "java_options": self.h.java_options,
             "class_archive": str(self.h.class_archive) if self.h.class_archive else None,
             "executor_archive": str(self.h.executor_archive) if self.h.executor_archive else None,
+            "python_daemon": self.h.python_daemon,
         }
         (self.dir / "driver.json").write_text(json.dumps(self.config, indent=2))
         watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height, feed)

@@ -90,6 +90,11 @@ def test_cold_restart_replays_what_the_standby_replayed(append_kill, spark_clust
     assert config["java_options"] == QUICK_JVM_OPTIONS
     assert config["class_archive"] and Path(config["class_archive"]).is_file()
     assert config["executor_archive"] and Path(config["executor_archive"]).is_file()
+    # Their executors' Python daemons imported the installed pyspark, not pyspark.zip (chaos/pydaemon.py).
+    apps = {r["detail"]["app_id"] for r in history(again) if r["kind"] == "driver" and r["detail"].get("app_id")}
+    logs = [log.read_text() for app in apps for log in spark_cluster.workdir.glob(f"worker-*/{app}/*/stderr")]
+    daemons = [line for text in logs for line in text.splitlines() if "streamchaos: python daemon" in line]
+    assert daemons and all(".zip" not in line for line in daemons)
     # One driver kill, one standby: none is booted once no driver kill is ahead.
     booted = [r for r in history(again) if r["kind"] == "driver" and r["detail"].get("event") == "standby"]
     assert len(booted) == 1

@@ -1,0 +1,100 @@
+"""The Python daemon of the harness's Spark applications (``spark.python.daemon.module``).
+
+Spark starts every Python daemon (one per executor and worker module, one per planner module in the
+driver) with ``PYTHONPATH`` beginning with ``$SPARK_HOME/python/lib/pyspark.zip``. That zip holds
+sources only and ``zipimport`` caches no bytecode, so each daemon compiles pyspark again: measured
+here, ``import pyspark.daemon`` costs 0.61 CPU-s from the zip and 0.16 from the installed package,
+and a standard trial starts ~45 daemons. When the zip is the very package this interpreter has
+installed (pip's pyspark, whose ``SPARK_HOME`` is the package directory), this module moves the zips
+behind the installed package on ``sys.path``: the same code, imported from cached bytecode.
+
+Spark's data source planners in the driver start their daemons as ``python -m pyspark.daemon``
+whatever ``spark.python.daemon.module`` says. For those, ``import_home`` builds the drivers' working
+directory: links to the installed pyspark and py4j only. ``python -m`` puts the working directory
+first on ``sys.path``, ahead of ``PYTHONPATH``'s zips, so the planners import the same installed
+package too (from its cached bytecode).
+
+The daemon imports ``pyspark.worker`` (and the harness's source) once, before the daemon forks its
+workers, so a forked worker starts with them loaded — only for the default worker module, and only
+while that leaves the process single-threaded: ``pyspark/daemon.py`` imports the worker after the
+fork because pandas and pyarrow start threads at import, and a fork copies no threads but their
+locks. Should a thread appear, the daemon re-executes itself as the plain ``pyspark.daemon``.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import os
+import sys
+from pathlib import Path
+
+
+def spark_zips(path: list[str], spark_home: str) -> list[str]:
+    """The entries of ``path`` that are Spark's own zips under ``spark_home`` (pyspark, py4j sources)."""
+    lib = Path(spark_home, "python", "lib").resolve() if spark_home else None
+    return [p for p in path if lib is not None and p.endswith(".zip") and Path(p).resolve().parent == lib]
+
+
+def prefer_installed(path: list[str], spark_home: str) -> list[str]:
+    """``path`` with Spark's zips moved last, if the installed pyspark is the one ``spark_home`` names."""
+    zips = spark_zips(path, spark_home)
+    if not zips:
+        return path
+    rest = [p for p in path if p not in zips]
+    spec = importlib.machinery.PathFinder.find_spec("pyspark", rest)
+    if spec is None or spec.origin is None or Path(spec.origin).resolve().parent != Path(spark_home).resolve():
+        return path  # a separate Spark installation: its zip is the right pyspark
+    if importlib.machinery.PathFinder.find_spec("py4j", rest) is None:
+        zips = [z for z in zips if "py4j" not in Path(z).name]  # py4j only in its zip: keep it in front
+        rest = [p for p in path if p not in zips]
+    return rest + zips
+
+
+def import_home(folder: Path, spark_home: str) -> Path | None:
+    """``folder`` with links to the installed pyspark (if it is ``spark_home``) and py4j: a driver's cwd."""
+    pyspark_spec = importlib.machinery.PathFinder.find_spec("pyspark")
+    py4j_spec = importlib.machinery.PathFinder.find_spec("py4j")
+    if pyspark_spec is None or py4j_spec is None or pyspark_spec.origin is None or py4j_spec.origin is None:
+        return None
+    packages = {"pyspark": Path(pyspark_spec.origin).resolve().parent, "py4j": Path(py4j_spec.origin).resolve().parent}
+    if packages["pyspark"] != Path(spark_home).resolve():
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, target in packages.items():
+        link = folder / name
+        if link.is_symlink() and link.resolve() == target:
+            continue
+        if link.is_symlink():
+            link.unlink()
+        link.symlink_to(target, target_is_directory=True)
+    return folder
+
+
+def threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def main() -> None:
+    sys.path[:] = prefer_installed(sys.path, os.environ.get("SPARK_HOME", ""))
+    worker_module = sys.argv[1] if len(sys.argv) > 1 else "pyspark.worker"
+    if worker_module == "pyspark.worker":
+        import pyspark.worker  # noqa: F401
+
+        import chaos.source  # noqa: F401
+    if threads() > 1:  # never fork a multi-threaded process: be the plain daemon instead
+        os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
+    import pyspark
+    from pyspark.daemon import manager
+
+    # One line in the executor's stderr log: which pyspark this application's workers run.
+    print(f"streamchaos: python daemon for {worker_module}, pyspark from {Path(pyspark.__file__).parent}",
+          file=sys.stderr, flush=True)
+
+    manager()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""chaos/pydaemon.py: Spark's Python processes import the installed pyspark, not pyspark.zip (no JVM).
+
+The processes here are started the way Spark starts them: ``PYTHONPATH`` beginning with
+``$SPARK_HOME/python/lib/pyspark.zip`` and the py4j source zip.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from chaos.cluster import spark_home
+from chaos.pydaemon import import_home, prefer_installed, spark_zips
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def spark_pythonpath() -> str:
+    lib = Path(spark_home(), "python", "lib")
+    zips = [str(lib / "pyspark.zip")] + sorted(str(p) for p in lib.glob("py4j-*-src.zip"))
+    return ":".join(zips + [str(REPO)])
+
+
+def where_pyspark(code: str, cwd: Path) -> dict[str, str]:
+    """Run ``code`` as Spark would start a daemon; it prints where pyspark and py4j came from."""
+    env = {**os.environ, "PYTHONPATH": spark_pythonpath(), "SPARK_HOME": spark_home()}
+    out = subprocess.run([sys.executable, "-c", code + "\nimport pyspark, py4j, sys\n"
+                          "print(pyspark.__file__); print(py4j.__file__); print(len(sys.modules))"],
+                         env=env, cwd=cwd, capture_output=True, text=True, check=True).stdout.split()
+    return {"pyspark": out[0], "py4j": out[1]}
+
+
+def test_spark_zips_are_found_and_moved_behind_the_installed_package():
+    home = spark_home()
+    zips = spark_pythonpath().split(":")[:-1]
+    path = zips + ["/elsewhere"] + [p for p in sys.path if p]
+    assert spark_zips(path, home) == zips
+    moved = prefer_installed(path, home)
+    assert sorted(moved) == sorted(path)
+    assert moved[-len(zips):] == zips  # the zips stay, as a fallback, last
+    assert moved[0] == "/elsewhere"
+
+
+def test_zips_of_another_spark_home_are_left_in_front(tmp_path):
+    other = tmp_path / "spark"
+    (other / "python" / "lib").mkdir(parents=True)
+    path = [str(other / "python" / "lib" / "pyspark.zip")] + [p for p in sys.path if p]
+    assert prefer_installed(path, str(other)) == path  # its pyspark is not the installed one: keep it first
+
+
+def test_without_the_fix_a_spark_python_imports_pyspark_from_the_zip(tmp_path):
+    found = where_pyspark("", tmp_path)
+    assert ".zip" in found["pyspark"]
+
+
+def test_the_daemon_module_makes_it_import_the_installed_package(tmp_path):
+    found = where_pyspark("import os, sys\nfrom chaos.pydaemon import prefer_installed\n"
+                          "sys.path[:] = prefer_installed(sys.path, os.environ['SPARK_HOME'])", tmp_path)
+    assert ".zip" not in found["pyspark"] and ".zip" not in found["py4j"]
+    assert Path(found["pyspark"]).parent == Path(spark_home())
+
+
+def test_a_process_started_in_the_import_home_imports_the_installed_package(tmp_path):
+    home = import_home(tmp_path / "home", spark_home())
+    assert home is not None and sorted(p.name for p in home.iterdir()) == ["py4j", "pyspark"]
+    found = where_pyspark("", home)  # sys.path[0] is the working directory, ahead of PYTHONPATH's zips
+    assert found["pyspark"].startswith(str(home)) and ".zip" not in found["py4j"]
+    assert Path(found["pyspark"]).resolve().parent == Path(spark_home()).resolve()
+    assert import_home(tmp_path / "home", spark_home()) == home  # idempotent: the links are kept
+
+
+def test_no_import_home_for_another_spark_home(tmp_path):
+    assert import_home(tmp_path / "home", str(tmp_path)) is None
+    assert not (tmp_path / "home").exists()
