@@ -101,9 +101,9 @@ MODES: dict[str, tuple[dict, bool]] = {
 }
 
 
-def one_trial(harness: Harness, run_dir: Path) -> dict:
+def one_trial(harness: Harness, run_dir: Path, last: bool = True) -> dict:
     t0 = time.monotonic()
-    result = harness.trial(standard(), run_dir)
+    result = harness.trial(standard(), run_dir, last=last)
     return {"seconds": time.monotonic() - t0, "recoveries": driver_recoveries(result),
             "verdict": check_run(run_dir)["verdict"],
             "offsets": [(b["batch"], b["end"]) for b in result["offsets"]]}
@@ -130,7 +130,7 @@ def run_mode(mode: str, out: Path, runs: int) -> list[dict]:
     with Harness(workdir=out / mode, **options) as harness:
         start = time.monotonic() - t0
         for k in range(runs):
-            row = one_trial(harness, out / f"{mode}-{k}")
+            row = one_trial(harness, out / f"{mode}-{k}", last=k == runs - 1)
             if k == 0:
                 row["seconds"] += start  # the one cluster start, charged to the first trial
             show(row)

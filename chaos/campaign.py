@@ -221,7 +221,8 @@ class Campaign:
             if budget is not None and self.elapsed() >= budget:
                 progress.note(f"time budget of {budget:.0f}s spent: {len(todo) - k} planned trial(s) not run")
                 break
-            self._run_trial(harness, entry["id"], Scenario(**entry["scenario"]), progress)
+            last = k == len(todo) - 1 and not self.spec.shrink  # nothing follows: no spare for it
+            self._run_trial(harness, entry["id"], Scenario(**entry["scenario"]), progress, last)
         if self.spec.shrink:
             for pipeline in self._pipelines():
                 if budget is not None and self.elapsed() >= budget:
@@ -232,13 +233,13 @@ class Campaign:
         progress.end(summary)
         return summary
 
-    def _run_trial(self, harness, trial_id: str, scenario: Scenario, progress: Progress) -> dict:
+    def _run_trial(self, harness, trial_id: str, scenario: Scenario, progress: Progress, last: bool = False) -> dict:
         from properties.check import check_run
 
         run_dir = self.trial_dir(trial_id)
         if not (run_dir / "result.json").exists():  # in flight when the harness died: start over
             progress.trial_start(trial_id, scenario)
-            harness.trial(scenario, run_dir)
+            harness.trial(scenario, run_dir, last=last)
         check_run(run_dir)
         verdict = self.verdict_of(trial_id)
         progress.trial_done(trial_id, scenario, verdict, json.loads((run_dir / "result.json").read_text()))

@@ -108,6 +108,7 @@ class Harness:
         self.timings: dict[str, float] = {}
         self.spare: Spare | None = None  # the next trial's first driver, booted ahead (with ``standby``)
         self.spares = 0
+        self.next_trial = True  # False during a run's last trial: no spare is booted for nobody
 
     def __enter__(self) -> Harness:
         require_java()
@@ -158,7 +159,7 @@ class Harness:
 
     def boot_spare(self, cores_max: int) -> None:
         """With ``spare``: boot the next trial's first driver now, in the background (chaos/spare.py)."""
-        if not self.use_spare or (self.spare is not None and self.spare.group.alive()):
+        if not self.use_spare or not self.next_trial or (self.spare is not None and self.spare.group.alive()):
             return
         settings = {"master": self.cluster.master_url, "java_options": self.java_options,
                     "class_archive": str(self.class_archive) if self.class_archive else None,
@@ -200,7 +201,9 @@ class Harness:
         elif not self.database.ready():
             self.database.restart()
 
-    def trial(self, scenario: Scenario, run_dir: Path) -> dict:
+    def trial(self, scenario: Scenario, run_dir: Path, last: bool = False) -> dict:
+        """Run one trial into ``run_dir``; ``last``: no trial follows on this harness (no spare is booted)."""
+        self.next_trial = not last
         pipeline = resolve(scenario.pipeline)
         self.check_faults(scenario, pipeline)
         if not self.cluster.healthy():
@@ -332,7 +335,8 @@ class Trial:
                 and self.committed_by == self.incarnation
                 and not any(f.action == "kill-driver" for f in self.controller.unfired())):
             self.h.boot_spare(self.scenario.workers)
-            self.history.add("driver", event="spare", folder=self.h.spare.folder.name, pid=self.h.spare.group.pid)
+            if self.h.spare is not None:
+                self.history.add("driver", event="spare", folder=self.h.spare.folder.name, pid=self.h.spare.group.pid)
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> dict:

@@ -28,8 +28,10 @@ def test_a_spare_is_the_next_trials_first_driver_and_a_pipeline_with_jvm_hooks_s
         second = tmp_path / "second"
         harness.trial(Scenario(pipeline="passthrough-append", events=600, events_per_batch=200, seed=4), second)
         hooked = tmp_path / "hooked"
-        harness.trial(Scenario(pipeline="passthrough-file", events=400, events_per_batch=200, seed=5), hooked)
+        harness.trial(Scenario(pipeline="passthrough-file", events=400, events_per_batch=200, seed=5), hooked,
+                      last=True)
         tag = harness.owned.tag
+        spares = sorted(p.name for p in (tmp_path / "harness" / "spares").iterdir())
     assert tagged_processes(tag) == [], "the harness left processes behind"
 
     # The first trial's driver 0 was the spare booted with the harness; the killed one restarted cold.
@@ -46,3 +48,5 @@ def test_a_spare_is_the_next_trials_first_driver_and_a_pipeline_with_jvm_hooks_s
     # A pipeline that sets JVM conf at boot (the file sink's commit hooks) cannot take a spare.
     assert "spare" not in driver_starts(hooked)[0]
     assert check_run(hooked)["verdict"] == "exactly-once"
+    # The hooked trial stopped spare-3 (booted in the second trial's tail); as the last trial it got no spare-4.
+    assert spares == ["spare-1", "spare-2", "spare-3"]
