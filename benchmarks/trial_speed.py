@@ -4,9 +4,10 @@ optimized (reused harness, quick-start JVM flags, pre-warmed standby and spare d
     python benchmarks/trial_speed.py [--runs 3] [--out runs/bench-trial-speed] [--modes naive,optimized]
 
 ``--modes naive,reuse,quick,standby,optimized`` adds one lever at a time: ``reuse`` one harness for
-all trials, ``quick`` plus ``chaos.cluster.QUICK_JVM_OPTIONS`` on every Spark JVM, ``standby`` plus
-the standby driver, ``optimized`` plus the spare (each trial's first driver booted during the previous
-trial's tail, chaos/spare.py). The first mode is the baseline of the printed ratios.
+all trials, ``quick`` plus the quick start (``chaos.cluster.QUICK_JVM_OPTIONS`` on every Spark JVM,
+the class archives, Python daemons that import the installed pyspark: chaos/pydaemon.py),
+``standby`` plus the standby driver, ``optimized`` plus the spare (each trial's first driver booted
+during the previous trial's tail, chaos/spare.py). The first mode is the baseline of the printed ratios.
 
 The standard trial (issue 7): catalogue ``api-count`` with its idempotent sink, 5000 events in 10
 micro-batches, faults ``kill-driver@3:sink-done``, ``kill-executor@5:reading``,
@@ -15,8 +16,9 @@ event log and proxy, with the JVM's default flags, and a killed driver restarts 
 harness for all trials (two 2-core workers, so a standby application holds executors too), C1-only
 serial-GC JVMs, a standby driver that takes over a killed one and a spare that is the next trial's
 first driver. Prints per mode the median trial
-time (naive includes its cluster start), median kill-driver -> next committed batch, the verdicts
-(they must be identical) and the peak summed RSS and PSS of every process the harness owns.
+time (naive includes its cluster start), median kill-driver -> next committed batch, the CPU seconds
+of every process the harness owns divided by the mode's trials (on 2 cores a trial cannot take less
+wall time than half its CPU), the verdicts (they must be identical) and the peak summed RSS and PSS.
 """
 
 from __future__ import annotations
@@ -44,20 +46,31 @@ def standard() -> Scenario:
     return Scenario(pipeline="api-count", events=5000, events_per_batch=500, seed=0, faults=list(FAULTS))
 
 
-class RssPeak:
-    """Samples the memory of every process tagged by this harness process (and this process): the summed
-    RSS, and the summed PSS, which counts a page shared by N processes (forked Python workers, the class
-    archive every driver maps, libjvm) once in total instead of N times."""
+class Usage:
+    """Samples every process tagged by this harness process (and this process) once a second: the peak
+    summed RSS; the peak summed PSS, which counts a page shared by N processes (forked Python workers,
+    the class archive every driver maps, libjvm) once in total instead of N times; and the CPU seconds
+    they used (each process's last sample, so a process that lived less than a second may be missed;
+    the sampler's own thread is not counted)."""
 
     def __init__(self) -> None:
         self.peak = 0
         self.peak_pss = 0
+        self._cpu: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds at its last sample
+        self._own = 0.0
+        self._start = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(self._cpu.values()) - self._start - self._own
 
     def _run(self) -> None:
         me = psutil.Process()
         prefix = f"{me.pid}:"
+        times = me.cpu_times()
+        self._start = times.user + times.system
         while not self._stop.wait(1.0):
             procs = [me]
             for proc in psutil.process_iter(["pid"]):
@@ -70,14 +83,17 @@ class RssPeak:
             for proc in procs:
                 try:
                     full = proc.memory_full_info()
+                    times = proc.cpu_times()
+                    self._cpu[(proc.pid, proc.create_time())] = times.user + times.system
                 except (psutil.Error, OSError):
                     continue
                 rss += full.rss
                 pss += getattr(full, "pss", full.rss)
             self.peak = max(self.peak, rss)
             self.peak_pss = max(self.peak_pss, pss)
+            self._own = time.thread_time()
 
-    def __enter__(self) -> RssPeak:
+    def __enter__(self) -> Usage:
         self._thread.start()
         return self
 
@@ -150,20 +166,21 @@ def main() -> None:
         sys.exit(f"unknown mode(s) {', '.join(unknown) or '(none)'}: pick from {', '.join(MODES)}")
     out = args.out.resolve()
     rows: dict[str, list[dict]] = {}
-    peaks: dict[str, RssPeak] = {}
+    peaks: dict[str, Usage] = {}
     for mode in modes:
-        with RssPeak() as peak:
+        with Usage() as peak:
             rows[mode] = run_mode(mode, out, args.runs)
         peaks[mode] = peak
 
     print(f"\nstandard trial: api-count, 5000 events, 10 batches, {' '.join(FAULTS)}; {args.runs} runs per mode")
-    print(f"{'mode':<10} {'median trial s':>15} {'median kill->commit s':>22} {'peak RSS MiB':>13} "
-          f"{'peak PSS MiB':>13}  verdicts")
+    print(f"{'mode':<10} {'median trial s':>15} {'median kill->commit s':>22} {'CPU-s/trial':>12} "
+          f"{'peak RSS MiB':>13} {'peak PSS MiB':>13}  verdicts")
     med = {}
     for mode, rs in rows.items():
         med[mode] = statistics.median(r["seconds"] for r in rs)
         rec = statistics.median(x for r in rs for x in r["recoveries"]) if any(r["recoveries"] for r in rs) else 0
-        print(f"{mode:<10} {med[mode]:>15.1f} {rec:>22.1f} {peaks[mode].peak / 2**20:>13.0f} "
+        print(f"{mode:<10} {med[mode]:>15.1f} {rec:>22.1f} {peaks[mode].cpu_seconds / len(rs):>12.1f} "
+              f"{peaks[mode].peak / 2**20:>13.0f} "
               f"{peaks[mode].peak_pss / 2**20:>13.0f}  "
               f"{sorted({r['verdict'] for r in rs})}")
     base = modes[0]
