@@ -50,7 +50,7 @@ def boot(config: dict, incarnation: int = 0):
     """JVM + SparkSession for ``config`` (a spare's config names no pipeline: the harness's settings only)."""
     from pyspark.sql import SparkSession
 
-    from chaos.source import EventLogSource
+    from chaos.source import EventLogSource, WarmSource
     from pipelines_under_test import resolve
 
     pipeline = config.get("pipeline")
@@ -85,6 +85,7 @@ def boot(config: dict, incarnation: int = 0):
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     spark.dataSource.register(EventLogSource)
+    spark.dataSource.register(WarmSource)
     return spark
 
 
@@ -102,24 +103,18 @@ def make_source(spark, config: dict):
     )
 
 
-def _warm(partition):
-    """Executor side of ``warm_up``: what a reader task imports first."""
-    import pyarrow  # noqa: F401
+def warm_up(spark, wait: float = 15.0, read: bool = True) -> bool:
+    """Wait for this application's executors and (``read``) start their Python workers ahead.
 
-    import chaos.source  # noqa: F401
-
-    return [len(list(partition))]
-
-
-def warm_up(spark, wait: float = 15.0) -> bool:
-    """Start the Python workers of this application's executors (and import the source there) ahead.
-
-    A task's first Python worker costs seconds (interpreter, pyspark, pyarrow); with worker reuse the
-    warmed workers serve the query's first tasks after the standby takes over. On a cluster without
-    spare cores the standby gets no executors before the active driver dies: then nothing is warmed
-    (a job would wait for executors until the takeover).
+    A task's first Python worker costs a daemon, a fork and imports; with worker reuse, workers warmed
+    here serve the query's first reader tasks. They must be started by a Python data source read
+    (``chaos.source.WarmSource``): Spark keys its daemons by the workers' environment, and an RDD job
+    gets another daemon than the query's reads. On a cluster without spare cores the application gets
+    no executors before the active driver dies: then nothing is warmed (a job would wait until then).
     """
     import time
+
+    from chaos.source import WARM_SOURCE_NAME
 
     sc = spark.sparkContext
 
@@ -131,9 +126,18 @@ def warm_up(spark, wait: float = 15.0) -> bool:
         time.sleep(0.2)
     if executors() < 1:
         return False
-    slots = max(2, sc.defaultParallelism)
-    sc.parallelize(range(slots * 2), slots * 2).mapPartitions(_warm).collect()
+    if read:
+        slots = max(2, sc.defaultParallelism)
+        spark.read.format(WARM_SOURCE_NAME).option("partitions", str(slots * 2)).load().collect()
     return True
+
+
+def can_rehearse(config: dict) -> bool:
+    """Whether the pipeline's side effects stay in a scratch directory (see ``rehearse``)."""
+    from pipelines_under_test import resolve
+
+    pipeline = resolve(config["pipeline"])
+    return not (pipeline.database or pipeline.own_source or pipeline.boot_conf())
 
 
 def rehearse(spark, config: dict, timeout: float = 60.0) -> bool:
@@ -151,9 +155,9 @@ def rehearse(spark, config: dict, timeout: float = 60.0) -> bool:
 
     from pipelines_under_test import DriverContext, resolve
 
-    pipeline = resolve(config["pipeline"])
-    if pipeline.database or pipeline.own_source or pipeline.boot_conf():
+    if not can_rehearse(config):
         return False
+    pipeline = resolve(config["pipeline"])
     scratch = Path(tempfile.mkdtemp(prefix="rehearsal-", dir=Path(config["sink_dir"]).parent))
     try:
         (scratch / "sink").mkdir()
@@ -281,7 +285,10 @@ def main(argv: list[str]) -> int:
 
             if not resolve(config["pipeline"]).own_source:
                 source = make_source(spark, config)
-            warm = warm_up(spark) and ("rehearsed" if rehearse(spark, config) else "warm")
+            # A rehearsal warms the query's own workers and code paths; the warm read only when it cannot run.
+            rehearsable = can_rehearse(config)
+            warm = warm_up(spark, read=not rehearsable) and (
+                "rehearsed" if rehearsable and rehearse(spark, config) else "warm")
             print(f"streamchaos: standby incarnation {incarnation} booted, {warm or 'no executors'} "
                   f"({spark.sparkContext.applicationId}), waiting for the active driver to die", flush=True)
             tell(spark, config, "standby-ready", incarnation)

@@ -14,15 +14,19 @@ directory: links to the installed pyspark and py4j only. ``python -m`` puts the 
 first on ``sys.path``, ahead of ``PYTHONPATH``'s zips, so the planners import the same installed
 package too (from its cached bytecode).
 
-The daemon imports ``pyspark.worker`` (and the harness's source) once, before the daemon forks its
-workers, so a forked worker starts with them loaded — only for the default worker module, and only
-while that leaves the process single-threaded: ``pyspark/daemon.py`` imports the worker after the
-fork because pandas and pyarrow start threads at import, and a fork copies no threads but their
-locks. Should a thread appear, the daemon re-executes itself as the plain ``pyspark.daemon``.
+The daemon of the default worker module then imports, once and before it forks, what every reader
+task's worker would import after its fork: ``pyspark.worker``, the harness's source, the Python data
+source read path, pyarrow and pandas (~0.4 CPU-s per worker otherwise). ``pyspark/daemon.py`` imports
+after the fork on purpose: pyarrow's jemalloc and numpy's OpenBLAS start threads at import, and a
+fork copies no threads but their locks. So the daemon sets ``JE_ARROW_MALLOC_CONF`` (no jemalloc
+background thread) and ``OPENBLAS_NUM_THREADS=1`` unless the user set them, checks that the process is
+still single-threaded after the imports, and otherwise re-executes itself as the plain
+``pyspark.daemon``: it never forks a multi-threaded process.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.machinery
 import os
 import sys
@@ -36,7 +40,9 @@ def spark_zips(path: list[str], spark_home: str) -> list[str]:
 
 
 def prefer_installed(path: list[str], spark_home: str) -> list[str]:
-    """``path`` with Spark's zips moved last, if the installed pyspark is the one ``spark_home`` names."""
+    """``path`` without Spark's zips, if the installed pyspark is the one ``spark_home`` names (a zip
+    left on the path would still be re-read by every ``importlib.invalidate_caches()``, which each
+    worker calls when its first task adds Spark's files directory)."""
     zips = spark_zips(path, spark_home)
     if not zips:
         return path
@@ -47,7 +53,7 @@ def prefer_installed(path: list[str], spark_home: str) -> list[str]:
     if importlib.machinery.PathFinder.find_spec("py4j", rest) is None:
         zips = [z for z in zips if "py4j" not in Path(z).name]  # py4j only in its zip: keep it in front
         rest = [p for p in path if p not in zips]
-    return rest + zips
+    return rest
 
 
 def import_home(folder: Path, spark_home: str) -> Path | None:
@@ -77,21 +83,35 @@ def threads() -> int:
         return 1
 
 
+# What a reader task's worker imports, in order; each is optional but pyspark.worker.
+PRELOAD = ("pyspark.worker", "chaos.source", "pyarrow", "pandas", "pyspark.sql.worker.plan_data_source_read")
+# Keep the imports above from starting threads (set only where the user did not).
+SINGLE_THREADED_IMPORTS = {"JE_ARROW_MALLOC_CONF": "background_thread:false", "OPENBLAS_NUM_THREADS": "1"}
+
+
 def main() -> None:
+    before = list(sys.path)
     sys.path[:] = prefer_installed(sys.path, os.environ.get("SPARK_HOME", ""))
+    for dropped in set(before) - set(sys.path):
+        sys.path_importer_cache.pop(dropped, None)
     worker_module = sys.argv[1] if len(sys.argv) > 1 else "pyspark.worker"
     if worker_module == "pyspark.worker":
-        import pyspark.worker  # noqa: F401
-
-        import chaos.source  # noqa: F401
+        for key, value in SINGLE_THREADED_IMPORTS.items():
+            os.environ.setdefault(key, value)
+        for module in PRELOAD:
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                if module == "pyspark.worker":
+                    raise
     if threads() > 1:  # never fork a multi-threaded process: be the plain daemon instead
         os.execv(sys.executable, [sys.executable, "-m", "pyspark.daemon", *sys.argv[1:]])
     import pyspark
     from pyspark.daemon import manager
 
     # One line in the executor's stderr log: which pyspark this application's workers run.
-    print(f"streamchaos: python daemon for {worker_module}, pyspark from {Path(pyspark.__file__).parent}",
-          file=sys.stderr, flush=True)
+    print(f"streamchaos: python daemon for {worker_module}, pyspark from {Path(pyspark.__file__).parent}, "
+          f"{len(sys.modules)} modules loaded before forking", file=sys.stderr, flush=True)
 
     manager()
 

@@ -18,13 +18,14 @@ import urllib.request
 from datetime import UTC, datetime
 from urllib.parse import quote
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from chaos import barrier
 from chaos.schema import EVENT_SCHEMA
 
 SOURCE_NAME = "streamchaos"
+WARM_SOURCE_NAME = "streamchaos-warm"
 
 
 def _get(url: str):
@@ -128,6 +129,38 @@ class EventLogStreamReader(DataSourceStreamReader):
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the log keeps every event (it must, for replay)."""
+
+
+class WarmPartition(InputPartition):
+    pass
+
+
+class WarmReader(DataSourceReader):
+    def __init__(self, partitions: int) -> None:
+        self.count = partitions
+
+    def partitions(self) -> list[WarmPartition]:
+        return [WarmPartition(k) for k in range(self.count)]
+
+    def read(self, partition: WarmPartition):
+        yield (0, "", 0, datetime.fromtimestamp(0, tz=UTC), partition.value, 0)
+
+
+class WarmSource(DataSource):
+    """A batch source of one row per partition, read to start the executors' Python daemon and workers
+    ahead of a query (``chaos.driver.warm_up``). Spark keeps one daemon per set of worker environment
+    variables: a ``mapPartitions`` job starts another daemon than a Python data source read does, so a
+    warm-up must read through a data source to warm the workers the event log's reader tasks get."""
+
+    @classmethod
+    def name(cls) -> str:
+        return WARM_SOURCE_NAME
+
+    def schema(self) -> str:
+        return EVENT_SCHEMA
+
+    def reader(self, schema) -> WarmReader:
+        return WarmReader(int(self.options.get("partitions", "2")))
 
 
 class EventLogSource(DataSource):

@@ -32,15 +32,12 @@ def where_pyspark(code: str, cwd: Path) -> dict[str, str]:
     return {"pyspark": out[0], "py4j": out[1]}
 
 
-def test_spark_zips_are_found_and_moved_behind_the_installed_package():
+def test_spark_zips_are_found_and_dropped_for_the_installed_package():
     home = spark_home()
     zips = spark_pythonpath().split(":")[:-1]
     path = zips + ["/elsewhere"] + [p for p in sys.path if p]
     assert spark_zips(path, home) == zips
-    moved = prefer_installed(path, home)
-    assert sorted(moved) == sorted(path)
-    assert moved[-len(zips):] == zips  # the zips stay, as a fallback, last
-    assert moved[0] == "/elsewhere"
+    assert prefer_installed(path, home) == path[len(zips):]
 
 
 def test_zips_of_another_spark_home_are_left_in_front(tmp_path):
@@ -74,3 +71,41 @@ def test_a_process_started_in_the_import_home_imports_the_installed_package(tmp_
 def test_no_import_home_for_another_spark_home(tmp_path):
     assert import_home(tmp_path / "home", str(tmp_path)) is None
     assert not (tmp_path / "home").exists()
+
+
+def start_daemon(extra_env: dict[str, str], tmp_path: Path) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k not in ("JE_ARROW_MALLOC_CONF", "OPENBLAS_NUM_THREADS")}
+    env.update(PYTHONPATH=spark_pythonpath(), SPARK_HOME=spark_home(), **extra_env)
+    return subprocess.Popen([sys.executable, "-m", "chaos.pydaemon", "pyspark.worker"], env=env, cwd=tmp_path,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def serve_and_stop(proc: subprocess.Popen) -> tuple[int, list[str], str]:
+    """Wait until the daemon listens (it writes its port), sample it, then close its stdin as Spark does."""
+    port = int.from_bytes(proc.stdout.read(4), "big")
+    tasks = os.listdir(f"/proc/{proc.pid}/task")
+    cmdline = open(f"/proc/{proc.pid}/cmdline").read().split("\0")
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    err = proc.stderr.read().decode()
+    proc.stdout.close()
+    proc.stderr.close()
+    assert port > 0 and proc.returncode is not None, err  # it exits once its stdin closes (pyspark: code 1)
+    return len(tasks), cmdline, err
+
+
+def test_the_daemon_preloads_the_reader_imports_and_stays_single_threaded(tmp_path):
+    threads, cmdline, err = serve_and_stop(start_daemon({}, tmp_path))
+    assert threads == 1, "a daemon must fork from a single-threaded process"
+    assert "chaos.pydaemon" in cmdline
+    line = next(x for x in err.splitlines() if x.startswith("streamchaos: python daemon"))
+    assert f"pyspark from {spark_home()}," in line and ".zip" not in line
+    assert int(line.split(", ")[-1].split()[0]) > 500  # pyspark.worker, pyarrow, pandas: loaded before the fork
+
+
+def test_a_daemon_whose_imports_start_threads_becomes_the_plain_pyspark_daemon(tmp_path):
+    # The user asked for OpenBLAS threads: numpy starts them at import, so the daemon must not fork from
+    # that process; it re-executes itself as pyspark.daemon, which imports after the fork.
+    threads, cmdline, err = serve_and_stop(start_daemon({"OPENBLAS_NUM_THREADS": "2"}, tmp_path))
+    assert "pyspark.daemon" in cmdline and "chaos.pydaemon" not in cmdline
+    assert "streamchaos: python daemon" not in err
