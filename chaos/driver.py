@@ -214,13 +214,19 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
         if query.awaitTermination(0.5):
             break
     if stop.is_set():
+        import time
+
+        t0 = time.monotonic()
         query.stop()
+        print(f"streamchaos: query stopped in {time.monotonic() - t0:.2f}s", flush=True)
         if pipeline.state and config.get("state_dir"):
             from chaos.statedump import dump_state
 
             done = dump_state(spark, pipeline, config["checkpoint"], Path(config["state_dir"]))
             print(f"streamchaos: state of {len(done['batches'])} batches dumped in {done['seconds']}s", flush=True)
+        t0 = time.monotonic()
         spark.stop()
+        print(f"streamchaos: session stopped in {time.monotonic() - t0:.2f}s", flush=True)
         return 0
     error = query.exception()
     if error is not None:
