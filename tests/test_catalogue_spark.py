@@ -106,11 +106,16 @@ def test_nondeterministic_key_without_faults_is_exactly_once(spark_cluster, tmp_
 
 
 def test_conformance_reproduces_documented_rows_and_stores_the_table(spark_cluster, tmp_path):
+    """With --standby: pre-warmed drivers take over, and the documented verdicts come out all the same."""
     out = tmp_path / "conf"
     run = cli("conformance", "--trials", "1", "--only", "passthrough-append", "--only", "nondeterministic-key",
-              "--cluster", spark_cluster.master_url, "--out", str(out), cwd=tmp_path, timeout=1500)
+              "--cluster", spark_cluster.master_url, "--out", str(out), "--standby", cwd=tmp_path, timeout=1500)
     assert run.rc == 0, run.stderr[-2000:]
     assert left_by(run.pid) == []
+    starts = [json.loads(line)["detail"] for history in (out / "trials").glob("*/history.jsonl")
+              for line in history.read_text().splitlines() if '"kind": "driver"' in line]
+    assert any(d.get("standby") for d in starts if d.get("event") == "start"), "no standby took over"
+    assert any(d.get("spare") for d in starts if d.get("event") == "start"), "no trial started on a spare"
     table = json.loads((out / "conformance.json").read_text())
     rows = {r["pipeline"]: r for r in table["rows"]}
     assert rows["passthrough-append"]["measured"] == "at-least-once" and rows["passthrough-append"]["agrees"]
