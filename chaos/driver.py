@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -103,7 +104,7 @@ def make_source(spark, config: dict):
     )
 
 
-def warm_up(spark, wait: float = 15.0, read: bool = True) -> bool:
+def warm_up(spark, wait: float = 15.0, read: bool = True, until=lambda: False) -> bool:
     """Wait for this application's executors and (``read``) start their Python workers ahead.
 
     A task's first Python worker costs a daemon, a fork and imports; with worker reuse, workers warmed
@@ -112,8 +113,6 @@ def warm_up(spark, wait: float = 15.0, read: bool = True) -> bool:
     gets another daemon than the query's reads. On a cluster without spare cores the application gets
     no executors before the active driver dies: then nothing is warmed (a job would wait until then).
     """
-    import time
-
     from chaos.source import WARM_SOURCE_NAME
 
     sc = spark.sparkContext
@@ -122,7 +121,7 @@ def warm_up(spark, wait: float = 15.0, read: bool = True) -> bool:
         return sc._jsc.sc().getExecutorMemoryStatus().size() - 1
 
     deadline = time.monotonic() + wait
-    while executors() < 1 and time.monotonic() < deadline:
+    while executors() < 1 and time.monotonic() < deadline and not until():
         time.sleep(0.2)
     if executors() < 1:
         return False
@@ -151,7 +150,6 @@ def rehearse(spark, config: dict, timeout: float = 60.0) -> bool:
     """
     import shutil
     import tempfile
-    import time
 
     from pipelines_under_test import DriverContext, resolve
 
@@ -214,8 +212,6 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
         if query.awaitTermination(0.5):
             break
     if stop.is_set():
-        import time
-
         t0 = time.monotonic()
         query.stop()
         print(f"streamchaos: query stopped in {time.monotonic() - t0:.2f}s", flush=True)
@@ -235,21 +231,60 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     return 0
 
 
+class Signals:
+    """Counts SIGUSR1: installed before the slow boot, so a signal that arrives early is kept, not fatal
+    (SIGUSR1's default). A standby spare gets two: the hand-over, then the takeover."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        signal.signal(signal.SIGUSR1, self._got)
+
+    def _got(self, *_) -> None:
+        self.count += 1
+
+    def wait(self, count: int) -> None:
+        while self.count < count:
+            time.sleep(0.05)
+
+
+def stand_by(spark, config: dict, incarnation: int, signals: Signals, count: int):
+    """Warm up as ``incarnation``'s standby, say so, and wait for the ``count``-th SIGUSR1 (the active
+    driver died); returns the query's source, made ahead too."""
+    from pipelines_under_test import resolve
+
+    source = None if resolve(config["pipeline"]).own_source else make_source(spark, config)
+    # A rehearsal warms the query's own workers and code paths; the warm read only when it cannot run.
+    rehearsable = can_rehearse(config)
+    warm = warm_up(spark, read=not rehearsable) and (
+        "rehearsed" if rehearsable and rehearse(spark, config) else "warm")
+    print(f"streamchaos: standby incarnation {incarnation} booted, {warm or 'no executors'} "
+          f"({spark.sparkContext.applicationId}), waiting for the active driver to die", flush=True)
+    tell(spark, config, "standby-ready", incarnation)
+    signals.wait(count)
+    return source
+
+
 def spare_main(spare_dir: Path) -> int:
-    """Boot on the harness's settings, warm the executors, wait to be handed a trial, run it."""
+    """Boot on the harness's settings, warm the executors, wait to be handed a trial (as its driver or as
+    a standby), run it."""
     from chaos.spare import SPARE_KEYS
 
-    go = threading.Event()
-    signal.signal(signal.SIGUSR1, lambda *_: go.set())  # before the boot: an early hand-over is kept
+    signals = Signals()
+    (spare_dir / "listening").touch()  # the harness signals only from now on (chaos.spare.Spare.hand_over)
     spare = json.loads((spare_dir / "spare.json").read_text())
+    standby = spare.get("role") == "standby"
+    if spare.get("after"):  # a standby spare boots once the driver spare holds its executors (see chaos/spare.py)
+        deadline = time.monotonic() + 60
+        while not Path(spare["after"], "ready").exists() and not signals.count and time.monotonic() < deadline:
+            time.sleep(0.1)
     try:
         spark = boot({**spare, "controller": ""})
-        warm = warm_up(spark)
-        print(f"streamchaos: spare driver booted, {'warm' if warm else 'no executors'} "
-              f"({spark.sparkContext.applicationId}), waiting for a trial", flush=True)
+        warm = warm_up(spark, until=lambda: signals.count > 0)
+        print(f"streamchaos: {'standby spare' if standby else 'spare driver'} booted, "
+              f"{'warm' if warm else 'not warmed'} ({spark.sparkContext.applicationId}), waiting for a trial",
+              flush=True)
         (spare_dir / "ready").write_text(spark.sparkContext.applicationId)
-        while not go.wait(0.05):
-            pass
+        signals.wait(1)
         handed = json.loads((spare_dir / "go.json").read_text())
         run_dir, incarnation = Path(handed["run_dir"]), int(handed["incarnation"])
         config = json.loads((run_dir / "driver.json").read_text())
@@ -257,8 +292,10 @@ def spare_main(spare_dir: Path) -> int:
         if mismatch or config.get("spark_conf") or _pipeline_boot_conf(config):
             print(f"streamchaos: spare cannot run {run_dir}: it differs in {mismatch or 'boot conf'}", flush=True)
             return 2
-        print(f"streamchaos: spare driver runs {run_dir} as incarnation {incarnation}", flush=True)
-        return run(spark, config, incarnation)
+        role = "standby of" if handed.get("standby") else "runs"
+        print(f"streamchaos: spare driver {role} {run_dir} as incarnation {incarnation}", flush=True)
+        source = stand_by(spark, config, incarnation, signals, 2) if handed.get("standby") else None
+        return run(spark, config, incarnation, source)
     except Exception:
         traceback.print_exc()
         return 1
@@ -275,31 +312,14 @@ def main(argv: list[str]) -> int:
         return spare_main(Path(argv[1]))
     run_dir, incarnation = Path(argv[0]), int(argv[1])
     standby = "--standby" in argv[2:]
-    go = threading.Event()
-    if standby:
-        # Installed before the slow boot: a "go" that arrives early is kept, not fatal (SIGUSR1's default).
-        signal.signal(signal.SIGUSR1, lambda *_: go.set())
+    signals = Signals() if standby else None
     config = json.loads((run_dir / "driver.json").read_text())
     for arg in argv[2:]:
         if arg.startswith("--cores-max="):  # a restart after a rescale (stop-driver@N:committed/C)
             config["cores_max"] = int(arg.split("=", 1)[1])
     try:
         spark = boot(config, incarnation)  # imports the pipeline's module too (a standby: not after the kill)
-        source = None
-        if standby:
-            from pipelines_under_test import resolve
-
-            if not resolve(config["pipeline"]).own_source:
-                source = make_source(spark, config)
-            # A rehearsal warms the query's own workers and code paths; the warm read only when it cannot run.
-            rehearsable = can_rehearse(config)
-            warm = warm_up(spark, read=not rehearsable) and (
-                "rehearsed" if rehearsable and rehearse(spark, config) else "warm")
-            print(f"streamchaos: standby incarnation {incarnation} booted, {warm or 'no executors'} "
-                  f"({spark.sparkContext.applicationId}), waiting for the active driver to die", flush=True)
-            tell(spark, config, "standby-ready", incarnation)
-            while not go.wait(0.05):
-                pass
+        source = stand_by(spark, config, incarnation, signals, 1) if signals is not None else None
         return run(spark, config, incarnation, source)
     except Exception:
         traceback.print_exc()

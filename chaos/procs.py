@@ -139,7 +139,8 @@ class Group:
 
     def kill(self) -> None:
         """SIGKILL the group and its strays, then reap the leader."""
-        members = self.members()
+        # The leader is reaped by its Popen only: psutil reaping it first would leave Popen a returncode of 0.
+        members = [p for p in self.members() if p.pid != self.pid]
         self.signal(signal.SIGKILL)
         kill_tree(members)
         try:

@@ -7,16 +7,23 @@ the next trial: it then does what a cold first driver does, start the query on a
 only sooner. A spare boots on the harness's settings alone (master, JVM flags, class archive, executor
 cores), so a trial whose driver needs other settings, or JVM conf of its pipeline (``boot_conf``), gets
 a cold driver and the spare is stopped (its executors would hold the cores the trial's standby needs).
+
+With ``standby`` on as well, a second spare boots in the same tail and becomes the next trial's first
+standby: handed over with ``standby``, it warms up as that incarnation (rehearsal, executors, which it
+only gets once the previous trial's driver has stopped) and starts the query at a second SIGUSR1, as a
+standby started by the trial would. A trial's first driver kill then no longer waits for a JVM boot.
 """
 
 from __future__ import annotations
 
+import os
+import resource
 import shutil
 import signal
 from pathlib import Path
 
 from chaos.atomic import write_json
-from chaos.procs import Group, Owned
+from chaos.procs import Group, Owned, wait_until
 
 # What a spare boots with; chaos.driver checks them again at the hand-over.
 SPARE_KEYS = ("master", "java_options", "class_archive", "executor_archive", "python_daemon", "cores_max")
@@ -35,6 +42,10 @@ class Spare:
         write_json(folder / "spare.json", settings)
         group = owned.spawn(folder.name, argv + ["--spare", str(folder)], env=env, log_path=folder / "driver.log",
                             cwd=cwd)
+        if settings.get("role") == "standby" and _can_renice():
+            # Its boot must not slow this trial's tail (the state dump, the next spare's boot): it has until
+            # the next trial's first driver kill. The hand-over gives it a normal share again.
+            _session_nice(group.pid, 10)
         return cls(group, folder, settings)
 
     @property
@@ -46,9 +57,15 @@ class Spare:
         return (self.group.alive() and not boot_conf and not config.get("spark_conf")
                 and all(config.get(k) == self.settings.get(k) for k in SPARE_KEYS))
 
-    def hand_over(self, run_dir: Path, incarnation: int) -> Group:
-        """The spare becomes ``incarnation`` of the trial in ``run_dir`` (go.json first, then the signal)."""
-        write_json(self.folder / "go.json", {"run_dir": str(run_dir), "incarnation": incarnation})
+    def hand_over(self, run_dir: Path, incarnation: int, standby: bool = False) -> Group:
+        """The spare becomes ``incarnation`` of the trial in ``run_dir`` (go.json first, then the signal);
+        ``standby``: it warms up as that incarnation's standby and starts the query at the next signal.
+        A spare that has not yet caught SIGUSR1 (still importing) would die of it: wait until it does."""
+        write_json(self.folder / "go.json", {"run_dir": str(run_dir), "incarnation": incarnation,
+                                             **({"standby": True} if standby else {})})
+        if self.settings.get("role") == "standby" and _can_renice():
+            _session_nice(self.group.pid, 0)
+        wait_until(lambda: (self.folder / "listening").exists() or not self.group.alive(), 30)
         self.group.signal_leader(signal.SIGUSR1)
         return self.group
 
@@ -64,3 +81,17 @@ class Spare:
             target.unlink()
             if source.exists():
                 shutil.move(source, target)
+
+
+def _can_renice() -> bool:
+    """Whether this process may give a session its normal share back (root, or RLIMIT_NICE allows it)."""
+    return os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_NICE)[0] >= 20
+
+
+def _session_nice(pid: int, nice: int) -> None:
+    """The nice value of the session's autogroup: with autogroups on (Linux's default), CPU is shared
+    between sessions first, so a process's own nice means little against another session."""
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+    except OSError:
+        pass

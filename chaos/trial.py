@@ -93,8 +93,11 @@ class Harness:
         self.standby = standby
         # Each trial's first driver boots during the previous trial's tail (chaos/spare.py): for campaigns.
         self.use_spare = spare
-        # With a standby or a spare, each worker gets a second core so their applications hold executors too.
-        self.worker_cores = worker_cores or (2 if standby or spare else 1)
+        # With a standby or a spare, each worker gets a second core so their applications hold executors too;
+        # with both, a third: the next trial's standby spare holds executors beside this trial's driver and
+        # the driver spare, and is warm when its trial starts. Cores here are slots (the machine has 2); the
+        # extra applications' executors idle, the active one still has one 1-core executor per worker.
+        self.worker_cores = worker_cores or (3 if standby and spare else 2 if standby or spare else 1)
         self.toxiproxy = toxiproxy
         self.workers = workers
         self.workdir = Path(workdir or Path.cwd() / "runs").resolve()
@@ -106,7 +109,9 @@ class Harness:
         self.database: PostgresServer | None = None  # started by the first trial that needs it
         self.sink_dsn: str | None = None
         self.timings: dict[str, float] = {}
-        self.spare: Spare | None = None  # the next trial's first driver, booted ahead (with ``standby``)
+        self.spare: Spare | None = None  # the next trial's first driver, booted ahead (with ``spare``)
+        # With ``spare`` and ``standby``: the next trial's first standby too, booted in the same tail.
+        self.standby_spare: Spare | None = None
         self.spares = 0
         self.next_trial = True  # False during a run's last trial: no spare is booted for nobody
 
@@ -158,21 +163,42 @@ class Harness:
         self.owned.stop_all()
 
     def boot_spare(self, cores_max: int) -> None:
-        """With ``spare``: boot the next trial's first driver now, in the background (chaos/spare.py)."""
-        if not self.use_spare or not self.next_trial or (self.spare is not None and self.spare.group.alive()):
+        """With ``spare``: boot the next trial's first driver now, in the background (chaos/spare.py); with
+        ``standby`` too, its first standby beside it. The standby spare gets no executors while this trial's
+        driver and the first spare hold the cluster's cores; it gets them when this trial's driver stops,
+        and warms them as a standby once the next trial hands it over (its JVM and session are booted by
+        then: that boot is what kept a trial's first driver kill waiting)."""
+        if not self.use_spare or not self.next_trial:
             return
         settings = {"master": self.cluster.master_url, "java_options": self.java_options,
                     "class_archive": str(self.class_archive) if self.class_archive else None,
                     "executor_archive": str(self.executor_archive) if self.executor_archive else None,
                     "python_daemon": self.python_daemon, "cores_max": cores_max}
-        self.spares += 1
-        self.spare = Spare.boot(self.owned, self.workdir / "spares" / f"spare-{self.spares}", settings,
-                                driver_argv(), driver_env(), cwd=self.driver_cwd)
+        if self.spare is None or not self.spare.group.alive():
+            self.spare = self._boot_one(settings)
+        if self.standby_spares and (self.standby_spare is None or not self.standby_spare.group.alive()):
+            self.standby_spare = self._boot_one({**settings, "role": "standby"})
 
-    def take_spare(self, config: dict, boot_conf: dict) -> Spare | None:
-        """The spare, if it boots like a cold first driver of ``config`` would; else stop it (its
-        executors would hold the cores this trial's standby needs)."""
-        spare, self.spare = self.spare, None
+    @property
+    def standby_spares(self) -> bool:
+        """Only on the harness's own cluster with a third core per worker: there the standby spare holds
+        executors beside this trial's driver and the driver spare. With fewer cores it could take the
+        ones the driver spare needs, and hold them, as the next trial's standby, while that trial's
+        first driver waits for executors that never come."""
+        return self.use_spare and self.standby and self.cluster.owns_workers and self.worker_cores >= 3
+
+    def _boot_one(self, settings: dict) -> Spare:
+        self.spares += 1
+        return Spare.boot(self.owned, self.workdir / "spares" / f"spare-{self.spares}", settings,
+                          driver_argv(), driver_env(), cwd=self.driver_cwd)
+
+    def take_spare(self, config: dict, boot_conf: dict, standby: bool = False) -> Spare | None:
+        """The spare (``standby``: the standby spare), if it boots like a cold driver of ``config`` would;
+        else stop it (its executors would hold the cores this trial's standby needs)."""
+        if standby:
+            spare, self.standby_spare = self.standby_spare, None
+        else:
+            spare, self.spare = self.spare, None
         if spare is None:
             return None
         if spare.fits(config, boot_conf):
@@ -325,8 +351,17 @@ class Trial:
         if (self.standby is None and self.wants_standby
                 and any(f.action == "kill-driver" for f in self.controller.unfired())
                 and (self.incarnation == 0 or self.committed_by == self.incarnation)):
-            self.standby = self._spawn_driver(self.incarnation + 1, standby=True)
-            self.history.add("driver", event="standby", incarnation=self.incarnation + 1, pid=self.standby.pid)
+            incarnation = self.incarnation + 1
+            spare = self.h.take_spare(self.config, self.pipeline.boot_conf(), standby=True) \
+                if self.cores_max is None else None
+            if spare is not None:  # booted during the previous trial's tail: it only warms up now
+                self.standby = spare.hand_over(self.dir, incarnation, standby=True)
+                spare.link_log(self.dir / "logs" / f"driver-{incarnation}.log")
+                self.history.add("driver", event="standby", incarnation=incarnation, pid=self.standby.pid,
+                                 spare=spare.folder.name)
+                return
+            self.standby = self._spawn_driver(incarnation, standby=True)
+            self.history.add("driver", event="standby", incarnation=incarnation, pid=self.standby.pid)
 
     def _keep_spare(self) -> None:
         """Boot the next trial's first driver once this one's last driver runs: no driver kill ahead
@@ -335,8 +370,10 @@ class Trial:
                 and self.committed_by == self.incarnation
                 and not any(f.action == "kill-driver" for f in self.controller.unfired())):
             self.h.boot_spare(self.scenario.workers)
-            if self.h.spare is not None:
-                self.history.add("driver", event="spare", folder=self.h.spare.folder.name, pid=self.h.spare.group.pid)
+            for spare, role in ((self.h.spare, "driver"), (self.h.standby_spare, "standby")):
+                if spare is not None:
+                    self.history.add("driver", event="spare", folder=spare.folder.name, pid=spare.group.pid,
+                                     role=role)
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> dict:
@@ -389,7 +426,8 @@ class Trial:
             raise
         finally:
             self._stop_driver()
-            Spare.keep_log(self.dir / "logs" / "driver-0.log")
+            for log in (self.dir / "logs").glob("driver-*.log"):
+                Spare.keep_log(log)
             watcher.stop()
             watcher.scan()
             self.controller.close()

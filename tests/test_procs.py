@@ -27,6 +27,17 @@ def test_spawned_groups_carry_the_tag_and_stop_all_kills_them_and_their_children
     assert tagged_processes(owned.tag) == []
 
 
+def test_a_killed_group_reports_the_signal_not_a_clean_exit(tmp_path):
+    """The trial records a killed driver's exit code: psutil must not reap the leader before its Popen."""
+    for _ in range(5):  # the race it guards against was one kill in a few
+        owned = Owned()
+        group = owned.spawn("sleeper", SLEEPER, log_path=tmp_path / "log")
+        assert wait_until(lambda g=group: len(g.members()) == 2, 10)
+        group.kill()
+        assert group.proc.returncode == -signal.SIGKILL
+        owned.stop_all()
+
+
 def test_reap_kills_what_a_sigkilled_harness_left(tmp_path):
     # A stand-in harness: a real process that owns a sleeper group, then dies by SIGKILL.
     script = textwrap.dedent(f"""

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
+from pathlib import Path
 
 from chaos.procs import Owned, wait_until
-from chaos.spare import Spare
+from chaos.spare import Spare, _can_renice
 
 SETTINGS = {"master": "spark://127.0.0.1:7077", "java_options": "-XX:+UseSerialGC", "class_archive": None,
             "cores_max": 2}
-# Like chaos.driver --spare: catch SIGUSR1, say "ready" in its folder (the last argument), wait.
+# Like chaos.driver --spare: catch SIGUSR1, say "listening" and "ready" in its folder (the last argument), wait.
 WAITER = ("import pathlib, signal, sys; signal.signal(signal.SIGUSR1, lambda *_: sys.exit(7)); "
-          "pathlib.Path(sys.argv[-1], 'ready').touch(); signal.pause()")
+          "pathlib.Path(sys.argv[-1], 'listening').touch(); pathlib.Path(sys.argv[-1], 'ready').touch(); "
+          "signal.pause()")
+# A standby spare: the first SIGUSR1 hands it over ("handed"), the second makes it take over (exit 7).
+TWICE = ("import pathlib, signal, sys; folder = pathlib.Path(sys.argv[-1]); n = []\n"
+         "def got(*_):\n    n.append(1); (folder / 'handed').touch()\n    if len(n) == 2: sys.exit(7)\n"
+         "signal.signal(signal.SIGUSR1, got); (folder / 'listening').touch(); (folder / 'ready').touch()\n"
+         "while True: signal.pause()")
+# A spare that is still importing when the trial starts: it catches SIGUSR1 only after 2 s.
+SLOW = ("import pathlib, signal, sys, time; time.sleep(2); signal.signal(signal.SIGUSR1, lambda *_: sys.exit(7)); "
+        "pathlib.Path(sys.argv[-1], 'listening').touch(); signal.pause()")
 
 
 def test_a_spare_fits_only_a_first_driver_that_would_boot_the_same_way(tmp_path):
@@ -49,3 +60,38 @@ def test_the_run_directory_keeps_the_spares_log_as_its_own_file(tmp_path):
     assert target.is_file() and not target.is_symlink() and target.read_text().endswith("ran the trial\n")
     assert not (folder / "driver.log").exists()
     Spare.keep_log(tmp_path / "run" / "logs" / "driver-1.log")  # a cold driver's log: nothing to do
+
+
+def test_a_hand_over_waits_until_the_spare_catches_the_signal(tmp_path):
+    owned = Owned()
+    try:
+        spare = Spare.boot(owned, tmp_path / "spare-1", SETTINGS, [sys.executable, "-c", SLOW], env=None)
+        group = spare.hand_over(tmp_path / "run", 0)  # at once: the spare has not installed its handler yet
+        assert group.proc.wait(10) == 7, "SIGUSR1 killed a spare that was still starting"
+    finally:
+        owned.stop_all()
+
+
+def test_a_standby_spare_boots_in_a_low_priority_session_and_gets_its_share_back_at_the_hand_over(tmp_path):
+    """Its boot runs during the previous trial's tail; the hand-over makes it an ordinary standby, which
+    starts the query at a second signal."""
+    owned = Owned()
+    try:
+        spare = Spare.boot(owned, tmp_path / "spare-2", {**SETTINGS, "role": "standby"},
+                           [sys.executable, "-c", TWICE], env=None)
+        autogroup = Path(f"/proc/{spare.group.pid}/autogroup")
+        renices = autogroup.exists() and _can_renice()
+        if renices:
+            assert autogroup.read_text().split()[-1] == "10"
+        assert wait_until(lambda: (tmp_path / "spare-2" / "ready").exists(), 10)
+        group = spare.hand_over(tmp_path / "run", 1, standby=True)
+        assert json.loads((tmp_path / "spare-2" / "go.json").read_text()) == {
+            "run_dir": str(tmp_path / "run"), "incarnation": 1, "standby": True}
+        assert wait_until(lambda: (tmp_path / "spare-2" / "handed").exists(), 10)
+        assert group.alive()
+        if renices:
+            assert autogroup.read_text().split()[-1] == "0"
+        group.signal_leader(signal.SIGUSR1)  # the active driver died: take over
+        assert group.proc.wait(10) == 7
+    finally:
+        owned.stop_all()

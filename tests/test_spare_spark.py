@@ -50,3 +50,31 @@ def test_a_spare_is_the_next_trials_first_driver_and_a_pipeline_with_jvm_hooks_s
     assert check_run(hooked)["verdict"] == "exactly-once"
     # The hooked trial stopped spare-3 (booted in the second trial's tail); as the last trial it got no spare-4.
     assert spares == ["spare-1", "spare-2", "spare-3"]
+
+
+def test_a_standby_spare_is_the_next_trials_first_standby(tmp_path):
+    """With standby and spare on the harness's own cluster (three cores per worker), a second spare booted
+    in the previous tail (or beside the harness's start) is each trial's first standby, and takes over."""
+    kill = Scenario(pipeline="passthrough-append", events=600, events_per_batch=200, seed=3,
+                    faults=["kill-driver@1:sink-done"])
+    runs = [tmp_path / "first", tmp_path / "second"]
+    with Harness(workdir=tmp_path / "harness", spare=True, standby=True) as harness:
+        assert harness.worker_cores == 3 and harness.standby_spares
+        for k, run in enumerate(runs):
+            harness.trial(kill, run, last=k == len(runs) - 1)
+        tag = harness.owned.tag
+        spares = sorted(p.name for p in (tmp_path / "harness" / "spares").iterdir())
+    assert tagged_processes(tag) == [], "the harness left processes behind"
+    for k, run in enumerate(runs):
+        lines = (run / "history.jsonl").read_text().splitlines()
+        drivers = [r["detail"] for r in map(json.loads, lines) if r["kind"] == "driver"]
+        standby = [d for d in drivers if d["event"] == "standby"]
+        assert standby[0]["spare"] == f"spare-{2 * k + 2}", standby
+        starts = [d for d in drivers if d["event"] == "start"]
+        assert starts[0]["spare"] == f"spare-{2 * k + 1}" and starts[1].get("standby"), starts
+        # The killed driver's exit is the kill's (not a clean exit reaped by someone else).
+        assert [d["rc"] for d in drivers if d["event"] == "exit" and d.get("killed_by")] == [-9]
+        assert check_run(run)["verdict"] == "at-least-once"  # batch 1 replayed, as with a cold restart
+        log = run / "logs" / "driver-1.log"
+        assert log.is_file() and not log.is_symlink() and "standby of" in log.read_text()
+    assert spares == ["spare-1", "spare-2", "spare-3", "spare-4"]  # the last trial booted none
