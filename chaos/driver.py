@@ -139,7 +139,7 @@ def can_rehearse(config: dict) -> bool:
     return not (pipeline.database or pipeline.own_source or pipeline.boot_conf())
 
 
-def rehearse(spark, config: dict, timeout: float = 60.0) -> bool:
+def rehearse(spark, config: dict, timeout: float = 60.0, until=lambda: False) -> bool:
     """Run the pipeline's own query for one small batch on a scratch checkpoint and sink, with no barriers.
 
     ``warm_up`` starts Python workers, but not the ones the query's reader tasks use, nor the query's
@@ -168,7 +168,7 @@ def rehearse(spark, config: dict, timeout: float = 60.0) -> bool:
         query = pipeline.start(ctx)
         deadline = time.monotonic() + timeout
         try:
-            while time.monotonic() < deadline and query.isActive:
+            while time.monotonic() < deadline and query.isActive and not until():
                 progress = query.lastProgress
                 if progress is not None and progress.get("batchId", -1) >= 0:
                     return True
@@ -255,11 +255,19 @@ def stand_by(spark, config: dict, incarnation: int, signals: Signals, count: int
     source = None if resolve(config["pipeline"]).own_source else make_source(spark, config)
     # A rehearsal warms the query's own workers and code paths; the warm read only when it cannot run.
     rehearsable = can_rehearse(config)
-    warm = warm_up(spark, read=not rehearsable) and (
-        "rehearsed" if rehearsable and rehearse(spark, config) else "warm")
-    print(f"streamchaos: standby incarnation {incarnation} booted, {warm or 'no executors'} "
-          f"({spark.sparkContext.applicationId}), waiting for the active driver to die", flush=True)
+    warm = warm_up(spark, read=not rehearsable)
+    # Ready once it holds executors: a kill waits for that, not for the rehearsal, which a takeover cuts short
+    # (the takeover then plans and compiles what the rehearsal had not reached yet).
     tell(spark, config, "standby-ready", incarnation)
+    app = spark.sparkContext.applicationId
+    if warm and rehearsable:
+        print(f"streamchaos: standby incarnation {incarnation} ({app}) rehearses the query", flush=True)
+        done = rehearse(spark, config, until=lambda: signals.count >= count)
+        state = "rehearsed" if done else "cut short" if signals.count >= count else "not rehearsed"
+    else:
+        state = "warm" if warm else "no executors"
+    print(f"streamchaos: standby incarnation {incarnation} booted, {state} ({app}), "
+          "waiting for the active driver to die", flush=True)
     signals.wait(count)
     return source
 

@@ -287,8 +287,9 @@ class Trial:
 
     def _await_standby(self, detail: dict) -> None:
         """Before a driver kill at a phase where Spark is held (not one the watcher saw in the checkpoint):
-        wait until the standby is warm, so the kill lands at the same logical point and the takeover is
-        measured, not the standby's boot. The held driver does nothing meanwhile."""
+        wait until the standby is booted and holds executors, so the kill lands at the same logical point
+        and the takeover is measured, not the standby's boot. Its rehearsal may still run: the takeover
+        cuts it short. The held driver does nothing meanwhile."""
         standby = self.standby
         if standby is None or detail.get("source") == "watcher":
             return
