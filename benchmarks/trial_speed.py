@@ -6,16 +6,17 @@ optimized (reused harness, quick-start JVM flags, pre-warmed standby and spare d
 ``--modes naive,reuse,quick,standby,optimized`` adds one lever at a time: ``reuse`` one harness for
 all trials, ``quick`` plus the quick start (``chaos.cluster.QUICK_JVM_OPTIONS`` on every Spark JVM,
 the class archives, Python daemons that import the installed pyspark: chaos/pydaemon.py),
-``standby`` plus the standby driver, ``optimized`` plus the spare (each trial's first driver booted
-during the previous trial's tail, chaos/spare.py). The first mode is the baseline of the printed ratios.
+``standby`` plus the standby driver, ``optimized`` plus the spares (each trial's first driver and
+first standby booted during the previous trial's tail, chaos/spare.py; three cores per worker).
+The first mode is the baseline of the printed ratios.
 
 The standard trial (issue 7): catalogue ``api-count`` with its idempotent sink, 5000 events in 10
 micro-batches, faults ``kill-driver@3:sink-done``, ``kill-executor@5:reading``,
 ``kill-driver@7:planned``. Naive: every trial starts its own cluster (master, two 1-core workers),
 event log and proxy, with the JVM's default flags, and a killed driver restarts cold. Optimized: one
-harness for all trials (two 2-core workers, so a standby application holds executors too), C1-only
-serial-GC JVMs, a standby driver that takes over a killed one and a spare that is the next trial's
-first driver. Prints per mode the median trial
+harness for all trials (two 3-core workers, so standby and spare applications hold executors too),
+C1-only serial-GC JVMs, a standby driver that takes over a killed one and spares that are the next
+trial's first driver and first standby. Prints per mode the median trial
 time (naive includes its cluster start), median kill-driver -> next committed batch, the CPU seconds
 of every process the harness owns divided by the mode's trials (on 2 cores a trial cannot take less
 wall time than half its CPU), the verdicts (they must be identical) and the peak summed RSS and PSS.
