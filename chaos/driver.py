@@ -281,10 +281,6 @@ def spare_main(spare_dir: Path) -> int:
     (spare_dir / "listening").touch()  # the harness signals only from now on (chaos.spare.Spare.hand_over)
     spare = json.loads((spare_dir / "spare.json").read_text())
     standby = spare.get("role") == "standby"
-    if spare.get("after"):  # a standby spare boots once the driver spare holds its executors (see chaos/spare.py)
-        deadline = time.monotonic() + 60
-        while not Path(spare["after"], "ready").exists() and not signals.count and time.monotonic() < deadline:
-            time.sleep(0.1)
     try:
         spark = boot({**spare, "controller": ""})
         warm = warm_up(spark, until=lambda: signals.count > 0)
