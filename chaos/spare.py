@@ -9,9 +9,10 @@ cores), so a trial whose driver needs other settings, or JVM conf of its pipelin
 a cold driver and the spare is stopped (its executors would hold the cores the trial's standby needs).
 
 With ``standby`` on as well, a second spare boots in the same tail and becomes the next trial's first
-standby: handed over with ``standby``, it warms up as that incarnation (rehearsal, executors, which it
-only gets once the previous trial's driver has stopped) and starts the query at a second SIGUSR1, as a
-standby started by the trial would. A trial's first driver kill then no longer waits for a JVM boot.
+standby (only on the harness's own cluster, whose workers then have a third core for its executors):
+handed over with ``standby``, it warms up as that incarnation (rehearsal) and starts the query at a
+second SIGUSR1, as a standby started by the trial would. A trial's first driver kill then no longer
+waits for a JVM boot. Until its hand-over its session runs at a lower priority (``session_nice``).
 """
 
 from __future__ import annotations
@@ -42,10 +43,10 @@ class Spare:
         write_json(folder / "spare.json", settings)
         group = owned.spawn(folder.name, argv + ["--spare", str(folder)], env=env, log_path=folder / "driver.log",
                             cwd=cwd)
-        if settings.get("role") == "standby" and _can_renice():
+        if settings.get("role") == "standby" and can_renice():
             # Its boot must not slow this trial's tail (the state dump, the next spare's boot): it has until
             # the next trial's first driver kill. The hand-over gives it a normal share again.
-            _session_nice(group.pid, 10)
+            session_nice(group.pid, 10)
         return cls(group, folder, settings)
 
     @property
@@ -63,8 +64,8 @@ class Spare:
         A spare that has not yet caught SIGUSR1 (still importing) would die of it: wait until it does."""
         write_json(self.folder / "go.json", {"run_dir": str(run_dir), "incarnation": incarnation,
                                              **({"standby": True} if standby else {})})
-        if self.settings.get("role") == "standby" and _can_renice():
-            _session_nice(self.group.pid, 0)
+        if self.settings.get("role") == "standby" and can_renice():
+            session_nice(self.group.pid, 0)
         wait_until(lambda: (self.folder / "listening").exists() or not self.group.alive(), 30)
         self.group.signal_leader(signal.SIGUSR1)
         return self.group
@@ -83,12 +84,12 @@ class Spare:
                 shutil.move(source, target)
 
 
-def _can_renice() -> bool:
+def can_renice() -> bool:
     """Whether this process may give a session its normal share back (root, or RLIMIT_NICE allows it)."""
     return os.geteuid() == 0 or resource.getrlimit(resource.RLIMIT_NICE)[0] >= 20
 
 
-def _session_nice(pid: int, nice: int) -> None:
+def session_nice(pid: int, nice: int) -> None:
     """The nice value of the session's autogroup: with autogroups on (Linux's default), CPU is shared
     between sessions first, so a process's own nice means little against another session."""
     try:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from chaos.procs import Owned, wait_until
-from chaos.spare import Spare, _can_renice
+from chaos.spare import Spare, can_renice
 
 SETTINGS = {"master": "spark://127.0.0.1:7077", "java_options": "-XX:+UseSerialGC", "class_archive": None,
             "cores_max": 2}
@@ -80,7 +80,7 @@ def test_a_standby_spare_boots_in_a_low_priority_session_and_gets_its_share_back
         spare = Spare.boot(owned, tmp_path / "spare-2", {**SETTINGS, "role": "standby"},
                            [sys.executable, "-c", TWICE], env=None)
         autogroup = Path(f"/proc/{spare.group.pid}/autogroup")
-        renices = autogroup.exists() and _can_renice()
+        renices = autogroup.exists() and can_renice()
         if renices:
             assert autogroup.read_text().split()[-1] == "10"
         assert wait_until(lambda: (tmp_path / "spare-2" / "ready").exists(), 10)
