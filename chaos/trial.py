@@ -164,10 +164,9 @@ class Harness:
 
     def boot_spare(self, cores_max: int) -> None:
         """With ``spare``: boot the next trial's first driver now, in the background (chaos/spare.py); with
-        ``standby`` too, its first standby beside it. The standby spare gets no executors while this trial's
-        driver and the first spare hold the cluster's cores; it gets them when this trial's driver stops,
-        and warms them as a standby once the next trial hands it over (its JVM and session are booted by
-        then: that boot is what kept a trial's first driver kill waiting)."""
+        ``standby`` too, its first standby beside it (``standby_spares``: on a third core per worker). Its
+        session runs at a lower priority until the next trial hands it over; it then rehearses as a standby,
+        its JVM, session and executors booted already: that boot is what kept a first driver kill waiting."""
         if not self.use_spare or not self.next_trial:
             return
         settings = {"master": self.cluster.master_url, "java_options": self.java_options,
