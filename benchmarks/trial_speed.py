@@ -5,7 +5,8 @@ optimized (reused harness, quick-start JVM flags, pre-warmed standby and spare d
 
 ``--modes naive,reuse,quick,standby,optimized`` adds one lever at a time: ``reuse`` one harness for
 all trials, ``quick`` plus the quick start (``chaos.cluster.QUICK_JVM_OPTIONS`` on every Spark JVM,
-the class archives, Python daemons that import the installed pyspark: chaos/pydaemon.py),
+the class archives, Python daemons that import the installed pyspark: chaos/pydaemon.py, tasks that
+do not wait for a preferred executor: ``Harness(quick_scheduling=True)``),
 ``standby`` plus the standby driver, ``optimized`` plus the spares (each trial's first driver and
 first standby booted during the previous trial's tail, chaos/spare.py; three cores per worker).
 The first mode is the baseline of the printed ratios.
@@ -110,8 +111,8 @@ def driver_recoveries(result: dict) -> list[float]:
 # Each mode: the Harness options, and whether every trial gets a fresh harness (its cluster start charged
 # to the trial) or one harness serves all trials (its start charged to the first).
 MODES: dict[str, tuple[dict, bool]] = {
-    "naive": ({"standby": False, "quick_jvm": False, "quick_python": False}, True),
-    "reuse": ({"standby": False, "quick_jvm": False, "quick_python": False}, False),
+    "naive": ({"standby": False, "quick_jvm": False, "quick_python": False, "quick_scheduling": False}, True),
+    "reuse": ({"standby": False, "quick_jvm": False, "quick_python": False, "quick_scheduling": False}, False),
     "quick": ({"standby": False, "quick_jvm": True}, False),
     "standby": ({"standby": True, "quick_jvm": True}, False),
     "optimized": ({"standby": True, "quick_jvm": True, "spare": True}, False),

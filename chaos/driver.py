@@ -77,6 +77,8 @@ def boot(config: dict, incarnation: int = 0):
         builder = builder.config("spark.cores.max", str(config["cores_max"]))
     if config.get("python_daemon"):  # chaos/pydaemon.py: pyspark from cached bytecode in every daemon
         builder = builder.config("spark.python.daemon.module", config["python_daemon"])
+    if config.get("locality_wait"):  # Harness(quick_scheduling=True)
+        builder = builder.config("spark.locality.wait", config["locality_wait"])
     if executor_java_options(config):
         builder = builder.config("spark.executor.extraJavaOptions", executor_java_options(config))
     # The pipeline's JVM settings (class path of its hooks) must be there before the JVM starts.
@@ -207,7 +209,9 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     query = pipeline.start(ctx)
 
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    over = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a clean stop (the stop-driver fault)
+    signal.signal(signal.SIGUSR2, lambda *_: (over.set(), stop.set()))  # the harness's stop: the trial is over
     while not stop.is_set():
         if query.awaitTermination(0.5):
             break
@@ -219,7 +223,13 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
             from chaos.statedump import dump_state
 
             done = dump_state(spark, pipeline, config["checkpoint"], Path(config["state_dir"]))
-            print(f"streamchaos: state of {len(done['batches'])} batches dumped in {done['seconds']}s", flush=True)
+            print(f"streamchaos: state of {len(done['batches'])} batches dumped ({done.get('how', 'none')}) "
+                  f"in {done['seconds']}s", flush=True)
+        if over.is_set():
+            # The query has stopped and its state is on disk: the harness kills this process group as soon
+            # as this process exits. Stopping the session first (~1 s) would only delay the next trial.
+            print("streamchaos: trial over, leaving the session to the harness", flush=True)
+            return 0
         t0 = time.monotonic()
         spark.stop()
         print(f"streamchaos: session stopped in {time.monotonic() - t0:.2f}s", flush=True)
@@ -247,18 +257,22 @@ class Signals:
             time.sleep(0.05)
 
 
-def stand_by(spark, config: dict, incarnation: int, signals: Signals, count: int):
+def stand_by(spark, config: dict, incarnation: int, signals: Signals, count: int, warm_read: bool = True):
     """Warm up as ``incarnation``'s standby, say so, and wait for the ``count``-th SIGUSR1 (the active
-    driver died); returns the query's source, made ahead too."""
+    driver died); returns the query's source, made ahead too. ``warm_read``: its executors' Python
+    workers are not started yet (a spare started them at its boot)."""
     from pipelines_under_test import resolve
 
     source = None if resolve(config["pipeline"]).own_source else make_source(spark, config)
-    # A rehearsal warms the query's own workers and code paths; the warm read only when it cannot run.
-    rehearsable = can_rehearse(config)
-    warm = warm_up(spark, read=not rehearsable)
-    # Ready once it holds executors: a kill waits for that, not for the rehearsal, which a takeover cuts short
-    # (the takeover then plans and compiles what the rehearsal had not reached yet).
+    warm = warm_up(spark, read=False)
+    # Ready once it holds executors: a kill waits for that, not for the warm read or the rehearsal, which a
+    # takeover cuts short (the takeover then plans and compiles what they had not reached yet).
     tell(spark, config, "standby-ready", incarnation)
+    if warm and warm_read and signals.count < count:
+        # The Python workers first: a takeover that cuts the rehearsal short before its first read would
+        # start them itself (2 s after planning its batch, measured, on a busy machine).
+        warm_up(spark, wait=0)
+    rehearsable = can_rehearse(config)
     app = spark.sparkContext.applicationId
     if warm and rehearsable:
         print(f"streamchaos: standby incarnation {incarnation} ({app}) rehearses the query", flush=True)
@@ -298,7 +312,7 @@ def spare_main(spare_dir: Path) -> int:
             return 2
         role = "standby of" if handed.get("standby") else "runs"
         print(f"streamchaos: spare driver {role} {run_dir} as incarnation {incarnation}", flush=True)
-        source = stand_by(spark, config, incarnation, signals, 2) if handed.get("standby") else None
+        source = stand_by(spark, config, incarnation, signals, 2, warm_read=not warm) if handed.get("standby") else None
         return run(spark, config, incarnation, source)
     except Exception:
         traceback.print_exc()

@@ -77,7 +77,8 @@ class Harness:
 
     def __init__(self, cluster: str = "standalone", workers: int = 2, workdir: Path | None = None,
                  toxiproxy: str | None = None, standby: bool = False, worker_cores: int | None = None,
-                 quick_jvm: bool = True, spare: bool = False, quick_python: bool = True) -> None:
+                 quick_jvm: bool = True, spare: bool = False, quick_python: bool = True,
+                 quick_scheduling: bool = True) -> None:
         self.cluster_spec = cluster
         # JVM flags of every Spark process started for the trials (chaos.cluster.QUICK_JVM_OPTIONS), and
         # the drivers' class archive (chaos/jvm/archive.py), built on the first quick-JVM harness's start.
@@ -88,6 +89,10 @@ class Harness:
         # The applications' Python daemons import pyspark from cached bytecode, not pyspark.zip (chaos/pydaemon.py).
         self.python_daemon = "chaos.pydaemon" if quick_python else None
         self.driver_cwd: Path | None = None  # the drivers' working directory (chaos.pydaemon.import_home)
+        # Tasks do not wait for a preferred executor (spark.locality.wait 0s instead of 3s): after an executor
+        # kill, the state store tasks it held waited 3 s for it, then ran on a survivor anyway. Scheduling only:
+        # offers still go to local tasks first, and nothing in a batch's result depends on where it ran.
+        self.locality_wait = "0s" if quick_scheduling else None
         # A pre-warmed standby driver replaces a killed one (see chaos/driver.py); off by default: kill ->
         # commit 1 s instead of ~22 s, but ~6 GiB peak against the 3 GiB budget (benchmarks/trial_speed.py).
         self.standby = standby
@@ -172,7 +177,8 @@ class Harness:
         settings = {"master": self.cluster.master_url, "java_options": self.java_options,
                     "class_archive": str(self.class_archive) if self.class_archive else None,
                     "executor_archive": str(self.executor_archive) if self.executor_archive else None,
-                    "python_daemon": self.python_daemon, "cores_max": cores_max}
+                    "python_daemon": self.python_daemon, "locality_wait": self.locality_wait,
+                    "cores_max": cores_max}
         if self.spare is None or not self.spare.group.alive():
             self.spare = self._boot_one(settings)
         if self.standby_spares and (self.standby_spare is None or not self.standby_spare.group.alive()):
@@ -259,6 +265,7 @@ class Trial:
         self.dir = run_dir
         self.driver: Group | None = None
         self.standby: Group | None = None  # booted, waiting for SIGUSR1 (``--standby``), incarnation + 1
+        self.next_standby: Group | None = None  # incarnation + 2's, booted while the standby takes over
         self.committed_by = -1  # the last incarnation seen committing a batch
         # A standby costs a second application's driver and executors: only when a driver kill is planned.
         self.wants_standby = harness.standby and any(f.action == "kill-driver" for f in scenario.schedule)
@@ -325,6 +332,7 @@ class Trial:
                 self.h.owned.forget(self.standby)
                 self.standby = None
         standby, self.standby = self.standby, None
+        self.standby, self.next_standby = self.next_standby, None  # booted during the downtime, if any
         if standby is not None and standby.alive():
             standby.signal_leader(signal.SIGUSR1)
             self.driver = standby
@@ -362,6 +370,19 @@ class Trial:
                 return
             self.standby = self._spawn_driver(incarnation, standby=True)
             self.history.add("driver", event="standby", incarnation=incarnation, pid=self.standby.pid)
+
+    def _boot_next_standby(self) -> None:
+        """At a driver kill that a standby will take over, with another driver kill ahead: boot that one's
+        standby now, in the downtime, when the machine has cores to spare (the dead application's, and the
+        waiting standby's), rather than after the takeover's first commit, beside the trial's batches: it
+        is then warm, and rehearsed, before the next kill instead of holding it."""
+        if (self.standby is not None and self.standby.alive() and self.next_standby is None
+                and self.cores_max is None and self.nemesis.driver_kill is not None
+                and self.nemesis.driver_kill.action == "kill-driver"
+                and any(f.action == "kill-driver" for f in self.controller.unfired())):
+            incarnation = self.incarnation + 2
+            self.next_standby = self._spawn_driver(incarnation, standby=True)
+            self.history.add("driver", event="standby", incarnation=incarnation, pid=self.next_standby.pid)
 
     def _keep_spare(self) -> None:
         """Boot the next trial's first driver once this one's last driver runs: no driver kill ahead
@@ -407,6 +428,7 @@ class Trial:
             "class_archive": str(self.h.class_archive) if self.h.class_archive else None,
             "executor_archive": str(self.h.executor_archive) if self.h.executor_archive else None,
             "python_daemon": self.h.python_daemon,
+            "locality_wait": self.h.locality_wait,
         }
         (self.dir / "driver.json").write_text(json.dumps(self.config, indent=2))
         watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height, feed)
@@ -420,7 +442,7 @@ class Trial:
             if outcome == "drained" and self.pipeline.settle_commits:
                 self._settle(watcher)
         except BaseException:
-            for group in (self.driver, self.standby):  # interrupted: no graceful stop, the user is waiting
+            for group in (self.driver, self.standby, self.next_standby):  # interrupted: the user is waiting
                 if group is not None:
                     group.kill()
             raise
@@ -472,6 +494,7 @@ class Trial:
                 if unplanned > MAX_UNPLANNED_EXITS:
                     return "failed", f"driver exited {unplanned} times on its own: {self._log_tail()}"
             downtime = fault.duration if (fault and fault.duration is not None) else self.scenario.driver_downtime
+            self._boot_next_standby()
             time.sleep(downtime)  # the configured downtime of the crashed host, not a placement guess
             self.restarts += 1
             self.history.add("restart", incarnation=self.incarnation + 1, downtime=downtime)
@@ -495,13 +518,16 @@ class Trial:
                          alive=self.driver.alive())
 
     def _stop_driver(self) -> None:
-        if self.standby is not None:
-            self.standby.terminate(5.0)
-            self.h.owned.forget(self.standby)
-            self.standby = None
+        for standby in (self.standby, self.next_standby):
+            if standby is not None:
+                standby.terminate(5.0)
+                self.h.owned.forget(standby)
+        self.standby = self.next_standby = None
         if self.driver is not None:
-            # A stateful pipeline's driver reads the state of every committed batch before it exits.
-            self.driver.terminate(STOP_GRACE + (STATE_DUMP_GRACE if self.pipeline.state else 0.0))
+            # A stateful pipeline's driver reads the state of every committed batch before it exits. SIGUSR2,
+            # not a fault's SIGTERM: it exits without stopping its session, which the group kill ends.
+            self.driver.terminate(STOP_GRACE + (STATE_DUMP_GRACE if self.pipeline.state else 0.0),
+                                  sig=signal.SIGUSR2)
             self.h.owned.forget(self.driver)
 
     def _log_tail(self) -> str:

@@ -71,6 +71,11 @@ class Pipeline:
     stream_defaults: dict[str, Any] = {}  # noqa: RUF012 (read-only class default)
     # Options of ``spark.read.format("statestore")`` for the consistent cut (transformWithState: stateVarName).
     state_options: dict[str, str] = {}  # noqa: RUF012 (read-only class default)
+    # ``state_rows`` as a row-by-row projection (SQL expressions over the reader's ``key`` and ``value``), if it
+    # is one; with ``state_change_feed`` (the state store provider replays changes: HDFS, RocksDB with
+    # changelog checkpointing), the state of every batch is rebuilt from one read of the change feed.
+    state_columns: tuple[str, ...] = ()
+    state_change_feed: bool = False
     # The phases this pipeline's batches pass through (a continuous query has no planned/reading).
     phases: tuple[str, ...] = PHASES
     # ``streamchaos conformance``'s fault schedules for this pipeline, when the standard mix cannot fit it.
@@ -120,7 +125,9 @@ class Pipeline:
 
     def state_rows(self, state_df):
         """Spark side: rows of ``spark.read.format("statestore")`` -> ``key`` + the compared value columns."""
-        raise NotImplementedError
+        if not self.state_columns:
+            raise NotImplementedError
+        return state_df.selectExpr(*self.state_columns)
 
     def expected_state(self, events: pl.DataFrame) -> pl.DataFrame:
         """The oracle's state over ``events``: the same columns ``state_rows`` yields."""

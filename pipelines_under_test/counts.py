@@ -70,6 +70,9 @@ class StatefulCounter(_SqliteCounter):
     """Streaming aggregation in update mode, upserted by key."""
 
     state = True
+    # The aggregation buffer: count and sum are plain columns; collect_list's buffer is binary.
+    state_columns = ("key.key AS key", "value.count AS n", "value.sum AS total")
+    state_change_feed = True  # the default HDFS state store
 
     def __init__(self, name: str, provenance: bool, description: str, mode: str = "upsert") -> None:
         self.name = name
@@ -94,10 +97,6 @@ class StatefulCounter(_SqliteCounter):
 
     def unexplained(self, output: pl.DataFrame, events: pl.DataFrame) -> list[dict]:
         return oracle.key_count_unexplained(output, events) if self.provenance else []
-
-    def state_rows(self, state_df):
-        # The aggregation buffer: count and sum are plain columns; collect_list's buffer is binary.
-        return state_df.selectExpr("key.key AS key", "value.count AS n", "value.sum AS total")
 
     def expected_state(self, events: pl.DataFrame) -> pl.DataFrame:
         return oracle.key_counts(events)

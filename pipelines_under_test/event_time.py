@@ -48,9 +48,13 @@ def event_time_conf(ctx: DriverContext, store: str = "hdfs") -> None:
 class WindowedCount(StatefulCounter):
     """Tumbling-window count per key, append mode, upserted by ``key@window start``."""
 
+    state_columns = ("concat(key.key, '@', date_format(key.window.start, \"yyyy-MM-dd'T'HH:mm:ss\")) AS key",
+                     "value.count AS n", "value.sum AS total")
+
     def __init__(self, name: str, store: str, description: str) -> None:
         super().__init__(name, True, description)
         self.store = store
+        self.state_change_feed = store != "rocksdb"  # RocksDB replays changes only with changelog checkpointing
 
     def transform(self, source):
         from pyspark.sql import functions as F
@@ -74,11 +78,6 @@ class WindowedCount(StatefulCounter):
 
     def expected_counts(self, events: pl.DataFrame) -> pl.DataFrame:
         raise NotImplementedError("windowed-count has provenance")
-
-    def state_rows(self, state_df):
-        return state_df.selectExpr(
-            "concat(key.key, '@', date_format(key.window.start, \"yyyy-MM-dd'T'HH:mm:ss\")) AS key",
-            "value.count AS n", "value.sum AS total")
 
     def expected_state(self, events: pl.DataFrame) -> pl.DataFrame:
         return watermark.window_state(events, WINDOW_MS, DELAY_MS)

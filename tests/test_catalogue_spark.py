@@ -38,6 +38,10 @@ def test_windowed_count_is_exactly_once_with_a_consistent_cut_through_driver_kil
     expected = {"windowed-count": ".delta", "windowed-count-rocksdb": ".zip",
                 "windowed-count-changelog": ".changelog"}[pipeline]
     assert expected in names, names  # the variant really ran on its state store
+    # The cut above was read by replaying the change feed where the store keeps one (chaos/statedump.py).
+    last_log = Path(r["run_dir"]) / "logs" / f"driver-{r['incarnations'] - 1}.log"
+    how = "per batch" if pipeline == "windowed-count-rocksdb" else "replayed"
+    assert f"batches dumped ({how})" in last_log.read_text(), last_log.read_text()[-2000:]
 
 
 def test_dedup_within_watermark_drops_the_resent_copies_exactly_once(spark_cluster, tmp_path):

@@ -9,7 +9,7 @@ import time
 
 import psutil
 
-from chaos.procs import OWNER_VAR, Owned, reap_orphans, tagged_processes, wait_until
+from chaos.procs import OWNER_VAR, Owned, dead, kill_tree, reap_orphans, tagged_processes, wait_dead, wait_until
 
 SLEEPER = [sys.executable, "-c", "import subprocess, sys, time; "
            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); time.sleep(300)"]
@@ -87,3 +87,27 @@ def test_two_owners_in_one_process_never_stop_each_others_processes():
         assert a.alive()
     finally:
         first.stop_all()
+
+
+# A parent that forks a child, prints its pid and never reaps it: killed, the child stays a zombie.
+NEGLECTFUL = [sys.executable, "-c", "import os, time\npid = os.fork()\nif pid == 0:\n    time.sleep(300)\n"
+              "print(pid, flush=True)\ntime.sleep(300)"]
+
+
+def test_a_killed_process_nobody_reaps_yet_counts_as_dead():
+    """An executor's Python workers, orphaned by the kill, wait for init to reap them (1-2 s here): the kill
+    is done when they have exited, not when their exit status is collected."""
+    owned = Owned()
+    parent = subprocess.Popen(NEGLECTFUL, stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, OWNER_VAR: owned.tag})
+    try:
+        child = psutil.Process(int(parent.stdout.readline()))
+        assert not dead(child)
+        assert not wait_dead([child], timeout=0)
+        kill_tree([child])
+        assert child.status() == psutil.STATUS_ZOMBIE, "its parent lives and has not reaped it"
+        assert dead(child)
+        assert wait_dead([child], timeout=0)
+    finally:
+        parent.kill()
+        parent.wait()

@@ -132,6 +132,24 @@ def test_idempotent_sink_is_delivered_twice_but_effective_once(spark_cluster, tm
     assert r["redelivered"] == [{"batch": 3, "times": 2, "effective": "once"}]
 
 
+def test_a_second_driver_kill_finds_its_standby_booted_in_the_first_kills_downtime(spark_cluster, tmp_path):
+    r = trial(spark_cluster, tmp_path, "passthrough-idempotent", "--events", "2000", "--standby",
+              "--fault", "kill-driver@1:sink-done", "--fault", "kill-driver@3:sink-done", "--json")
+    assert [f["fired"] for f in r["faults"]] == [True, True] and r["restarts"] == 2
+    assert r["verdict"] == "exactly-once"
+    assert [x["batch"] for x in r["redelivered"]] == [1, 3]
+    drivers = [x["detail"] for x in history(r) if x["kind"] == "driver"]
+
+    def at(event: str, incarnation: int) -> int:
+        return next(i for i, d in enumerate(drivers) if d["event"] == event and d["incarnation"] == incarnation)
+
+    assert at("exit", 0) < at("standby", 2) < at("start", 1)  # in the downtime, before the first takeover
+    assert [d.get("standby") for d in drivers if d["event"] == "start"] == [None, True, True]
+    assert [d["rc"] for d in drivers if d["event"] == "exit" and d.get("killed_by")] == [-9, -9]
+    log = (Path(r["run_dir"]) / "logs" / "driver-2.log").read_text()
+    assert "standby incarnation 2" in log and "trial over" in log  # it took over and ran to the trial's end
+
+
 def test_killed_executor_is_replaced_without_a_driver_restart(spark_cluster, tmp_path):
     r = trial(spark_cluster, tmp_path, "passthrough-idempotent", "--events", "2000",
               "--fault", "kill-executor@2:reading", "--json")
