@@ -376,10 +376,12 @@ class Trial:
         standby now, in the downtime, when the machine has cores to spare (the dead application's, and the
         waiting standby's), rather than after the takeover's first commit, beside the trial's batches: it
         is then warm, and rehearsed, before the next kill instead of holding it."""
+        ends = sorted((f for f in self.controller.unfired() if f.action in ("kill-driver", "stop-driver")),
+                      key=lambda f: f.batch)
         if (self.standby is not None and self.standby.alive() and self.next_standby is None
                 and self.cores_max is None and self.nemesis.driver_kill is not None
                 and self.nemesis.driver_kill.action == "kill-driver"
-                and any(f.action == "kill-driver" for f in self.controller.unfired())):
+                and ends and ends[0].action == "kill-driver"):  # a stop-driver first would rescale: no standby
             incarnation = self.incarnation + 2
             self.next_standby = self._spawn_driver(incarnation, standby=True)
             self.history.add("driver", event="standby", incarnation=incarnation, pid=self.next_standby.pid)
