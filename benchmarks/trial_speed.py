@@ -190,7 +190,7 @@ def main() -> None:
     same_offsets = all(r["offsets"] == rows[base][0]["offsets"] for rs in rows.values() for r in rs)
     for mode in modes[1:]:
         target = " (target <= 0.33)" if mode == "optimized" else ""
-        print(f"ratio {mode}/{base}: {med[mode] / med[base]:.2f}{target}")
+        print(f"ratio {mode}/{base}: {med[mode] / med[base]:.3f}{target}")
     print(f"verdicts identical: {same}; planned offsets identical: {same_offsets}")
 
 
