@@ -6,7 +6,8 @@ Each round starts, in turn, a fresh driver (Python + JVM, ``local[2]``) in three
 ``getOrCreate()`` plus a first aggregation (what a restarted driver does before its first batch):
 ``default`` (the JVM's own flags), ``quick`` (``chaos.cluster.QUICK_JVM_OPTIONS``: C1 only, serial GC)
 and ``quick+archive`` (plus the drivers' class-data-sharing archive, ``chaos/jvm/archive.py``, built
-before the first round if missing). The settings alternate within each round, so a noisy machine
+before the first round if missing, and the unsigned copies of Spark's signed jars first on the class
+path, ``chaos/jvm/unsigned.py``). The settings alternate within each round, so a noisy machine
 slows all three alike. Prints medians, ratios against ``default`` and each setting's peak RSS (the
 driver's Python and JVM together).
 """
@@ -28,20 +29,24 @@ import psutil  # noqa: E402
 
 from chaos.cluster import QUICK_JVM_OPTIONS, spark_env  # noqa: E402
 from chaos.jvm.archive import driver_archive  # noqa: E402
+from chaos.jvm.unsigned import quick_class_path  # noqa: E402
 from chaos.procs import Owned  # noqa: E402
 
 
-def child(options: str) -> None:
+def child(setting: str) -> None:
     """One driver: boot, first query, print the timings as JSON."""
     t0 = time.monotonic()
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[2]").appName("streamchaos-jvm-boot")
-             .config("spark.ui.enabled", "false")
-             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.extraJavaOptions", f"-Xss16m {options}".strip())
-             .getOrCreate())
+    options, class_path = json.loads(setting)
+    builder = (SparkSession.builder.master("local[2]").appName("streamchaos-jvm-boot")
+               .config("spark.ui.enabled", "false")
+               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.driver.extraJavaOptions", f"-Xss16m {options}".strip()))
+    if class_path:
+        builder = builder.config("spark.driver.extraClassPath", class_path)
+    spark = builder.getOrCreate()
     t1 = time.monotonic()
     spark.range(10_000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
     t2 = time.monotonic()
@@ -49,8 +54,8 @@ def child(options: str) -> None:
     spark.stop()
 
 
-def measure(options: str) -> dict:
-    proc = subprocess.Popen([sys.executable, __file__, "--child", options], env=spark_env(),
+def measure(setting: tuple[str, str]) -> dict:
+    proc = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(setting)], env=spark_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     peak = 0
     stop = threading.Event()
@@ -84,19 +89,20 @@ def main() -> None:
         child(args.child)
         return
     owned = Owned()
+    class_path = quick_class_path()
     try:
-        archive = driver_archive(QUICK_JVM_OPTIONS, owned)
+        archive = driver_archive(QUICK_JVM_OPTIONS, class_path, owned=owned)
     finally:
         owned.stop_all()
-    settings = {"default": "", "quick": QUICK_JVM_OPTIONS}
+    settings = {"default": ("", ""), "quick": (QUICK_JVM_OPTIONS, "")}
     if archive is not None:
-        settings["quick+archive"] = f"{QUICK_JVM_OPTIONS} -XX:SharedArchiveFile={archive}"
+        settings["quick+archive"] = (f"{QUICK_JVM_OPTIONS} -XX:SharedArchiveFile={archive}", class_path)
     else:
         print("no class archive could be built here: quick+archive is left out")
     rows: dict[str, list[dict]] = {name: [] for name in settings}
     for k in range(args.rounds):
-        for name, options in settings.items():
-            rows[name].append(measure(options))
+        for name, setting in settings.items():
+            rows[name].append(measure(setting))
         print(f"round {k}: " + ", ".join(f"{n} {rs[-1]['total']:.1f}s" for n, rs in rows.items()), flush=True)
     print(f"\ndriver boot + first aggregation, local[2], {args.rounds} rounds (medians)")
     print(f"{'setting':<15} {'session s':>10} {'query s':>8} {'total s':>8} {'ratio':>6} {'peak RSS MiB':>13}")

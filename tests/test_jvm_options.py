@@ -34,6 +34,8 @@ def test_archive_is_per_flag_set_and_not_built_without_an_owner(tmp_path, monkey
     assert archive_path("") != archive_path(QUICK_JVM_OPTIONS)
     assert archive_path(QUICK_JVM_OPTIONS).parent == tmp_path / "streamchaos"
     assert archive_path(QUICK_JVM_OPTIONS, "executor") != archive_path(QUICK_JVM_OPTIONS)
+    # The JVM maps an archive only with the class path it was dumped with: one archive per class path.
+    assert archive_path(QUICK_JVM_OPTIONS, "driver", "/c/janino.jar") != archive_path(QUICK_JVM_OPTIONS)
     assert driver_archive(QUICK_JVM_OPTIONS) is None  # no process set to build it in: none, nothing written
-    assert executor_archive(QUICK_JVM_OPTIONS, "spark://127.0.0.1:1") is None
+    assert executor_archive(QUICK_JVM_OPTIONS, "", "spark://127.0.0.1:1") is None
     assert not (tmp_path / "streamchaos").exists()

@@ -48,25 +48,36 @@ def _java_identity() -> bytes:
     return binary.encode() + done.stderr + done.stdout
 
 
-def archive_path(java_options: str, role: str = "driver") -> Path:
+# Bumped when the dumping workload changes, so archives built by an older one are rebuilt.
+WORKLOAD = b"2"
+
+
+def archive_path(java_options: str, role: str = "driver", class_path: str = "") -> Path:
+    """Where the archive for JVMs started with ``java_options`` and ``class_path`` first on their class
+    path lives: the JVM uses an archive only with the class path it was dumped with."""
     import pyspark
 
-    key = hashlib.sha256(_java_identity() + pyspark.__version__.encode() + java_options.encode()).hexdigest()[:16]
+    key = hashlib.sha256(_java_identity() + pyspark.__version__.encode() + java_options.encode()
+                         + class_path.encode() + WORKLOAD).hexdigest()[:16]
     return cache_dir() / f"{role}-classes-{key}.jsa"
 
 
-def driver_archive(java_options: str, owned: Owned | None = None) -> Path | None:
-    """The archive for drivers started with ``java_options``, built if missing when ``owned`` (the
-    harness's process set, so an interrupted build leaves no JVM behind) is given. None when it
-    cannot be built: drivers then simply start without it."""
-    return _archive(archive_path(java_options), owned, lambda out: [out, java_options])
+def driver_archive(java_options: str, class_path: str = "", master: str = "local[1]",
+                   owned: Owned | None = None) -> Path | None:
+    """The archive for drivers started with ``java_options`` (and ``class_path`` first), built if missing
+    when ``owned`` (the harness's process set, so an interrupted build leaves no JVM behind) is given,
+    by a driver of ``master`` (the harness's cluster: the client's classes too). None when it cannot be
+    built: drivers then simply start without it."""
+    return _archive(archive_path(java_options, "driver", class_path), owned,
+                    lambda out: [out, java_options, class_path, master])
 
 
-def executor_archive(java_options: str, master: str, owned: Owned | None = None) -> Path | None:
-    """The archive for executors started with ``java_options``, built if missing by an application on
-    ``master`` (the harness's cluster, with a free core); None when it cannot be built."""
-    return _archive(archive_path(java_options, "executor"), owned,
-                    lambda out: ["--executor", out, java_options, master])
+def executor_archive(java_options: str, class_path: str, master: str, owned: Owned | None = None) -> Path | None:
+    """The archive for executors started with ``java_options`` (and ``class_path`` first), built if
+    missing by an application on ``master`` (the harness's cluster, with a free core); None when it
+    cannot be built."""
+    return _archive(archive_path(java_options, "executor", class_path), owned,
+                    lambda out: ["--executor", out, java_options, class_path, master])
 
 
 def _archive(path: Path, owned: Owned | None, args: Callable[[str], list[str]]) -> Path | None:
@@ -113,47 +124,63 @@ def _dumping(partial: Path) -> bool:
 
 
 def _stream_probe(spark) -> None:
-    """Two batches of a stateful streaming aggregation: the state store's and the trigger's classes."""
+    """What a trial's query runs, in miniature: a Python data source's micro-batches (its planner in the
+    driver, Arrow batches from the executors' Python workers), a stateful aggregation and a foreachBatch
+    sink that collects each batch; then a rate source's, for the JVM-only pipelines."""
     import tempfile
 
+    from chaos.jvm.probe_source import PROBE_SOURCE_NAME, ProbeSource
+
+    spark.dataSource.register(ProbeSource)
     with tempfile.TemporaryDirectory(prefix="streamchaos-archive-") as tmp:
-        query = (spark.readStream.format("rate").option("rowsPerSecond", "50").load()
-                 .selectExpr("value % 5 AS k").groupBy("k").count()
-                 .writeStream.outputMode("update").format("memory").queryName("archive_probe")
-                 .option("checkpointLocation", tmp).start())
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and query.isActive and (query.lastProgress or {}).get("batchId", -1) < 1:
-            time.sleep(0.2)
-        query.stop()
+        python = (spark.readStream.format(PROBE_SOURCE_NAME).load()
+                  .groupBy("k").agg({"*": "count", "v": "sum"})
+                  .writeStream.outputMode("update").foreachBatch(lambda df, _: df.collect())
+                  .option("checkpointLocation", f"{tmp}/python").start())
+        rate = (spark.readStream.format("rate").option("rowsPerSecond", "50").load()
+                .selectExpr("value % 5 AS k").groupBy("k").count()
+                .writeStream.outputMode("update").format("memory").queryName("archive_probe")
+                .option("checkpointLocation", f"{tmp}/rate").start())
+        for query in (python, rate):
+            deadline = time.monotonic() + 120
+            while (time.monotonic() < deadline and query.isActive
+                   and (query.lastProgress or {}).get("batchId", -1) < 2):
+                time.sleep(0.2)
+            query.stop()
 
 
-def _dump(out: str, java_options: str) -> None:
-    """Run what a trial's driver runs (session, a batch aggregation, a stateful streaming query) so the
-    archive holds those classes; the JVM writes it when this process's gateway exits."""
+def _session(name: str, master: str, conf: dict[str, str]):
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local[1]").appName("streamchaos-class-archive")
-             .config("spark.ui.enabled", "false")
-             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.sql.shuffle.partitions", "1")
-             .config("spark.driver.extraJavaOptions", f"-Xss16m {java_options} -XX:ArchiveClassesAtExit={out}")
-             .getOrCreate())
+    builder = (SparkSession.builder.master(master).appName(name)
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "2"))
+    for key, value in conf.items():
+        if value:
+            builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _dump(out: str, java_options: str, class_path: str = "", master: str = "local[1]") -> None:
+    """Run what a trial's driver runs (session, a batch aggregation, the streaming probe) so the archive
+    holds those classes; the JVM writes it when this process's gateway exits."""
+    spark = _session("streamchaos-class-archive", master, {
+        "spark.cores.max": "2",
+        "spark.driver.extraJavaOptions": f"-Xss16m {java_options} -XX:ArchiveClassesAtExit={out}",
+        "spark.driver.extraClassPath": class_path, "spark.executor.extraClassPath": class_path})
     spark.range(100).selectExpr("id % 7 AS k").groupBy("k").count().collect()
     _stream_probe(spark)
     spark.stop()
 
 
-def _dump_executor(out: str, java_options: str, master: str) -> None:
-    """One executor (one core) runs what trials' executors run: Python workers, a shuffle, a stateful
-    streaming aggregation; it dumps the archive when the application stops and it exits."""
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master(master).appName("streamchaos-executor-archive")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-             .config("spark.cores.max", "1").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.executor.extraJavaOptions", f"{java_options} -XX:ArchiveClassesAtExit={out}")
-             .getOrCreate())
+def _dump_executor(out: str, java_options: str, class_path: str, master: str) -> None:
+    """One executor (one core) runs what trials' executors run: Python workers, a shuffle, the streaming
+    probe; it dumps the archive when the application stops and it exits."""
+    spark = _session("streamchaos-executor-archive", master, {
+        "spark.cores.max": "1",
+        "spark.executor.extraJavaOptions": f"{java_options} -XX:ArchiveClassesAtExit={out}",
+        "spark.driver.extraClassPath": class_path, "spark.executor.extraClassPath": class_path})
     spark.sparkContext.parallelize(range(100), 2).mapPartitions(lambda it: [sum(it)]).collect()
     spark.createDataFrame([(i % 7, str(i)) for i in range(100)], "k long, v string").groupBy("k").count().toPandas()
     _stream_probe(spark)
@@ -162,6 +189,6 @@ def _dump_executor(out: str, java_options: str, master: str) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "--executor":
-        _dump_executor(sys.argv[2], sys.argv[3], sys.argv[4])
+        _dump_executor(*sys.argv[2:6])
     else:
-        _dump(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "")
+        _dump(*sys.argv[1:5])
