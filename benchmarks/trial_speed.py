@@ -9,7 +9,11 @@ the class archives, Python daemons that import the installed pyspark: chaos/pyda
 do not wait for a preferred executor: ``Harness(quick_scheduling=True)``),
 ``standby`` plus the standby driver, ``optimized`` plus the spares (each trial's first driver and
 first standby booted during the previous trial's tail, chaos/spare.py; three cores per worker).
-The first mode is the baseline of the printed ratios.
+The first mode is the baseline of the printed ratios. ``--rounds R`` runs the whole sequence of modes R
+times (naive, optimized, naive, optimized, ...) and takes the medians over all rounds: on a machine
+whose speed drifts (here the naive trial's median was 98 s in one session and 123 s in the next), a mode run only
+in the slow hour would carry the drift into the ratio; each round's own medians and ratio are printed
+too.
 
 The standard trial (issue 7): catalogue ``api-count`` with its idempotent sink, 5000 events in 10
 micro-batches, faults ``kill-driver@3:sink-done``, ``kill-executor@5:reading``,
@@ -157,7 +161,9 @@ def run_mode(mode: str, out: Path, runs: int) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3, help="trials per mode")
+    parser.add_argument("--runs", type=int, default=3, help="trials per mode and round")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run the modes in turn this many times (a drifting machine then slows each mode alike)")
     parser.add_argument("--out", type=Path, default=Path("runs") / time.strftime("bench-trial-speed-%H%M%S"))
     parser.add_argument("--modes", default="naive,optimized",
                         help=f"comma-separated, the first is the baseline; of {', '.join(MODES)}")
@@ -167,25 +173,35 @@ def main() -> None:
     if unknown or not modes:
         sys.exit(f"unknown mode(s) {', '.join(unknown) or '(none)'}: pick from {', '.join(MODES)}")
     out = args.out.resolve()
-    rows: dict[str, list[dict]] = {}
-    peaks: dict[str, Usage] = {}
-    for mode in modes:
-        with Usage() as peak:
-            rows[mode] = run_mode(mode, out, args.runs)
-        peaks[mode] = peak
+    rows: dict[str, list[dict]] = {mode: [] for mode in modes}
+    usages: dict[str, list[Usage]] = {mode: [] for mode in modes}
+    round_medians: list[dict[str, float]] = []
+    for k in range(args.rounds):
+        for mode in modes:
+            with Usage() as usage:
+                done = run_mode(mode, out / f"round-{k}" if args.rounds > 1 else out, args.runs)
+            rows[mode] += done
+            usages[mode].append(usage)
+        round_medians.append({mode: statistics.median(r["seconds"] for r in rows[mode][-args.runs:]) for mode in modes})
 
-    print(f"\nstandard trial: api-count, 5000 events, 10 batches, {' '.join(FAULTS)}; {args.runs} runs per mode")
+    print(f"\nstandard trial: api-count, 5000 events, 10 batches, {' '.join(FAULTS)}; {args.runs} runs per mode"
+          + (f" in each of {args.rounds} rounds" if args.rounds > 1 else ""))
     print(f"{'mode':<10} {'median trial s':>15} {'median kill->commit s':>22} {'CPU-s/trial':>12} "
           f"{'peak RSS MiB':>13} {'peak PSS MiB':>13}  verdicts")
     med = {}
     for mode, rs in rows.items():
         med[mode] = statistics.median(r["seconds"] for r in rs)
         rec = statistics.median(x for r in rs for x in r["recoveries"]) if any(r["recoveries"] for r in rs) else 0
-        print(f"{mode:<10} {med[mode]:>15.1f} {rec:>22.1f} {peaks[mode].cpu_seconds / len(rs):>12.1f} "
-              f"{peaks[mode].peak / 2**20:>13.0f} "
-              f"{peaks[mode].peak_pss / 2**20:>13.0f}  "
+        cpu = sum(u.cpu_seconds for u in usages[mode])
+        print(f"{mode:<10} {med[mode]:>15.1f} {rec:>22.1f} {cpu / len(rs):>12.1f} "
+              f"{max(u.peak for u in usages[mode]) / 2**20:>13.0f} "
+              f"{max(u.peak_pss for u in usages[mode]) / 2**20:>13.0f}  "
               f"{sorted({r['verdict'] for r in rs})}")
     base = modes[0]
+    if args.rounds > 1:
+        for k, medians in enumerate(round_medians):
+            print(f"round {k}: " + ", ".join(f"{m} {v:.1f}s" for m, v in medians.items())
+                  + "".join(f", {m}/{base} {medians[m] / medians[base]:.3f}" for m in modes[1:]))
     same = len({frozenset(r["verdict"] for r in rs) for rs in rows.values()}) == 1
     same_offsets = all(r["offsets"] == rows[base][0]["offsets"] for rs in rows.values() for r in rs)
     for mode in modes[1:]:

@@ -123,7 +123,7 @@ def check_class_archive() -> Check:
     if len(built) == len(paths):
         return Check("class archive", "ok", f"{', '.join(built)}: drivers and executors boot on shared classes")
     return Check("class archive", "ok", f"not built yet: the first harness start builds {paths[0].parent}/"
-                 "{driver,executor}-classes-*.jsa (~30 s each, ~160 + ~90 MiB); later JVMs boot about twice as fast")
+                 "{driver,executor}-classes-*.jsa (~35 s each, ~170 + ~120 MiB); later JVMs boot about twice as fast")
 
 
 def check_chromium() -> Check:
