@@ -98,6 +98,11 @@ def test_cold_restart_replays_what_the_standby_replayed(append_kill, spark_clust
     logs = [log.read_text() for app in apps for log in spark_cluster.workdir.glob(f"worker-*/{app}/*/stderr")]
     daemons = [line for text in logs for line in text.splitlines() if "streamchaos: python daemon" in line]
     assert daemons and all(".zip" not in line for line in daemons)
+    # Janino's unsigned copies come first on the executors' class path (chaos/jvm/unsigned.py), so the
+    # executors' archive holds its classes.
+    assert "janino" in config["class_path"]
+    commands = [text.splitlines()[0] for text in logs if text.startswith("Spark Executor Command:")]
+    assert commands and all(f'"-cp" "{config["class_path"]}:' in line for line in commands)
     # One driver kill, one standby: none is booted once no driver kill is ahead.
     booted = [r for r in history(again) if r["kind"] == "driver" and r["detail"].get("event") == "standby"]
     assert len(booted) == 1
