@@ -138,8 +138,10 @@ class Harness:
             if self.quick_jvm:
                 self.class_path = quick_class_path()
                 t0 = time.monotonic()
-                self.class_archive = driver_archive(self.java_options, self.class_path, self.cluster.master_url,
-                                                   self.owned)
+                # Dumped by a driver of the harness's own cluster (its client classes too); on a cluster the
+                # harness does not own, in local mode: that cluster may have no core to spare for it.
+                dump_master = self.cluster.master_url if self.cluster.owns_workers else "local[2]"
+                self.class_archive = driver_archive(self.java_options, self.class_path, dump_master, self.owned)
                 self.timings["class_archive_s"] = round(time.monotonic() - t0, 2)
                 t0 = time.monotonic()
                 self.executor_archive = executor_archive(self.java_options, self.class_path,
