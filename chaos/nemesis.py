@@ -231,12 +231,14 @@ def newest_checkpoint_file(checkpoint: Path, what: str) -> Path | None:
     return max(files, key=lambda p: (state_version(p), p.stat().st_mtime_ns), default=None)
 
 
-STATE_FILE_KINDS = ("delta", "snapshot", "zip", "changelog")
-
-
 def state_version(path: Path) -> int | None:
     """Version number of a state store file: ``12.delta``, ``12.snapshot``, ``12.zip``, ``12.changelog``."""
-    stem, _, ext = path.name.partition(".")
-    if ext in STATE_FILE_KINDS and stem.isdigit():
+    return state_version_of(path.name)
+
+
+def state_version_of(name: str) -> int | None:
+    """``state_version`` of a bare file name (the watcher's scan builds no Path per file)."""
+    stem, _, ext = name.partition(".")
+    if ext in ("delta", "snapshot", "zip", "changelog") and stem.isdigit():
         return int(stem)
     return None

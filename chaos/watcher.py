@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 from chaos.controller import Controller, History
-from chaos.nemesis import STATE_FILE_KINDS, state_version
+from chaos.nemesis import state_version_of
 from chaos.source import read_offsets_file
 
 POLL = 0.02
@@ -61,9 +61,8 @@ class CheckpointWatcher:
         for name, mtime in _numbered_files(f"{root}/offsets"):
             if self._changed(f"offsets/{name}", mtime):
                 self.history.add("checkpoint", name, None, file=f"offsets/{name}")
-        for rel, mtime in sorted(_state_files(root, "state")):
+        for rel, version, mtime in sorted(_state_files(root, "state")):
             if self._changed(rel, mtime):
-                version = state_version(Path(rel))
                 self.controller.report(version - 1, "state-commit", file=rel, source="watcher")
         commits = self.checkpoint / "commits"
         for name, mtime in _numbered_files(str(commits)):
@@ -92,9 +91,9 @@ class CheckpointWatcher:
 # The watcher scans every 20 ms in the harness, on the trial's cores: os.scandir and plain strings, not
 # pathlib's rglob and two stats a file (0.48 -> ~0.1 ms a scan on a finished 10-batch checkpoint).
 
-def _state_files(root: str, rel: str) -> list[tuple[str, int]]:
-    """Every versioned state store file under ``root/rel``: (its path relative to ``root``, mtime)."""
-    found: list[tuple[str, int]] = []
+def _state_files(root: str, rel: str) -> list[tuple[str, int, int]]:
+    """Every versioned state store file under ``root/rel``: (its path relative to ``root``, version, mtime)."""
+    found: list[tuple[str, int, int]] = []
     try:
         entries = list(os.scandir(f"{root}/{rel}"))
     except (FileNotFoundError, NotADirectoryError):
@@ -103,16 +102,11 @@ def _state_files(root: str, rel: str) -> list[tuple[str, int]]:
         try:
             if entry.is_dir(follow_symlinks=False):
                 found += _state_files(root, f"{rel}/{entry.name}")
-            elif _versioned(entry.name):
-                found.append((f"{rel}/{entry.name}", entry.stat().st_mtime_ns))
+            elif (version := state_version_of(entry.name)) is not None:
+                found.append((f"{rel}/{entry.name}", version, entry.stat().st_mtime_ns))
         except FileNotFoundError:  # removed between the listing and the stat (Spark's temporary files)
             continue
     return found
-
-
-def _versioned(name: str) -> bool:
-    stem, _, ext = name.partition(".")
-    return ext in STATE_FILE_KINDS and stem.isdigit()
 
 
 def _numbered_files(folder: str) -> list[tuple[int, int]]:
@@ -132,7 +126,4 @@ def _numbered_files(folder: str) -> list[tuple[int, int]]:
 
 
 def _numbered(folder: Path) -> list[int]:
-    try:
-        return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
-    except FileNotFoundError:
-        return []
+    return [name for name, _ in _numbered_files(str(folder))]
