@@ -14,6 +14,10 @@ harness's JVM settings only), its executors' Python workers warmed, waiting for 
 ``SPARE_DIR/go.json`` naming the run directory and incarnation it becomes: the next trial's first
 driver, booted during the previous trial's tail. Only pipelines that set no JVM conf at boot
 (``boot_conf``) can take one; the harness checks that before it hands a trial over.
+A trial's last driver is recycled the same way when the driver.json names a ``recycle`` folder: at the
+harness's stop (SIGUSR2) it stops the query, dumps the state and, instead of exiting, waits in
+``<recycle>/recycled-<pid>`` as the next trial's first driver, which it runs in a fresh session of the
+same application (its JVM, executors and Python workers warm): only what a fault killed is booted again.
 SIGTERM stops the query cleanly (used after the input is drained).
 """
 
@@ -29,6 +33,7 @@ import traceback
 from pathlib import Path
 
 from chaos import barrier
+from chaos.atomic import write_json
 
 
 def driver_java_options(config: dict) -> str:
@@ -203,6 +208,74 @@ def tell(spark, config: dict, event: str, incarnation: int) -> None:
                                       "app_id": spark.sparkContext.applicationId, "pid": os.getpid()})
 
 
+RECYCLE = -1  # run()'s answer when the trial is over and this driver waits for the next one
+
+
+def fresh_session(spark):
+    """A new session of the same application for the next trial: its own SQL conf (a pipeline's
+    ``spark.conf.set`` in the last trial stays there), temporary views, UDFs and data sources, the same
+    SparkContext and executors. Made the active and default session, as ``getOrCreate`` would have."""
+    from pyspark.sql import SparkSession
+
+    from chaos.source import EventLogSource, WarmSource
+
+    new = spark.newSession()
+    SparkSession._instantiatedSession = SparkSession._activeSession = new
+    jvm_session = new._jvm.org.apache.spark.sql.SparkSession
+    jvm_session.setDefaultSession(new._jsparkSession)
+    jvm_session.setActiveSession(new._jsparkSession)
+    new.dataSource.register(EventLogSource)
+    new.dataSource.register(WarmSource)
+    return new
+
+
+def serve(spark, config: dict, incarnation: int, source=None) -> int:
+    """Run ``incarnation`` of the trial in ``config``; recycled at its end, wait for the next trial and run
+    its first driver in a fresh session, and so on, until a trial ends without recycling this driver."""
+    from chaos.spare import SPARE_KEYS, recycle_folder
+
+    while True:
+        rc = run(spark, config, incarnation, source)
+        if rc != RECYCLE:
+            return rc
+        for sig in (signal.SIGTERM, signal.SIGUSR2):  # a spare stops at once when the harness drops it
+            signal.signal(sig, signal.SIG_DFL)
+        folder = recycle_folder(config["recycle"], os.getpid())
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json(folder / "spare.json", {k: config.get(k) for k in SPARE_KEYS})
+        signals = Signals()
+        (folder / "listening").touch()
+        print(f"streamchaos: trial over, recycled as a spare in {folder}", flush=True)
+        handed = await_trial(spark, folder, signals)
+        if handed is None:
+            return 2
+        config, incarnation, standby = handed
+        spark, source = fresh_session(spark), None
+        if standby:  # not handed so by the harness (a recycled driver is a driver spare), but harmless
+            source = stand_by(spark, config, incarnation, signals, 2)
+
+
+def await_trial(spark, folder: Path, signals: Signals) -> tuple[dict, int, bool] | None:
+    """As a spare in ``folder``: say ready, wait for the hand-over (SIGUSR1 after ``go.json``) and return
+    the trial's config, the incarnation this driver becomes and whether as its standby; None if the trial
+    needs a driver booted otherwise than this one (``spare.json``'s settings)."""
+    from chaos.spare import SPARE_KEYS
+
+    spare = json.loads((folder / "spare.json").read_text())
+    (folder / "ready").write_text(spark.sparkContext.applicationId)
+    signals.wait(1)
+    handed = json.loads((folder / "go.json").read_text())
+    run_dir, incarnation = Path(handed["run_dir"]), int(handed["incarnation"])
+    config = json.loads((run_dir / "driver.json").read_text())
+    mismatch = [k for k in SPARE_KEYS if config.get(k) != spare.get(k)]
+    if mismatch or config.get("spark_conf") or _pipeline_boot_conf(config):
+        print(f"streamchaos: spare cannot run {run_dir}: it differs in {mismatch or 'boot conf'}", flush=True)
+        return None
+    role = "standby of" if handed.get("standby") else "runs"
+    print(f"streamchaos: spare driver {role} {run_dir} as incarnation {incarnation}", flush=True)
+    return config, incarnation, bool(handed.get("standby"))
+
+
 def run(spark, config: dict, incarnation: int, source=None) -> int:
     from pipelines_under_test import DriverContext, resolve
 
@@ -240,6 +313,8 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
             print(f"streamchaos: state of {len(done['batches'])} batches dumped ({done.get('how', 'none')}) "
                   f"in {done['seconds']}s", flush=True)
         if over.is_set():
+            if config.get("recycle"):
+                return RECYCLE
             # The query has stopped and its state is on disk: the harness kills this process group as soon
             # as this process exits. Stopping the session first (~1 s) would only delay the next trial.
             print("streamchaos: trial over, leaving the session to the harness", flush=True)
@@ -279,9 +354,6 @@ def stand_by(spark, config: dict, incarnation: int, signals: Signals, count: int
 
     source = None if resolve(config["pipeline"]).own_source else make_source(spark, config)
     warm = warm_up(spark, read=False)
-    # Ready once it holds executors: a kill waits for that, not for the warm read or the rehearsal, which a
-    # takeover cuts short (the takeover then plans and compiles what they had not reached yet).
-    tell(spark, config, "standby-ready", incarnation)
     if warm and warm_read and signals.count < count:
         # The Python workers first: a takeover that cuts the rehearsal short before its first read would
         # start them itself (2 s after planning its batch, measured, on a busy machine).
@@ -294,6 +366,11 @@ def stand_by(spark, config: dict, incarnation: int, signals: Signals, count: int
         state = "rehearsed" if done else "cut short" if signals.count >= count else "not rehearsed"
     else:
         state = "warm" if warm else "no executors"
+    # Ready once warm and rehearsed: a kill held at its phase waits for that. A takeover that cut the
+    # rehearsal short planned, compiled and loaded the state cold, beside the next standby's boot: 4-6 s
+    # from kill to commit instead of 1-3 (measured with recycled first drivers, whose trials reach their
+    # first kill a few seconds after they start). A kill the watcher saw is not held: it cuts it short.
+    tell(spark, config, "standby-ready", incarnation)
     print(f"streamchaos: standby incarnation {incarnation} booted, {state} ({app}), "
           "waiting for the active driver to die", flush=True)
     signals.wait(count)
@@ -303,8 +380,6 @@ def stand_by(spark, config: dict, incarnation: int, signals: Signals, count: int
 def spare_main(spare_dir: Path) -> int:
     """Boot on the harness's settings, warm the executors, wait to be handed a trial (as its driver or as
     a standby), run it."""
-    from chaos.spare import SPARE_KEYS
-
     signals = Signals()
     (spare_dir / "listening").touch()  # the harness signals only from now on (chaos.spare.Spare.hand_over)
     spare = json.loads((spare_dir / "spare.json").read_text())
@@ -315,19 +390,12 @@ def spare_main(spare_dir: Path) -> int:
         print(f"streamchaos: {'standby spare' if standby else 'spare driver'} booted, "
               f"{'warm' if warm else 'not warmed'} ({spark.sparkContext.applicationId}), waiting for a trial",
               flush=True)
-        (spare_dir / "ready").write_text(spark.sparkContext.applicationId)
-        signals.wait(1)
-        handed = json.loads((spare_dir / "go.json").read_text())
-        run_dir, incarnation = Path(handed["run_dir"]), int(handed["incarnation"])
-        config = json.loads((run_dir / "driver.json").read_text())
-        mismatch = [k for k in SPARE_KEYS if config.get(k) != spare.get(k)]
-        if mismatch or config.get("spark_conf") or _pipeline_boot_conf(config):
-            print(f"streamchaos: spare cannot run {run_dir}: it differs in {mismatch or 'boot conf'}", flush=True)
+        handed = await_trial(spark, spare_dir, signals)
+        if handed is None:
             return 2
-        role = "standby of" if handed.get("standby") else "runs"
-        print(f"streamchaos: spare driver {role} {run_dir} as incarnation {incarnation}", flush=True)
-        source = stand_by(spark, config, incarnation, signals, 2, warm_read=not warm) if handed.get("standby") else None
-        return run(spark, config, incarnation, source)
+        config, incarnation, as_standby = handed
+        source = stand_by(spark, config, incarnation, signals, 2, warm_read=not warm) if as_standby else None
+        return serve(spark, config, incarnation, source)
     except Exception:
         traceback.print_exc()
         return 1
@@ -352,7 +420,7 @@ def main(argv: list[str]) -> int:
     try:
         spark = boot(config, incarnation)  # imports the pipeline's module too (a standby: not after the kill)
         source = stand_by(spark, config, incarnation, signals, 1) if signals is not None else None
-        return run(spark, config, incarnation, source)
+        return serve(spark, config, incarnation, source)
     except Exception:
         traceback.print_exc()
         return 1

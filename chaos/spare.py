@@ -21,6 +21,7 @@ import os
 import resource
 import shutil
 import signal
+from collections.abc import Collection
 from pathlib import Path
 
 from chaos.atomic import write_json
@@ -31,11 +32,17 @@ SPARE_KEYS = ("master", "java_options", "class_path", "class_archive", "executor
               "locality_wait", "cores_max")
 
 
+def recycle_folder(root: str | Path, pid: int) -> Path:
+    """Where the driver process ``pid`` waits, recycled, as the next trial's first driver (chaos.driver.serve)."""
+    return Path(root) / f"recycled-{pid}"
+
+
 class Spare:
-    def __init__(self, group: Group, folder: Path, settings: dict) -> None:
+    def __init__(self, group: Group, folder: Path, settings: dict, log: Path | None = None) -> None:
         self.group = group
         self.folder = folder
         self.settings = settings
+        self.log = log or folder / "driver.log"  # where the process writes (a recycled driver: an older file)
 
     @classmethod
     def boot(cls, owned: Owned, folder: Path, settings: dict, argv: list[str], env: dict[str, str] | None,
@@ -49,10 +56,6 @@ class Spare:
             # the next trial's first driver kill. The hand-over gives it a normal share again.
             session_nice(group.pid, 10)
         return cls(group, folder, settings)
-
-    @property
-    def log(self) -> Path:
-        return self.folder / "driver.log"
 
     def fits(self, config: dict, boot_conf: dict) -> bool:
         """Would a cold first driver of ``config`` boot exactly like this spare did?"""
@@ -75,14 +78,42 @@ class Spare:
         """While it runs, the trial's ``logs/driver-<k>.log`` is a link to the spare's log."""
         target.symlink_to(self.log)
 
-    @staticmethod
-    def keep_log(target: Path) -> None:
-        """After the trial, the link becomes the file: a run directory holds its own logs."""
+    def adopt_log(self, target: Path) -> None:
+        """A recycled driver (chaos.driver.serve) goes on writing where it did: the trial's ``target`` (a
+        cold driver's own file: moved into the folder, the process's open file follows) or a link to an
+        older spare's log. ``target`` is then a link to it, which ``keep_log`` turns into the trial's part."""
         if target.is_symlink():
-            source = target.resolve()
-            target.unlink()
-            if source.exists():
-                shutil.move(source, target)
+            self.log = target.resolve()
+            return
+        if target.exists():
+            target.replace(self.log)
+            target.symlink_to(self.log)
+
+    @staticmethod
+    def keep_log(target: Path, live: Collection[Path] = ()) -> None:
+        """After the trial, the link becomes the file: a run directory holds its own logs. A log a live
+        process (``live``: a recycled driver) goes on writing stays where it is: the trial keeps a copy of
+        what was written since the last trial's copy (``<log>.start``), and the next trial the rest."""
+        if not target.is_symlink():
+            return
+        source = target.resolve()
+        target.unlink()
+        if not source.exists():
+            return
+        mark = source.with_name(source.name + ".start")
+        start = int(mark.read_text()) if mark.exists() else 0
+        if source not in live and start == 0:
+            shutil.move(source, target)
+            return
+        with open(source, "rb") as f:
+            f.seek(start)
+            part = f.read()
+        target.write_bytes(part)
+        if source in live:
+            mark.write_text(str(start + len(part)))
+        else:
+            source.unlink()
+            mark.unlink(missing_ok=True)
 
 
 def can_renice() -> bool:

@@ -38,12 +38,12 @@ from chaos.jvm.archive import driver_archive, executor_archive
 from chaos.jvm.unsigned import quick_class_path
 from chaos.nemesis import Nemesis
 from chaos.postgres import PostgresServer
-from chaos.procs import Group, Owned, reap_orphans
+from chaos.procs import Group, Owned, reap_orphans, wait_until
 from chaos.pydaemon import import_home
 from chaos.scenario import Scenario, generate_events
 from chaos.socketfeed import SocketFeed
 from chaos.source import read_offsets_file
-from chaos.spare import Spare
+from chaos.spare import Spare, recycle_folder
 from chaos.watcher import CheckpointWatcher
 from pipelines_under_test import Pipeline, resolve
 
@@ -79,7 +79,7 @@ class Harness:
     def __init__(self, cluster: str = "standalone", workers: int = 2, workdir: Path | None = None,
                  toxiproxy: str | None = None, standby: bool = False, worker_cores: int | None = None,
                  quick_jvm: bool = True, spare: bool = False, quick_python: bool = True,
-                 quick_scheduling: bool = True) -> None:
+                 quick_scheduling: bool = True, recycle: bool = True) -> None:
         self.cluster_spec = cluster
         # JVM flags of every Spark process started for the trials (chaos.cluster.QUICK_JVM_OPTIONS), and
         # the drivers' class archive (chaos/jvm/archive.py), built on the first quick-JVM harness's start.
@@ -101,6 +101,9 @@ class Harness:
         self.standby = standby
         # Each trial's first driver boots during the previous trial's tail (chaos/spare.py): for campaigns.
         self.use_spare = spare
+        # With ``spare``: a trial's last driver, unless a fault killed it, stays for the next trial as its
+        # first driver (chaos.driver.serve): its JVM, session and executors are not booted again.
+        self.recycle = spare and recycle
         # With a standby or a spare, each worker gets a second core so their applications hold executors too;
         # with both, a third: the next trial's standby spare holds executors beside this trial's driver and
         # the driver spare, and is warm when its trial starts. Cores here are slots (the machine has 2); the
@@ -121,7 +124,7 @@ class Harness:
         # With ``spare`` and ``standby``: the next trial's first standby too, booted in the same tail.
         self.standby_spare: Spare | None = None
         self.spares = 0
-        self.next_trial = True  # False during a run's last trial: no spare is booted for nobody
+        self.next_trial = True  # False during a run's last trial: no spare is booted (or kept) for nobody
 
     def __enter__(self) -> Harness:
         require_java()
@@ -174,18 +177,40 @@ class Harness:
             self.cluster.stop()
         self.owned.stop_all()
 
-    def boot_spare(self, cores_max: int) -> None:
+    def boot_spare(self, cores_max: int, driver: bool = True) -> list[tuple[Spare, str]]:
         """With ``spare``: boot the next trial's first driver now, in the background (chaos/spare.py); with
         ``standby`` too, its first standby beside it (``standby_spares``: on a third core per worker). Its
         session runs at a lower priority until the next trial hands it over; it then rehearses as a standby,
-        its JVM, session and executors booted already: that boot is what kept a first driver kill waiting."""
+        its JVM, session and executors booted already: that boot is what kept a first driver kill waiting.
+        ``driver=False``: the standby only (the trial's last driver will be recycled). Returns what it booted."""
         if not self.use_spare or not self.next_trial:
-            return
+            return []
         settings = {"master": self.cluster.master_url, **self.start_settings(), "cores_max": cores_max}
-        if self.spare is None or not self.spare.group.alive():
+        booted = []
+        if driver and (self.spare is None or not self.spare.group.alive()):
             self.spare = self._boot_one(settings)
+            booted.append((self.spare, "driver"))
         if self.standby_spares and (self.standby_spare is None or not self.standby_spare.group.alive()):
             self.standby_spare = self._boot_one({**settings, "role": "standby"})
+            booted.append((self.standby_spare, "standby"))
+        return booted
+
+    def recycle_driver(self, group: Group, log: Path, grace: float, keep: bool) -> None:
+        """Stop a trial's last driver whose driver.json names a ``recycle`` folder: SIGUSR2 stops its query
+        and dumps its state as for any driver, then it waits there as a spare instead of exiting
+        (chaos.driver.serve). ``keep``: it becomes the next trial's first driver (``self.spare``); else,
+        or if it did not get there within ``grace``, its group is killed."""
+        folder = recycle_folder(self.workdir / "spares", group.pid)
+        for name in ("ready", "listening", "go.json"):  # from its previous recycling
+            (folder / name).unlink(missing_ok=True)
+        group.signal_leader(signal.SIGUSR2)
+        wait_until(lambda: (folder / "ready").exists() or not group.alive(), grace)
+        if keep and group.alive() and (folder / "ready").exists() and self.spare is None:
+            self.spare = Spare(group, folder, json.loads((folder / "spare.json").read_text()))
+            self.spare.adopt_log(log)
+            return
+        group.kill()
+        self.owned.forget(group)
 
     def start_settings(self) -> dict:
         """How this harness starts every driver (and its executors): what a spare must have booted with."""
@@ -284,6 +309,7 @@ class Trial:
         self.cores_max: int | None = None  # executor cores of the next applications, after a stop-driver rescale
         self.history: History | None = None
         self.config: dict = {}  # driver.json
+        self.spares_booted = False  # the next trial's spares, once per trial (``_keep_spare``)
 
     # -- set-up -------------------------------------------------------------------------------
     def _prepare(self) -> pl.DataFrame:
@@ -303,9 +329,9 @@ class Trial:
 
     def _await_standby(self, detail: dict) -> None:
         """Before a driver kill at a phase where Spark is held (not one the watcher saw in the checkpoint):
-        wait until the standby is booted and holds executors, so the kill lands at the same logical point
-        and the takeover is measured, not the standby's boot. Its rehearsal may still run: the takeover
-        cuts it short. The held driver does nothing meanwhile."""
+        wait until the standby is booted, holds executors and has rehearsed the query (chaos.driver.stand_by),
+        so the kill lands at the same logical point and the takeover is measured, not the standby's boot.
+        The held driver does nothing meanwhile."""
         standby = self.standby
         if standby is None or detail.get("source") == "watcher":
             return
@@ -396,17 +422,24 @@ class Trial:
             self.next_standby = self._spawn_driver(incarnation, standby=True)
             self.history.add("driver", event="standby", incarnation=incarnation, pid=self.next_standby.pid)
 
-    def _keep_spare(self) -> None:
-        """Boot the next trial's first driver once this one's last driver runs: no driver kill ahead
-        (nothing else will boot), no standby, and the active driver has committed a batch."""
-        if (self.h.use_spare and self.h.spare is None and self.standby is None
-                and self.committed_by == self.incarnation
-                and not any(f.action == "kill-driver" for f in self.controller.unfired())):
-            self.h.boot_spare(self.scenario.workers)
-            for spare, role in ((self.h.spare, "driver"), (self.h.standby_spare, "standby")):
-                if spare is not None:
-                    self.history.add("driver", event="spare", folder=spare.folder.name, pid=spare.group.pid,
-                                     role=role)
+    def _keep_spare(self, at_kill: bool = False) -> None:
+        """Boot the next trial's spares once this one's last driver runs: no driver kill ahead (nothing else
+        will boot), no standby, and the active driver has committed a batch. With a recycled driver (
+        ``recycle`` in driver.json: it will be the next trial's first) that is the standby spare only, and
+        then already at the last driver kill (``at_kill``, in its downtime): the next trial's first kill
+        comes a few batches after its start, and the spare, niced, must be warm and rehearsed by then."""
+        if not self.h.use_spare or self.spares_booted:
+            return
+        recycled = bool(self.config.get("recycle"))
+        if any(f.action == "kill-driver" for f in self.controller.unfired()):
+            return
+        if at_kill and not recycled:
+            return
+        if not at_kill and (self.standby is not None or self.committed_by != self.incarnation):
+            return
+        self.spares_booted = True
+        for spare, role in self.h.boot_spare(self.scenario.workers, driver=not recycled):
+            self.history.add("driver", event="spare", folder=spare.folder.name, pid=spare.group.pid, role=role)
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> dict:
@@ -438,10 +471,13 @@ class Trial:
             "cores_max": self.scenario.workers,
             **self.h.start_settings(),
         }
+        if self.h.recycle and self.h.next_trial and not self.pipeline.boot_conf():
+            self.config["recycle"] = str(self.h.workdir / "spares")  # its last driver may stay (chaos.driver.serve)
         (self.dir / "driver.json").write_text(json.dumps(self.config, indent=2))
         watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height, feed)
         started = time.monotonic()
         outcome, reason = "drained", ""
+        finished = False
         try:
             watcher.start()
             self._start_driver()
@@ -449,15 +485,17 @@ class Trial:
             self.nemesis.wait_heals()
             if outcome == "drained" and self.pipeline.settle_commits:
                 self._settle(watcher)
+            finished = True
         except BaseException:
             for group in (self.driver, self.standby, self.next_standby):  # interrupted: the user is waiting
                 if group is not None:
                     group.kill()
             raise
         finally:
-            self._stop_driver()
+            self._stop_driver(recycle=finished and outcome == "drained")
+            live = [self.h.spare.log] if self.h.spare is not None else []  # a recycled driver's
             for log in (self.dir / "logs").glob("driver-*.log"):
-                Spare.keep_log(log)
+                Spare.keep_log(log, live)
             watcher.stop()
             watcher.scan()
             self.controller.close()
@@ -503,6 +541,7 @@ class Trial:
                     return "failed", f"driver exited {unplanned} times on its own: {self._log_tail()}"
             downtime = fault.duration if (fault and fault.duration is not None) else self.scenario.driver_downtime
             self._boot_next_standby()
+            self._keep_spare(at_kill=fault is not None and fault.action == "kill-driver")
             time.sleep(downtime)  # the configured downtime of the crashed host, not a placement guess
             self.restarts += 1
             self.history.add("restart", incarnation=self.incarnation + 1, downtime=downtime)
@@ -525,7 +564,8 @@ class Trial:
         self.history.add("settled", incarnation=self.incarnation, last_commit=max(watcher.committed, default=-1),
                          alive=self.driver.alive())
 
-    def _stop_driver(self) -> None:
+    def _stop_driver(self, recycle: bool = False) -> None:
+        """Stop the trial's drivers; ``recycle``: the trial is over and drained, its last driver may stay."""
         for standby in (self.standby, self.next_standby):
             if standby is not None:
                 standby.terminate(5.0)
@@ -534,9 +574,16 @@ class Trial:
         if self.driver is not None:
             # A stateful pipeline's driver reads the state of every committed batch before it exits. SIGUSR2,
             # not a fault's SIGTERM: it exits without stopping its session, which the group kill ends.
-            self.driver.terminate(STOP_GRACE + (STATE_DUMP_GRACE if self.pipeline.state else 0.0),
-                                  sig=signal.SIGUSR2)
-            self.h.owned.forget(self.driver)
+            grace = STOP_GRACE + (STATE_DUMP_GRACE if self.pipeline.state else 0.0)
+            if self.config.get("recycle") and self.driver.alive():  # it waits as a spare instead of exiting
+                # Not after a worker kill: its application may hold fewer executors than a spare would.
+                keep = recycle and self.h.cluster.healthy() and self.cores_max is None
+                log = self.dir / "logs" / f"driver-{self.incarnation}.log"
+                self.h.recycle_driver(self.driver, log, grace, keep)
+            else:
+                self.driver.terminate(grace, sig=signal.SIGUSR2)
+                self.h.owned.forget(self.driver)
+            self.driver = None
 
     def _log_tail(self) -> str:
         log = self.dir / "logs" / f"driver-{self.incarnation}.log"

@@ -63,6 +63,54 @@ def test_the_run_directory_keeps_the_spares_log_as_its_own_file(tmp_path):
     Spare.keep_log(tmp_path / "run" / "logs" / "driver-1.log")  # a cold driver's log: nothing to do
 
 
+# A driver that lives through several trials: it writes "trial <i>" once the folder (last argument) has step-<i>.
+LIVES_ON = ("import pathlib, sys, time; folder = pathlib.Path(sys.argv[-1])\n"
+            "for i in range(3):\n"
+            "    while not (folder / f'step-{i}').exists(): time.sleep(0.02)\n"
+            "    print(f'trial {i}', flush=True); (folder / f'wrote-{i}').touch()\n"
+            "time.sleep(60)")
+
+
+def test_a_recycled_drivers_log_is_split_between_the_trials_it_ran(tmp_path):
+    """The process keeps its open log across trials (moved, never reopened); each run directory keeps
+    exactly the part written while that trial ran, and the last one the rest once the process is gone."""
+    steps = tmp_path / "steps"
+    steps.mkdir()
+    logs = [tmp_path / f"run-{k}" / "logs" / f"driver-{k}.log" for k in range(3)]
+    for log in logs:
+        log.parent.mkdir(parents=True)
+    owned = Owned()
+    try:
+        group = owned.spawn("driver-0", [sys.executable, "-c", LIVES_ON, str(steps)], log_path=logs[0])
+
+        def step(i: int) -> None:
+            (steps / f"step-{i}").touch()
+            assert wait_until(lambda: (steps / f"wrote-{i}").exists(), 10)
+
+        step(0)
+        folder = tmp_path / "spares" / f"recycled-{group.pid}"
+        folder.mkdir(parents=True)
+        spare = Spare(group, folder, SETTINGS)
+        spare.adopt_log(logs[0])  # a cold driver's own file moves into the folder, the process follows it
+        assert logs[0].is_symlink() and spare.log == folder / "driver.log"
+        Spare.keep_log(logs[0], live=[spare.log])
+        assert logs[0].read_text() == "trial 0\n" and not logs[0].is_symlink()
+        step(1)
+        spare.link_log(logs[1])
+        spare.adopt_log(logs[1])  # recycled again: it goes on writing to the same file
+        Spare.keep_log(logs[1], live=[spare.log])
+        assert logs[1].read_text() == "trial 1\n"
+        step(2)
+        spare.link_log(logs[2])
+        group.kill()  # a fault killed it in its third trial
+        Spare.keep_log(logs[2], live=[])
+        assert logs[2].read_text() == "trial 2\n"
+        assert list(folder.iterdir()) == [], "the spent log and its mark stay behind"
+        assert logs[0].read_text() == "trial 0\n"
+    finally:
+        owned.stop_all()
+
+
 def test_a_hand_over_waits_until_the_spare_catches_the_signal(tmp_path):
     owned = Owned()
     try:
