@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import sys
 from dataclasses import dataclass
@@ -43,9 +44,17 @@ def spark_home() -> str:
     return os.path.dirname(pyspark.__file__)
 
 
-def spark_env(java_options: str = "") -> dict[str, str]:
+def scratch_option(tmp: Path | str | None) -> str:
+    """The JVM flag that keeps a JVM's temporary files in ``tmp``: the native libraries lz4 and snappy
+    extract, Spark's ``spark-*``, ``blockmgr-*`` and ``artifacts-*``. A SIGKILLed JVM deletes none of them:
+    in /tmp they piled up by the thousand, trial after trial. ``tmp`` goes with its harness or cluster."""
+    return f"-Djava.io.tmpdir={tmp}" if tmp else ""
+
+
+def spark_env(java_options: str = "", tmp: Path | None = None) -> dict[str, str]:
     """Environment for every Spark process we start: loopback only, this Python for workers, and
-    ``java_options`` for the master's and workers' JVMs (``SPARK_DAEMON_JAVA_OPTS``)."""
+    ``java_options`` for the master's and workers' JVMs (``SPARK_DAEMON_JAVA_OPTS``); ``tmp``: their
+    temporary files and local directories (an executor's, and its Python workers', too) go there."""
     env = dict(os.environ)
     env.update(
         SPARK_HOME=spark_home(),
@@ -55,8 +64,11 @@ def spark_env(java_options: str = "") -> dict[str, str]:
         PYSPARK_DRIVER_PYTHON=sys.executable,
         SPARK_NO_DAEMONIZE="1",
     )
-    if java_options:
-        env["SPARK_DAEMON_JAVA_OPTS"] = " ".join(filter(None, [env.get("SPARK_DAEMON_JAVA_OPTS", ""), java_options]))
+    if tmp is not None:
+        env.update(SPARK_LOCAL_DIRS=str(tmp), TMPDIR=str(tmp))
+    daemon_options = " ".join(filter(None, [java_options, scratch_option(tmp)]))
+    if daemon_options:
+        env["SPARK_DAEMON_JAVA_OPTS"] = " ".join(filter(None, [env.get("SPARK_DAEMON_JAVA_OPTS", ""), daemon_options]))
     return env
 
 
@@ -171,18 +183,24 @@ class StandaloneCluster(Cluster):
         self.java_options = java_options
         self.master: Group | None = None
         self.worker_list: list[Group | None] = [None] * workers
+        self.tmp = self.workdir / "tmp"  # the master's, workers' and executors' temporary files
+
+    def _env(self) -> dict[str, str]:
+        return spark_env(self.java_options, self.tmp)
 
     def _spark_class(self) -> str:
         return os.path.join(spark_home(), "bin", "spark-class")
 
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)  # what killed JVMs of an earlier start left
+        self.tmp.mkdir()
         log = self.workdir / "master.log"
         self.master = self.owned.spawn(
             "master",
             [self._spark_class(), MASTER_CLASS, "--host", "127.0.0.1", "--port", str(self.port),
              "--webui-port", str(free_port())],
-            env=spark_env(self.java_options),
+            env=self._env(),
             log_path=log,
         )
         ok = wait_until(lambda: "ALIVE" in _read(log) or not self.master.alive(), 90, 0.2)
@@ -201,7 +219,7 @@ class StandaloneCluster(Cluster):
         log.write_text("")  # a restart's log starts fresh, so readiness reads this start's lines
         work = self.workdir / f"worker-{i}"
         work.mkdir(exist_ok=True)
-        env = spark_env(self.java_options)
+        env = self._env()
         env["SPARK_WORKER_DIR"] = str(work)
         self.worker_list[i] = self.owned.spawn(
             f"worker-{i}",
@@ -267,6 +285,7 @@ class StandaloneCluster(Cluster):
                 self.owned.forget(group)
         self.worker_list = [None] * self.workers
         self.master = None
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def describe(self) -> dict:
         return {"kind": self.kind, "master": self.master_url, "workers": self.workers,

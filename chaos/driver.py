@@ -34,19 +34,21 @@ from pathlib import Path
 
 from chaos import barrier
 from chaos.atomic import write_json
+from chaos.cluster import scratch_option
 
 
 def driver_java_options(config: dict) -> str:
-    """A deep stack for Spark's plan recursion, the harness's JVM flags, its class archive if built."""
-    options = ["-Xss16m", config.get("java_options") or ""]
+    """A deep stack for Spark's plan recursion, the harness's JVM flags and temporary directory, its class
+    archive if built."""
+    options = ["-Xss16m", config.get("java_options") or "", scratch_option(config.get("tmp_dir"))]
     if config.get("class_archive"):
         options.append(f"-XX:SharedArchiveFile={config['class_archive']}")
     return " ".join(o for o in options if o)
 
 
 def executor_java_options(config: dict) -> str:
-    """The harness's JVM flags and the executors' class archive, if built."""
-    options = [config.get("java_options") or ""]
+    """The harness's JVM flags and temporary directory, and the executors' class archive, if built."""
+    options = [config.get("java_options") or "", scratch_option(config.get("tmp_dir"))]
     if config.get("executor_archive"):
         options.append(f"-XX:SharedArchiveFile={config['executor_archive']}")
     return " ".join(o for o in options if o)
@@ -93,6 +95,8 @@ def boot(config: dict, incarnation: int = 0):
     )
     if config.get("cores_max"):
         builder = builder.config("spark.cores.max", str(config["cores_max"]))
+    if config.get("tmp_dir"):  # the driver's block manager and pyspark's files: gone with the harness
+        builder = builder.config("spark.local.dir", config["tmp_dir"])
     if config.get("python_daemon"):  # chaos/pydaemon.py: pyspark from cached bytecode in every daemon
         builder = builder.config("spark.python.daemon.module", config["python_daemon"])
     if config.get("locality_wait"):  # Harness(quick_scheduling=True)

@@ -112,6 +112,9 @@ class Harness:
         self.toxiproxy = toxiproxy
         self.workers = workers
         self.workdir = Path(workdir or Path.cwd() / "runs").resolve()
+        # The drivers' and executors' temporary files (chaos.cluster.scratch_option): emptied at each start
+        # (what the JVMs of a killed harness left), removed at the close.
+        self.tmp = self.workdir / "tmp"
         self.owned = Owned()
         self.cluster: Cluster | None = None
         self.eventlog: EventLogServer | None = None
@@ -132,6 +135,8 @@ class Harness:
                                     worker_cores=self.worker_cores, java_options=self.java_options)
         reap_orphans()
         self.workdir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.tmp.mkdir()
         if self.python_daemon:
             self.driver_cwd = import_home(self.workdir / ".pyspark-home", spark_home())
         try:
@@ -176,6 +181,7 @@ class Harness:
         if self.cluster:
             self.cluster.stop()
         self.owned.stop_all()
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def boot_spare(self, cores_max: int, driver: bool = True) -> list[tuple[Spare, str]]:
         """With ``spare``: boot the next trial's first driver now, in the background (chaos/spare.py); with
@@ -217,7 +223,7 @@ class Harness:
         return {"java_options": self.java_options, "class_path": self.class_path,
                 "class_archive": str(self.class_archive) if self.class_archive else None,
                 "executor_archive": str(self.executor_archive) if self.executor_archive else None,
-                "python_daemon": self.python_daemon, "locality_wait": self.locality_wait}
+                "python_daemon": self.python_daemon, "locality_wait": self.locality_wait, "tmp_dir": str(self.tmp)}
 
     @property
     def standby_spares(self) -> bool:

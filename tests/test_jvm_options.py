@@ -29,6 +29,22 @@ def test_daemon_options_reach_master_and_workers_only_when_asked(monkeypatch):
     assert spark_env(QUICK_JVM_OPTIONS)["SPARK_DAEMON_JAVA_OPTS"] == f"-Dmine=1 {QUICK_JVM_OPTIONS}"
 
 
+def test_every_jvm_keeps_its_temporary_files_in_the_harness_folder(tmp_path, monkeypatch):
+    """A SIGKILLed JVM deletes none of its temporary files (lz4's native library, spark-*, blockmgr-*,
+    artifacts-*): they go to a folder the harness or cluster removes, not to /tmp, and the class archives
+    (keyed by ``java_options``) stay the same for every folder."""
+    monkeypatch.delenv("SPARK_DAEMON_JAVA_OPTS", raising=False)
+    config = {"java_options": QUICK_JVM_OPTIONS, "tmp_dir": str(tmp_path / "tmp")}
+    assert driver_java_options(config) == f"-Xss16m {QUICK_JVM_OPTIONS} -Djava.io.tmpdir={tmp_path / 'tmp'}"
+    assert executor_java_options(config) == f"{QUICK_JVM_OPTIONS} -Djava.io.tmpdir={tmp_path / 'tmp'}"
+    env = spark_env(QUICK_JVM_OPTIONS, tmp_path / "cluster-tmp")
+    # Master and workers, the executors' local directories and their Python workers' tempfile.
+    assert env["SPARK_DAEMON_JAVA_OPTS"] == f"{QUICK_JVM_OPTIONS} -Djava.io.tmpdir={tmp_path / 'cluster-tmp'}"
+    assert env["SPARK_LOCAL_DIRS"] == env["TMPDIR"] == str(tmp_path / "cluster-tmp")
+    plain = spark_env()
+    assert "SPARK_LOCAL_DIRS" not in plain and "java.io.tmpdir" not in plain.get("SPARK_DAEMON_JAVA_OPTS", "")
+
+
 def test_archive_is_per_flag_set_and_not_built_without_an_owner(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert archive_path("") != archive_path(QUICK_JVM_OPTIONS)

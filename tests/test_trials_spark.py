@@ -103,6 +103,11 @@ def test_cold_restart_replays_what_the_standby_replayed(append_kill, spark_clust
     assert "janino" in config["class_path"]
     commands = [text.splitlines()[0] for text in logs if text.startswith("Spark Executor Command:")]
     assert commands and all(f'"-cp" "{config["class_path"]}:' in line for line in commands)
+    # The JVMs' temporary files (a killed driver's blockmgr-*, lz4's library) went to the harness's folder,
+    # removed at its close, and the executors' local directories to the cluster's own (chaos.cluster.scratch_option).
+    assert all(f"-Djava.io.tmpdir={config['tmp_dir']}" in line for line in commands)
+    assert not Path(config["tmp_dir"]).exists()
+    assert any(spark_cluster.tmp.glob("spark-*"))
     # One driver kill, one standby: none is booted once no driver kill is ahead.
     booted = [r for r in history(again) if r["kind"] == "driver" and r["detail"].get("event") == "standby"]
     assert len(booted) == 1
