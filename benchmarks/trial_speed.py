@@ -7,8 +7,9 @@ optimized (reused harness, quick-start JVM flags, pre-warmed standby and spare d
 all trials, ``quick`` plus the quick start (``chaos.cluster.QUICK_JVM_OPTIONS`` on every Spark JVM,
 the class archives, Python daemons that import the installed pyspark: chaos/pydaemon.py, tasks that
 do not wait for a preferred executor: ``Harness(quick_scheduling=True)``),
-``standby`` plus the standby driver, ``optimized`` plus the spares (each trial's first driver and
-first standby booted during the previous trial's tail, chaos/spare.py; three cores per worker).
+``standby`` plus the standby driver, ``optimized`` plus the spares (each trial's first standby booted
+during the previous trial's tail, chaos/spare.py; its first driver the previous trial's last one, recycled, or
+else a spare booted in that tail; three cores per worker).
 The first mode is the baseline of the printed ratios. ``--rounds R`` runs the whole sequence of modes R
 times (naive, optimized, naive, optimized, ...) and takes the medians over all rounds: on a machine
 whose speed drifts (here the naive trial's median was 98 s in one session and 123 s in the next), a mode run only
@@ -20,8 +21,8 @@ micro-batches, faults ``kill-driver@3:sink-done``, ``kill-executor@5:reading``,
 ``kill-driver@7:planned``. Naive: every trial starts its own cluster (master, two 1-core workers),
 event log and proxy, with the JVM's default flags, and a killed driver restarts cold. Optimized: one
 harness for all trials (two 3-core workers, so standby and spare applications hold executors too),
-C1-only serial-GC JVMs, a standby driver that takes over a killed one and spares that are the next
-trial's first driver and first standby. Prints per mode the median trial
+C1-only serial-GC JVMs, a standby driver that takes over a killed one, the last driver of a trial
+kept as the next one's first and a spare that is the next trial's first standby. Prints per mode the median trial
 time (naive includes its cluster start), median kill-driver -> next committed batch, the CPU seconds
 of every process the harness owns divided by the mode's trials (on 2 cores a trial cannot take less
 wall time than half its CPU), the verdicts (they must be identical) and the peak summed RSS and PSS.

@@ -50,6 +50,9 @@ from pipelines_under_test import Pipeline, resolve
 MAX_UNPLANNED_EXITS = 2
 STOP_GRACE = 30.0
 STATE_DUMP_GRACE = 120.0
+# A recycled driver runs at most this many more trials, then a freshly booted spare takes its place: each trial
+# leaves a stopped query and a session behind in its JVM (Spark keeps a session's listener bus registered).
+MAX_RECYCLED_TRIALS = 20
 STANDBY_WAIT = 90.0  # longest a held driver waits for its standby to be warm before the kill
 
 
@@ -127,6 +130,7 @@ class Harness:
         # With ``spare`` and ``standby``: the next trial's first standby too, booted in the same tail.
         self.standby_spare: Spare | None = None
         self.spares = 0
+        self.recycled: dict[int, int] = {}  # pid of a recycled driver -> trials it ran after its first
         self.next_trial = True  # False during a run's last trial: no spare is booted (or kept) for nobody
 
     def __enter__(self) -> Harness:
@@ -211,7 +215,10 @@ class Harness:
             (folder / name).unlink(missing_ok=True)
         group.signal_leader(signal.SIGUSR2)
         wait_until(lambda: (folder / "ready").exists() or not group.alive(), grace)
-        if keep and group.alive() and (folder / "ready").exists() and self.spare is None:
+        uses = self.recycled.get(group.pid, 0)
+        if (keep and group.alive() and (folder / "ready").exists() and self.spare is None
+                and uses < MAX_RECYCLED_TRIALS):
+            self.recycled[group.pid] = uses + 1
             self.spare = Spare(group, folder, json.loads((folder / "spare.json").read_text()))
             self.spare.adopt_log(log)
             return

@@ -144,3 +144,51 @@ def test_a_standby_spare_boots_in_a_low_priority_session_and_gets_its_share_back
         assert group.proc.wait(10) == 7
     finally:
         owned.stop_all()
+
+
+# Like chaos.driver.serve at the harness's stop (SIGUSR2): wait in spares/recycled-<pid> (the last argument is
+# the spares folder) with spare.json and "ready", as often as it is stopped.
+RECYCLABLE = ("import json, os, pathlib, signal, sys\n"
+              "folder = pathlib.Path(sys.argv[-1], f'recycled-{os.getpid()}')\n"
+              "def stopped(*_):\n"
+              "    folder.mkdir(parents=True, exist_ok=True)\n"
+              "    (folder / 'spare.json').write_text(json.dumps({'cores_max': 2}))\n"
+              "    (folder / 'ready').touch()\n"
+              "signal.signal(signal.SIGUSR2, stopped)\n"
+              "print('trial 0', flush=True)\n"
+              "while True: signal.pause()")
+
+
+def test_a_recycled_driver_is_kept_a_bounded_number_of_times_and_only_when_asked(tmp_path, monkeypatch):
+    from chaos import trial
+    from chaos.trial import Harness
+
+    monkeypatch.setattr(trial, "MAX_RECYCLED_TRIALS", 2)
+    harness = Harness(workdir=tmp_path / "harness", spare=True)  # not entered: no cluster, only its rules
+    spares = harness.workdir / "spares"
+    try:
+        group = harness.owned.spawn("driver-2", [sys.executable, "-u", "-c", RECYCLABLE, str(spares)],
+                                    log_path=tmp_path / "driver-2.log")
+        assert wait_until(lambda: "trial 0" in (tmp_path / "driver-2.log").read_text(), 10)
+        kept = None
+        for k in range(2):  # kept twice: it becomes the next trial's first driver
+            log = tmp_path / f"run-{k}" / "driver.log"
+            log.parent.mkdir()
+            if kept is not None:
+                kept.link_log(log)
+            else:
+                log.write_text("")
+                (tmp_path / "driver-2.log").replace(log)  # the trial's own file, as spawned
+            harness.recycle_driver(group, log, grace=10, keep=True)
+            assert harness.spare is not None and harness.spare.group is group and group.alive()
+            assert harness.spare.folder == spares / f"recycled-{group.pid}" and log.is_symlink()
+            kept, harness.spare = harness.spare, None  # handed to the next trial
+        harness.recycle_driver(group, tmp_path / "run-2.log", grace=10, keep=True)  # its third: enough
+        assert harness.spare is None and not group.alive() and group not in harness.owned.groups
+        other = harness.owned.spawn("driver-0", [sys.executable, "-u", "-c", RECYCLABLE, str(spares)],
+                                    log_path=tmp_path / "other.log")
+        assert wait_until(lambda: "trial 0" in (tmp_path / "other.log").read_text(), 10)
+        harness.recycle_driver(other, tmp_path / "run-3.log", grace=10, keep=False)  # e.g. a stalled trial
+        assert harness.spare is None and not other.alive()
+    finally:
+        harness.owned.stop_all()
