@@ -53,6 +53,26 @@ def test_only_signed_jars_are_copied_once(tmp_path):
     assert unsigned_copies(jars, tmp_path / "out") == copies and copies[0].stat().st_mtime_ns == stamp
 
 
+def test_later_starts_read_which_jars_were_signed_instead_of_opening_them_all(tmp_path, monkeypatch):
+    from chaos.jvm import unsigned
+
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    _jar(jars / "signed.jar", signed=True)
+    _jar(jars / "plain.jar", signed=False)
+    copies = unsigned_copies(jars, tmp_path / "out")
+    assert (tmp_path / "out" / unsigned.SIGNED_LIST).read_text() == "signed.jar\n"
+
+    def opened(jar):
+        raise AssertionError(f"{jar} opened again")
+
+    monkeypatch.setattr(unsigned, "is_signed", opened)
+    assert unsigned_copies(jars, tmp_path / "out") == copies
+    copies[0].unlink()  # a copy gone (a cleaned cache): the jars are looked at again
+    monkeypatch.undo()
+    assert unsigned_copies(jars, tmp_path / "out") == copies and copies[0].is_file()
+
+
 def test_pysparks_janino_is_signed_and_its_copy_is_not(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     jars = Path(pyspark.__file__).parent / "jars"
