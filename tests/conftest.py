@@ -25,6 +25,20 @@ REPO = Path(__file__).resolve().parent.parent
 collect_ignore = ["plugin_project"]
 
 
+def in_process_session(master: str, app: str):
+    """A SparkSession in the test process itself (loopback, no UI, 2 shuffle partitions, UTC), stopped after:
+    for module fixtures that check a piece of code against Spark without a harness."""
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master(master).appName(app)
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC").config("spark.driver.host", "127.0.0.1")
+               .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
 @dataclass
 class CliRun:
     rc: int

@@ -5,24 +5,19 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import in_process_session
+
 pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
-
     from chaos.source import EventLogSource, WarmSource
 
-    session = (SparkSession.builder.master("local[1]").appName("streamchaos-fresh-session-test")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-               .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(EventLogSource)
-    session.dataSource.register(WarmSource)
-    yield session
-    session.stop()
+    for session in in_process_session("local[1]", "streamchaos-fresh-session-test"):
+        session.dataSource.register(EventLogSource)
+        session.dataSource.register(WarmSource)
+        yield session
 
 
 def test_the_next_trial_gets_a_session_with_nothing_of_the_last_one(spark):

@@ -16,21 +16,14 @@ from pipelines_under_test import CATALOGUE
 from properties.check import judge
 from properties.consistent_cut import compare_state
 from properties.strategies import event_streams
+from tests.conftest import in_process_session
 
 pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
 def spark():
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("streamchaos-oracle-test")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.session.timeZone", "UTC").config("spark.driver.host", "127.0.0.1")
-               .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    yield from in_process_session("local[2]", "streamchaos-oracle-test")
 
 
 def as_spark(spark, events):
