@@ -444,11 +444,12 @@ class Trial:
         if not self.h.use_spare or self.spares_booted:
             return
         recycled = bool(self.config.get("recycle"))
-        if any(f.action == "kill-driver" for f in self.controller.unfired()):
+        if at_kill:
+            if not recycled:
+                return
+        elif self.standby is not None or self.committed_by != self.incarnation:
             return
-        if at_kill and not recycled:
-            return
-        if not at_kill and (self.standby is not None or self.committed_by != self.incarnation):
+        if any(f.action == "kill-driver" for f in self.controller.unfired()):  # checked last: it runs every 0.1 s
             return
         self.spares_booted = True
         for spare, role in self.h.boot_spare(self.scenario.workers, driver=not recycled):
