@@ -89,11 +89,19 @@ class Campaign:
         self.root = Path(root)
         self.data = data
         self.spec = CampaignSpec(**data["spec"])
+        self._memo: dict[str, tuple[bool | None, float]] = {}  # finished trials' (meets, seconds)
 
     # -- creation and loading ---------------------------------------------------------------------
     @classmethod
     def create(cls, root: Path, spec: CampaignSpec, owns_workers: bool | None = None) -> Campaign:
-        from properties.planning import applicable_actions, plan_schedules, stable_seed, trial_seeds
+        from properties.planning import (
+            applicable_actions,
+            canonical_windows,
+            plan_schedules,
+            stable_seed,
+            trial_seeds,
+            window_names,
+        )
 
         root = Path(root)
         if (root / "campaign.json").exists():
@@ -112,7 +120,7 @@ class Campaign:
         if owns_workers is None:
             owns_workers = spec.cluster == "standalone"
         per_pipeline = spec.trials or MAX_PLANNED_PER_PIPELINE
-        plans, skipped = {}, []
+        plans, skipped, windows = {}, [], {}
         for name in dict.fromkeys(spec.pipelines):
             pipeline = resolve(name)  # unknown pipeline: one line, exit 2, nothing written
             if pipeline.database and not _postgres_available():
@@ -137,6 +145,8 @@ class Campaign:
                 schedules = plan_schedules(template.batches, actions, per_pipeline, stable_seed(spec.seed, name),
                                            max_faults=spec.max_faults, examples=spec.examples,
                                            phases=pipeline.phases)
+            # The canonical windows this pipeline can take: the summary says which its fired faults opened.
+            windows[name] = window_names(canonical_windows(actions, pipeline.phases, spec.max_faults))
             seeds = trial_seeds(spec.seed, name, len(schedules))
             plans[name] = [
                 {"id": f"{slug(name)}-{k:03d}", "pipeline": name,
@@ -146,7 +156,7 @@ class Campaign:
         # Round robin over pipelines: a time budget is shared fairly.
         plan = [entry for group in _round_robin(list(plans.values())) for entry in group]
         data = {"format": FORMAT, "version": VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                "spec": asdict(spec), "plan": plan, "skipped": skipped}
+                "spec": asdict(spec), "plan": plan, "skipped": skipped, "windows": windows}
         write_json(root / "campaign.json", data)
         return cls(root, data)
 
@@ -218,16 +228,18 @@ class Campaign:
         todo = [e for e in self.plan if not self.finished(e["id"])]
         progress.begin(self, len(self.plan) - len(todo))
         for k, entry in enumerate(todo):
-            if budget is not None and self.elapsed() >= budget:
-                progress.note(f"time budget of {budget:.0f}s spent: {len(todo) - k} planned trial(s) not run")
+            if budget is not None and self.elapsed() + self.shrink_reserve() >= budget:
+                reserved = self.shrink_reserve()
+                progress.note(f"time budget of {budget:.0f}s spent" + (f" ({reserved:.0f}s of it kept for shrinking)"
+                                                                       if reserved else "")
+                              + f": {len(todo) - k} planned trial(s) not run")
                 break
             last = k == len(todo) - 1 and not self.spec.shrink  # nothing follows: no spare for it
             self._run_trial(harness, entry["id"], Scenario(**entry["scenario"]), progress, last)
         if self.spec.shrink:
             for pipeline in self._pipelines():
-                if budget is not None and self.elapsed() >= budget:
-                    break
                 self._shrink(harness, pipeline, progress)
+        self.note_late_writes(progress)
         summary = self.summarize()
         write_json(self.root / "summary.json", summary)
         progress.end(summary)
@@ -243,8 +255,60 @@ class Campaign:
         check_run(run_dir)
         verdict = self.verdict_of(trial_id)
         progress.trial_done(trial_id, scenario, verdict, json.loads((run_dir / "result.json").read_text()))
+        self.note_late_writes(progress, skip=trial_id)
         write_json(self.root / "summary.json", self.summarize())
         return verdict
+
+    def note_late_writes(self, progress: Progress, skip: str | None = None) -> list[str]:
+        """Re-check every finished trial whose live sink changed after it was judged (chaos/evidence.py): the
+        verdict stays the one of its frozen sink, verdict.json gains ``late_writes``, and the campaign says so."""
+        from chaos.evidence import late_writes
+        from properties.check import check_run
+
+        found = []
+        for trial_id in self.trial_ids():
+            run_dir = self.trial_dir(trial_id)
+            if trial_id == skip or not self.finished(trial_id):
+                continue
+            late = late_writes(run_dir)  # a few stat calls; the verdict is read only when something changed
+            if late is None or _same_files(late, json.loads((run_dir / "verdict.json").read_text()).get("late_writes")):
+                continue
+            again = check_run(run_dir)
+            found.append(trial_id)
+            rows = (again.get("late_writes") or {}).get("rows")
+            progress.note(f"{trial_id}: its sink changed after the trial ended ("
+                          + (f"{rows:+d} rows" if isinstance(rows, int) else "files changed")
+                          + f"); the verdict stays {again['verdict']}, judged from the sink as the trial ended it")
+        return found
+
+    def shrink_reserve(self) -> float:
+        """Seconds of a ``--time-budget`` kept for shrinking: once a violation is found, room for the shrink's
+        trials at the campaign's mean trial time (at most half the budget), so a budget never drops it."""
+        budget = self.spec.time_budget_s
+        if budget is None or not self.spec.shrink:
+            return 0.0
+        facts = [f for e in self.plan if (f := self._facts(e["id"])) is not None]
+        if not any(meets is False for meets, _ in facts):
+            return 0.0
+        return min(budget / 2, self.spec.shrink_trials * self._mean_seconds())
+
+    def _facts(self, trial_id: str) -> tuple[bool | None, float] | None:
+        """(meets, seconds) of a finished trial, read once (a finished trial's verdict does not change)."""
+        memo = self._memo
+        if trial_id not in memo:
+            v = self.verdict_of(trial_id)
+            if v is None:
+                return None
+            try:
+                seconds = float(json.loads((self.trial_dir(trial_id) / "result.json").read_text()).get("seconds", 0))
+            except (OSError, ValueError):
+                seconds = 0.0
+            memo[trial_id] = (v["meets"], seconds)
+        return memo[trial_id]
+
+    def _mean_seconds(self) -> float:
+        seconds = [f[1] for t in self.trial_ids() if (f := self._facts(t)) is not None]
+        return sum(seconds) / len(seconds) if seconds else 1.0
 
     def _pipelines(self) -> list[str]:
         return list(dict.fromkeys(e["pipeline"] for e in self.plan))
@@ -290,8 +354,20 @@ class Campaign:
         actions = applicable_actions(self.spec.kinds, sink_channel=resolved.sink_channel,
                                      database=resolved.database, owns_workers=self.spec.cluster == "standalone",
                                      source_channel=not resolved.own_source)
+        candidates = self.spec.shrink_trials
+        if self.spec.time_budget_s is not None:
+            left = self.spec.time_budget_s - self.elapsed()
+            candidates = min(candidates, max(0, int(left // max(self._mean_seconds(), 1e-3))))
+        if candidates == 0 and not cache:
+            write_json(record_path, {
+                "pipeline": pipeline, "declared": expected, "from": origin_id, "from_faults": base.faults,
+                "minimal": base.faults, "minimal_trial": origin_id, "verdict": self.verdict_of(origin_id)["verdict"],
+                "path": [], "command": base.command(), "skipped": "the time budget was spent before the shrink"})
+            progress.note(f"shrink of {pipeline} skipped: the time budget is spent; unshrunk counterexample "
+                          f"{' '.join(base.faults)} ({origin_id}), replay: {base.command()}")
+            return
         progress.note(f"shrinking {origin_id} ({', '.join(base.faults)}) for {pipeline}")
-        minimal = shrink_schedule(base.faults, violates, actions=actions, budget=self.spec.shrink_trials,
+        minimal = shrink_schedule(base.faults, violates, actions=actions, budget=max(candidates, len(cache)),
                                   phases=resolved.phases)
         minimal_trial = origin_id if minimal == base.faults else next(
             p["trial"] for p in path if p["faults"] == minimal and p["violates"])
@@ -306,6 +382,7 @@ class Campaign:
     # -- results ----------------------------------------------------------------------------------
     def summarize(self) -> dict:
         """Per pipeline: declared vs measured (weakest over its trials), coverage, time; the exit code."""
+        from properties.planning import covered_windows
         from properties.verdicts import aggregate
 
         reports, rows = [], {}
@@ -316,18 +393,30 @@ class Campaign:
                 continue
             reports.append(v)
             result = json.loads((self.trial_dir(trial_id) / "result.json").read_text())
-            row = rows.setdefault(v["pipeline"], {"seconds": 0.0, "faults_fired": 0})
+            row = rows.setdefault(v["pipeline"], {"seconds": 0.0, "faults_fired": 0, "faulted_trials": 0,
+                                                  "covered": set(), "late_writes": []})
             row["seconds"] += result.get("seconds", 0)
-            for f in result.get("faults", []):
-                if f.get("fired"):
-                    row["faults_fired"] += 1
-                    action = f["spec"].split("@")[0]
-                    coverage.setdefault(action, {})
-                    coverage[action][f["phase"]] = coverage[action].get(f["phase"], 0) + 1
+            fired = [f for f in result.get("faults", []) if f.get("fired")]
+            row["faults_fired"] += len(fired)
+            row["faulted_trials"] += bool(fired)  # a trial whose faults did not fire is a no-fault trial
+            row["covered"] |= covered_windows(f["spec"] for f in fired)
+            if v.get("late_writes"):
+                row["late_writes"].append(trial_id)
+            for f in fired:
+                action = f["spec"].split("@")[0]
+                coverage.setdefault(action, {})
+                coverage[action][f["phase"]] = coverage[action].get(f["phase"], 0) + 1
         pipelines = aggregate(reports)
+        windows = self.data.get("windows", {})
         for name, row in pipelines.items():
             row.update(rows.get(name, {}))
             row["seconds"] = round(row.get("seconds", 0.0), 1)
+            covered = row.pop("covered", set())
+            row["covered"] = sorted(covered)
+            row["not_covered"] = [w for w in windows.get(name, []) if w not in covered]
+            # "meets" claims no more than the trials exercised: with a canonical window never opened, or no
+            # fault fired at all, it is weak evidence.
+            row["weak"] = row["meets"] is True and (bool(row["not_covered"]) or not row.get("faulted_trials"))
             shrink = self.root / "shrinks" / f"{slug(name)}.json"
             row["counterexample"] = json.loads(shrink.read_text()) if shrink.exists() else None
         planned = len(self.plan)
@@ -341,6 +430,11 @@ class Campaign:
         return {"format": FORMAT, "version": VERSION, "spec": asdict(self.spec), "pipelines": pipelines,
                 "skipped": self.data.get("skipped", []), "planned": planned, "finished": done,
                 "coverage": coverage, "seconds": round(self.elapsed(), 1), "exit_code": code}
+
+
+def _same_files(late: dict, stored: dict | None) -> bool:
+    """Late writes already recorded in verdict.json (no re-check needed)."""
+    return stored is not None and all(late.get(k) == stored.get(k) for k in ("changed", "added", "removed"))
 
 
 def _round_robin(groups: list[list[dict]]) -> list[list[dict]]:

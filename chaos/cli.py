@@ -269,11 +269,27 @@ def _execute(campaign, toxiproxy: str | None = None, finish=None, standby: bool 
 
 def print_summary(summary: dict) -> None:
     for name, row in summary["pipelines"].items():
-        meets = {True: "meets", False: "VIOLATES", None: "inconclusive for"}[row["meets"]]
-        out.print(f"[bold]{name}[/]: {row['verdict']} ({meets} {row['declared']}) over {row['trials']} trial(s), "
+        counts = (f"{row['trials']} trial(s) ({row.get('faulted_trials', 0)} with a fired fault), "
                   f"{row.get('faults_fired', 0)} faults fired, {row.get('stalled', 0)} stalled, {row.get('seconds')}s")
+        if row["meets"] is True:
+            out.print(f"[bold]{name}[/]: no violation of {row['declared']} found in {counts}; measured "
+                      f"{row['verdict']}" + (" [bold](weak evidence)[/]" if row.get("weak") else ""))
+        else:
+            meets = {False: "VIOLATES", None: "inconclusive for"}[row["meets"]]
+            out.print(f"[bold]{name}[/]: {row['verdict']} ({meets} {row['declared']}) over {counts}")
+        if "not_covered" in row:
+            out.print(f"  windows covered: {', '.join(row['covered']) or 'none'}"
+                      + (f"; not covered: {', '.join(row['not_covered'])}" if row["not_covered"] else ""))
+        if row.get("late_writes"):
+            out.print(f"  [bold]late writes[/]: the sink changed after the trial ended in {len(row['late_writes'])} "
+                      f"trial(s) ({', '.join(row['late_writes'][:5])}); verdicts are judged from the sink as each "
+                      "trial ended it")
         ce = row.get("counterexample")
-        if ce:
+        if ce and ce.get("skipped"):
+            out.print(f"  counterexample, not shrunk ({ce['skipped']}): {' '.join(ce['minimal']) or 'no fault'} -> "
+                      f"{ce['verdict']}")
+            out.print(f"  replay: {ce['command']}")
+        elif ce:
             out.print(f"  minimal counterexample: {' '.join(ce['minimal']) or 'no fault'} -> {ce['verdict']} "
                       f"(shrunk from {' '.join(ce['from_faults'])} in {len(ce['path'])} candidate(s))")
             out.print(f"  replay: {ce['command']}")
@@ -413,6 +429,7 @@ def _summary(v: dict) -> dict:
         "keys": v["effect"].get("keys"),
         "redelivered": (v["deliveries"] or {}).get("redelivered"),
         "consistent_cut": v.get("consistent_cut"),
+        "late_writes": v.get("late_writes"),
     }
 
 
@@ -454,9 +471,17 @@ def print_verdict(v: dict) -> None:
             continue
         by_cause: dict[tuple, list[int]] = {}
         for a in v[kind]:
-            by_cause.setdefault((a["batch"], a["fault"]), []).append(a["id"])
-        for (batch, fault), ids in by_cause.items():
-            out.print(f"    {kind} e.g. ids {ids[:8]}: read by batch {batch}, after fault {fault}")
+            by_cause.setdefault((a["batch"], a["fault"], a.get("why")), []).append(a["id"])
+        for (batch, fault, why), ids in by_cause.items():
+            cause = f"fault {fault} ({why})" if fault else (why or "no fault fired")
+            out.print(f"    {kind} e.g. ids {ids[:8]}: read by batch {batch}; {cause}")
+    late = v.get("late_writes")
+    if late:
+        rows = late.get("rows")
+        out.print("  [bold]late writes[/]: the sink changed after the trial ended ("
+                  + (f"{rows:+d} rows, " if isinstance(rows, int) else "")
+                  + f"{len(late['changed']) + len(late['added']) + len(late['removed'])} file(s)): the verdict "
+                  "is judged from the sink as the trial ended it")
     for u in v["unexpected"][:5]:
         what = f"id {u['id']}" if "id" in u else f"key {u.get('key')!r}"
         out.print(f"    unexpected {what}: {u['why']}")

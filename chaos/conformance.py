@@ -72,7 +72,7 @@ def standard_mix(pipeline, trials: int) -> list[str]:
     """
     if pipeline.conformance_mix:  # a pipeline whose batches the standard phases do not fit (continuous)
         return [pipeline.conformance_mix[k % len(pipeline.conformance_mix)] for k in range(trials)]
-    stateful_phase = "state-commit" if pipeline.state else "sink-write"
+    stateful_phase = "state-commit" if "state-commit" in pipeline.phases else "sink-write"
     mix = [
         "kill-driver@1:sink-done kill-driver@3:sink-write",
         f"kill-driver@1:{stateful_phase} kill-executor@2:reading kill-driver@3:committed",

@@ -17,6 +17,16 @@ from chaos.campaign import Progress as CampaignProgress
 from chaos.scenario import Scenario
 
 
+def trial_faults(scenario: Scenario, result: dict) -> str:
+    """A trial's faults as its line prints them: each one that did not fire says so, and a trial none of whose
+    faults fired says it counts as a no-fault trial."""
+    if not scenario.faults:
+        return "no fault"
+    fired = {f["spec"] for f in result.get("faults", []) if f.get("fired")}
+    text = " ".join(f if f in fired else f"{f} (not fired)" for f in scenario.faults)
+    return text + (" = a no-fault trial" if not fired else "")
+
+
 class RichProgress(CampaignProgress):
     def __init__(self, console: Console) -> None:
         self.console = console
@@ -57,7 +67,7 @@ class RichProgress(CampaignProgress):
         self.verdicts[verdict["verdict"]] += 1
         self.fired += sum(1 for f in result.get("faults", []) if f.get("fired"))
         meets = {True: "meets", False: "VIOLATES", None: "inconclusive"}[verdict["meets"]]
-        self.console.print(f"  {trial_id}: {' '.join(scenario.faults) or 'no fault'} -> [bold]{verdict['verdict']}"
+        self.console.print(f"  {trial_id}: {trial_faults(scenario, result)} -> [bold]{verdict['verdict']}"
                            f"[/] ({meets} {verdict['declared']}) {result.get('seconds')}s")
         if self.bar and "-shrink-" not in trial_id:
             self.bar.advance(self.task)

@@ -12,6 +12,7 @@ Run directory::
     checkpoint/     Spark's checkpoint           sink/           the sink's files
     logs/           driver-<k>.log per incarnation
     state/<N>.parquet  the state store at committed batch N (stateful pipelines, for the consistent cut)
+    frozen/         the sink as the trial ended it, which the verdict is judged from (chaos/evidence.py)
     result.json     the summary other tools read (see ``summarize``)
 """
 
@@ -33,6 +34,7 @@ from chaos.cluster import QUICK_JVM_OPTIONS, Cluster, make_cluster, spark_env, s
 from chaos.controller import Controller, History
 from chaos.errors import UserError
 from chaos.eventlog import EventLogServer
+from chaos.evidence import freeze, judged_sink
 from chaos.java import require_java
 from chaos.jvm.archive import driver_archive, executor_archive
 from chaos.jvm.unsigned import quick_class_path
@@ -61,15 +63,17 @@ def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
     for fault in scenario.schedule:
         if fault.target == "sink-db" and not pipeline.database:
             raise UserError(f"{fault.spec}: {pipeline.name} has no sink database; use a pg-* pipeline")
-        if fault.phase not in pipeline.phases:
-            raise UserError(f"{fault.spec}: {pipeline.name}'s batches never reach phase {fault.phase!r}; "
-                            f"use one of {', '.join(pipeline.phases)}")
         if fault.channel and fault.target == "sink" and not pipeline.sink_channel:
             raise UserError(f"{fault.spec}: {pipeline.name} writes to a local file, it has no sink channel; "
                             "use a pipeline with a database sink")
         if fault.channel and fault.target == "source" and pipeline.own_source:
             raise UserError(f"{fault.spec}: {pipeline.name} reads a source of its own, not the harness's event log "
                             "through the source channel; use a pipeline that reads the event log")
+        if fault.phase not in pipeline.phases:
+            hint = (" (if its query keeps state, set state_store = True on the pipeline)"
+                    if fault.phase == "state-commit" else "")
+            raise UserError(f"{fault.spec}: {pipeline.name}'s batches never reach phase {fault.phase!r}; "
+                            f"use one of {', '.join(pipeline.phases)}{hint}")
     if pipeline.database:
         from chaos.postgres import require_postgres
 
@@ -520,6 +524,7 @@ class Trial:
             if not self.h.database.ready():  # a kill-sink-db whose heal did not run (interrupted trial)
                 self.h.database.restart()
             self.pipeline.export_database(self.h.database.dsn, self.dir / "sink")
+        freeze(self.dir)  # what the verdict is judged from, whatever reaches the sink later (chaos/evidence.py)
         self.history.close()
         result = summarize(self, events, outcome, reason, seconds)
         write_json(self.dir / "result.json", result)
@@ -645,7 +650,7 @@ def summarize(trial: Trial, events: pl.DataFrame, outcome: str, reason: str, sec
             "t": rec.get("t"),
             "detail": rec.get("detail", {}),
         })
-    deliveries = trial.pipeline.read_deliveries(trial.dir / "sink")
+    deliveries = trial.pipeline.read_deliveries(judged_sink(trial.dir))
     offsets = batch_offsets(trial.dir / "checkpoint")
     return {
         "pipeline": trial.scenario.pipeline,

@@ -76,14 +76,27 @@ class Pipeline:
     # changelog checkpointing), the state of every batch is rebuilt from one read of the change feed.
     state_columns: tuple[str, ...] = ()
     state_change_feed: bool = False
-    # The phases this pipeline's batches pass through (a continuous query has no planned/reading).
-    phases: tuple[str, ...] = PHASES
+    # The query keeps a state store (an aggregation, a join, a dedup) even where the consistent cut is not
+    # checked (``state``): its batches pass ``state-commit``. None: the same as ``state``.
+    state_store: bool | None = None
     # ``streamchaos conformance``'s fault schedules for this pipeline, when the standard mix cannot fit it.
     conformance_mix: tuple[str, ...] = ()
     # Commits a fresh incarnation must add after the input is drained, before the verdict: for a query
     # whose committed offsets can name rows it never wrote (continuous processing), so rows a restart
     # still delivers count as delayed, not lost. 0: the drain is final (micro-batch queries).
     settle_commits: int = 0
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        """The phases this pipeline's batches pass through: only there are faults planned and accepted.
+
+        ``planned`` and ``reading`` are reported by the harness's event-log source (not by a source of the
+        pipeline's own), ``state-commit`` by the checkpoint watcher when a state store writes a version,
+        the sink phases by the sink, ``committed`` always. A pipeline whose batches differ (continuous
+        processing) sets ``phases`` as a class attribute instead."""
+        stateful = self.state if self.state_store is None else self.state_store
+        skip = ({"planned", "reading"} if self.own_source else set()) | (set() if stateful else {"state-commit"})
+        return tuple(p for p in PHASES if p not in skip)
 
     @property
     def query_name(self) -> str:

@@ -90,6 +90,7 @@ class DedupWithinWatermark(SqlitePassthrough):
     """``dropDuplicatesWithinWatermark`` on the payload, written idempotently by batch id."""
 
     stream_defaults = {"resent_fraction": 0.1}  # noqa: RUF012
+    state_store = True  # the dedup operator's, not checked by the consistent cut
 
     def __init__(self) -> None:
         super().__init__(

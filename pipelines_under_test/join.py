@@ -42,6 +42,8 @@ def expected_pairs(events: pl.DataFrame) -> pl.DataFrame:
 
 
 class StreamJoin(SqlitePassthrough):
+    state_store = True  # both sides' buffers, not checked by the consistent cut
+
     def __init__(self) -> None:
         super().__init__("stream-join", "idempotent", "exactly-once",
                          "stream-stream inner join (even ids x odd ids, same key, within 1 s), 10 s watermarks, "

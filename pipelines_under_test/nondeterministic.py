@@ -27,6 +27,7 @@ class NondeterministicKey(StatefulCounter):
                          "groupBy(key + '#' + floor(rand()*1000)) count/sum/ids, upserted: replays re-bucket.")
         self.guarantee = "incorrect"
         self.state = False  # the state is right at every cut; the point is the output
+        self.state_store = True  # the aggregation still writes one
 
     def transform(self, source):
         from pyspark.sql import functions as F

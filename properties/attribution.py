@@ -34,16 +34,49 @@ def fault_before_commit(history: list[dict], batch: int) -> str | None:
     return fired[-1]["detail"]["spec"] if fired else None
 
 
-def attribute(ids: list[int], id_batches: pl.DataFrame, history: list[dict]) -> list[dict]:
-    """One record per id: ``{id, batch, fault}``."""
+def fault_for_loss(history: list[dict], batch: int) -> tuple[str | None, str]:
+    """The fault that explains a loss of ``batch``'s events, and why.
+
+    A fault that fired at that batch before it committed comes first (the replay after it lost rows).
+    A batch that committed before any such fault lost its rows after its commit: its write was still
+    pending (an asynchronous sink, a background thread) when the first fault after the commit cut it.
+    Otherwise the nearest fault before the commit, as for duplicates."""
+    committed = [r["t"] for r in history if r["kind"] == "phase" and r["phase"] == "committed" and r["batch"] == batch]
+    limit = committed[0] if committed else float("inf")
+    fired = [r for r in history if r["kind"] == "fault" and r["detail"].get("done")]
+    during = [r for r in fired if r["t"] <= limit and _batch_of(r["detail"].get("spec", "")) == batch]
+    if during:
+        return during[-1]["detail"]["spec"], f"fired while batch {batch} ran, before its commit"
+    after = [r for r in fired if r["t"] > limit]
+    if committed and after:
+        return after[0]["detail"]["spec"], (f"first fault after batch {batch} committed: it cut the batch's "
+                                            "still pending write")
+    before = fault_before_commit(history, batch)
+    return before, (f"nearest fault before batch {batch} committed" if before else "no fault fired")
+
+
+def _batch_of(spec: str) -> int | None:
+    try:
+        return int(spec.split("@", 1)[1].split(":", 1)[0])
+    except (IndexError, ValueError):
+        return None
+
+
+def attribute(ids: list[int], id_batches: pl.DataFrame, history: list[dict], lost: bool = False) -> list[dict]:
+    """One record per id: ``{id, batch, fault, why}``; ``lost``: the ids are losses (``fault_for_loss``)."""
     if not ids:
         return []
     found = pl.DataFrame({"id": pl.Series(ids, dtype=pl.Int64)}).join(id_batches, on="id", how="left")
-    faults: dict[int, str | None] = {}
+    faults: dict[int, tuple[str | None, str]] = {}
     out = []
     for row in found.iter_rows(named=True):
         b = row["batch"]
         if b is not None and b not in faults:
-            faults[b] = fault_before_commit(history, b)
-        out.append({"id": row["id"], "batch": b, "fault": faults.get(b)})
+            if lost:
+                faults[b] = fault_for_loss(history, b)
+            else:
+                before = fault_before_commit(history, b)
+                faults[b] = (before, f"nearest fault before batch {b} committed" if before else "no fault fired")
+        fault, why = faults.get(b, (None, "read by no planned batch"))
+        out.append({"id": row["id"], "batch": b, "fault": fault, "why": why})
     return out

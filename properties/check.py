@@ -13,9 +13,10 @@ import polars as pl
 
 from chaos.atomic import write_json
 from chaos.errors import UserError
+from chaos.evidence import judged_sink, late_writes
 from chaos.scenario import Scenario
 from pipelines_under_test import Pipeline, resolve
-from properties.attribution import attribute, batch_of_events, fault_before_commit
+from properties.attribution import attribute, batch_of_events, fault_before_commit, fault_for_loss
 from properties.classifier import Classification, classify
 from properties.consistent_cut import check_cut
 from properties.inference import Inference, infer_from_counts
@@ -60,7 +61,8 @@ def check_run(run_dir: Path) -> dict:
     result = _load_json(run_dir / "result.json")
     pipeline = resolve(scenario.pipeline)
     events = pl.read_parquet(run_dir / "events.parquet")
-    output = pipeline.read_output(run_dir / "sink")
+    sink = judged_sink(run_dir)  # the snapshot of the trial's end: later writes do not change the verdict
+    output = pipeline.read_output(sink)
     history = load_history(run_dir)
     offsets = result.get("offsets", [])
     id_batches = batch_of_events(events, offsets)
@@ -71,7 +73,7 @@ def check_run(run_dir: Path) -> dict:
     if isinstance(judged, Classification):
         c = judged
         effect = c.to_dict(sample=SAMPLE)
-        lost = _with_keys(attribute(c.lost[:SAMPLE], id_batches, history), events)
+        lost = _with_keys(attribute(c.lost[:SAMPLE], id_batches, history, lost=True), events)
         duplicated = _with_keys(attribute(c.duplicated[:SAMPLE], id_batches, history), events)
         measured = c.verdict
         dup_batches = set(id_batches.filter(pl.col("id").is_in(c.duplicated))["batch"].drop_nulls().to_list())
@@ -79,7 +81,7 @@ def check_run(run_dir: Path) -> dict:
         inf = judged
         effect = inf.to_dict(sample=SAMPLE)
         redelivered = {b for b, n in _delivery_counts(result.get("deliveries")).items() if n > 1}
-        lost = attribute_keys(inf.lost[:SAMPLE], events, id_batches, history)
+        lost = attribute_keys(inf.lost[:SAMPLE], events, id_batches, history, lost=True)
         duplicated = attribute_keys(inf.duplicated[:SAMPLE], events, id_batches, history, redelivered)
         measured = inf.verdict
         dup_batches = {b for d in duplicated for b in d["batches"]}
@@ -95,14 +97,28 @@ def check_run(run_dir: Path) -> dict:
         "duplicated": duplicated,
         "unexpected": effect["unexpected"],
         "deliveries": deliveries_view(result.get("deliveries"), dup_batches),
-        "sink": pipeline.sink_findings(run_dir / "sink"),
+        "sink": pipeline.sink_findings(sink),
         "consistent_cut": (check_cut(run_dir / "state", events, offsets, pipeline.expected_state)
                            if pipeline.state else None),
     }
+    report["late_writes"] = _late_writes(pipeline, run_dir, output)
     if verdict == STALLED:
         report["effect"]["note"] = f"not drained ({result.get('reason', '')}): consistency not judged"
     write_json(run_dir / "verdict.json", report)
     return report
+
+
+def _late_writes(pipeline: Pipeline, run_dir: Path, judged: pl.DataFrame) -> dict | None:
+    """Writes that reached the sink after its trial ended (a finding; the verdict stays the snapshot's)."""
+    late = late_writes(run_dir)
+    if late is None:
+        return None
+    try:
+        late["rows"] = pipeline.read_output(run_dir / "sink").height - judged.height
+    except Exception:  # noqa: BLE001 (a sink still being written may not read; the files say enough)
+        late["rows"] = None
+    late["note"] = "rows written after the trial ended: not part of the verdict"
+    return late
 
 
 def _with_keys(records: list[dict], events: pl.DataFrame) -> list[dict]:
@@ -121,16 +137,18 @@ def _delivery_counts(deliveries: list[dict] | None) -> dict[int, int]:
 
 
 def attribute_keys(deltas: list[dict], events: pl.DataFrame, id_batches: pl.DataFrame,
-                   history: list[dict], suspects: set[int] | None = None) -> list[dict]:
+                   history: list[dict], suspects: set[int] | None = None, lost: bool = False) -> list[dict]:
     """Inferred anomalies name a key, not ids: the batches that read the key (narrowed to ``suspects``,
-    e.g. batches the sink received twice, when there are any) and the faults before their commits."""
+    e.g. batches the sink received twice, when there are any) and the faults before their commits
+    (``lost``: the faults that explain a loss, ``fault_for_loss``)."""
     out = []
     for d in deltas:
         ids = events.filter(pl.col("key") == d["key"])["id"]
         batches = sorted(id_batches.filter(pl.col("id").is_in(ids.implode()))["batch"].unique().drop_nulls().to_list())
         if suspects and set(batches) & suspects:
             batches = sorted(set(batches) & suspects)
-        faults = sorted({f for b in batches if (f := fault_before_commit(history, b))})
+        explain = (lambda b: fault_for_loss(history, b)[0]) if lost else (lambda b: fault_before_commit(history, b))
+        faults = sorted({f for b in batches if (f := explain(b))})
         out.append({**d, "batches": batches, "faults": faults})
     return out
 

@@ -1,11 +1,16 @@
-"""Campaign plans: which fault schedules a campaign runs, drawn by Hypothesis, chosen for coverage.
+"""Campaign plans: which fault schedules a campaign runs, canonical windows first, then Hypothesis' draws.
 
-A trial costs about a minute, so a campaign of N trials cannot hope that random draws hit the one
-(action, phase) pair that breaks a pipeline. The plan therefore draws many candidate schedules
-from ``crash_schedules`` (deterministically, from the campaign seed) and picks, trial by trial, the
-candidate that exercises the most (action, phase) pairs not yet covered, simplest actions first
-(``ACTION_ORDER``: a driver kill at every phase comes before pauses and channel faults). Once
-every pair is covered, the remaining trials follow Hypothesis' own draw order.
+A trial costs seconds to a minute, so a campaign of N trials cannot hope that random draws hit the
+one window that breaks a pipeline. The plan therefore opens the **canonical windows** first
+(``CANONICAL_WINDOWS``: the points where micro-batch sinks lose or repeat work), packed two to a
+trial at consecutive batches when ``max_faults`` allows, so that three trials open all of them
+and the first one already kills the driver after the sink wrote and before ``commits/N`` (and again
+at the second batch after that restart). Only windows whose action the campaign allows and whose
+phase the pipeline reaches (``Pipeline.phases``) are planned. After them, the plan draws many
+candidate schedules from ``crash_schedules`` (deterministically, from the campaign seed) and picks,
+trial by trial, the candidate that exercises the most (action, phase) pairs not yet covered,
+simplest actions first (``ACTION_ORDER``). Once every pair is covered, the remaining trials follow
+Hypothesis' own draw order. A plan of N trials is the first N trials of a longer plan.
 
 The plan is computed without Spark and stored in ``campaign.json``: a campaign replays, resumes
 and can be reviewed before it runs.
@@ -34,6 +39,20 @@ FAULT_KINDS: dict[str, tuple[str, ...]] = {
 }
 DEFAULT_KINDS = ("kill",)
 CANDIDATES_PER_TRIAL = 12
+
+# The windows every campaign opens first, most revealing first: (action, phase, what it exercises).
+# ``sink-write`` is "while/before the sink writes" for foreachBatch sinks and "after the part files, before
+# the log" for Spark's file sink: planned beside ``sink-done``, one of them lands after the write.
+CANONICAL_WINDOWS: tuple[tuple[str, str, str], ...] = (
+    ("kill-driver", "sink-done", "driver kill after the sink wrote, before commits/N"),
+    ("kill-driver", "sink-write", "driver kill before (file sink: during) the sink's write"),
+    ("kill-driver", "committed", "driver kill right after commits/N (work still pending)"),
+    ("kill-executor", "reading", "executor kill while reading"),
+    ("kill-executor", "sink-write", "executor kill while writing"),
+)
+# Covered when a trial's second driver kill fired at the batch after its first one's: the second
+# batch a restarted driver runs (the first is the replay).
+AFTER_RESTART = ("kill-driver", "after-restart", "driver kill at the second batch after a restart")
 
 
 def parse_kinds(text: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -101,13 +120,63 @@ def coverage(schedules: Iterable[Iterable[Fault | str]]) -> set[tuple[str, str]]
     return pairs
 
 
+def canonical_windows(actions: Iterable[str], phases: Iterable[str],
+                      max_faults: int = 2) -> list[tuple[str, str, str]]:
+    """The canonical windows a pipeline can take: action allowed, phase reached (``AFTER_RESTART`` needs
+    two driver kills in a trial)."""
+    actions, phases = set(actions), set(phases)
+    windows = [w for w in CANONICAL_WINDOWS if w[0] in actions and w[1] in phases]
+    if max_faults >= 2 and sum(1 for w in windows if w[0] == "kill-driver") >= 2:
+        windows.append(AFTER_RESTART)
+    return windows
+
+
+def window_names(windows: Iterable[tuple[str, str, str]]) -> list[str]:
+    """``action:phase`` names, as summaries and reports print them."""
+    return [f"{a}:{p}" for a, p, _ in windows]
+
+
+def covered_windows(fired: Iterable[Fault | str]) -> set[str]:
+    """The window names one trial's fired faults exercised (its ``action:phase`` pairs, and
+    ``kill-driver:after-restart`` for a driver kill at the batch after an earlier one's)."""
+    faults = [parse_fault(f) if isinstance(f, str) else f for f in fired]
+    names = {f"{f.action}:{f.phase}" for f in faults}
+    kills = sorted(f.batch for f in faults if f.action == "kill-driver")
+    if any(b + 1 in kills for b in kills):
+        names.add(window_names([AFTER_RESTART])[0])
+    return names
+
+
+def canonical_schedules(batches: int, actions: tuple[str, ...], phases: tuple[str, ...], seed: int,
+                        max_faults: int = 2) -> list[list[str]]:
+    """The canonical windows as trials: up to two per trial (``max_faults``), the second at the batch after
+    the first's, at a batch drawn from ``seed`` that leaves a batch before and after it when the stream has
+    them."""
+    windows = [w for w in canonical_windows(actions, phases, max_faults) if w is not AFTER_RESTART]
+    per_trial = max(1, min(2, max_faults))
+    rng = random.Random(seed)
+    order = {p: i for i, p in enumerate(PHASES)}
+    out = []
+    for k in range(0, len(windows), per_trial):
+        group = windows[k:k + per_trial]
+        first = rng.randrange(1, batches - len(group)) if batches > len(group) + 1 else 0
+        faults = [Fault(a, min(first + i, batches - 1), p) for i, (a, p, _) in enumerate(group)]
+        faults.sort(key=lambda f: (f.batch, order[f.phase]))
+        out.append([f.spec for f in faults])
+    return out
+
+
 def plan_schedules(batches: int, actions: tuple[str, ...], trials: int, seed: int, *,
                    max_faults: int = 2, examples: Iterable[str] = (),
                    phases: tuple[str, ...] = PHASES) -> list[list[str]]:
-    """The fault schedules of ``trials`` trials: ``examples`` first, then coverage-first Hypothesis draws."""
+    """The fault schedules of ``trials`` trials: ``examples`` first, then the canonical windows, then
+    coverage-first Hypothesis draws."""
     plan = [[parse_fault(s).spec for s in example.split()] for example in examples if example.strip()][:trials]
     if not actions:
         return plan
+    for schedule in canonical_schedules(batches, actions, phases, seed, max_faults):
+        if len(plan) < trials and schedule not in plan:
+            plan.append(schedule)
     rank = {a: len(ACTION_ORDER) - i for i, a in enumerate(ACTION_ORDER)}
     candidates = draw_schedules(batches, actions, max(50, CANDIDATES_PER_TRIAL * trials), seed, max_faults, phases)
     seen = {tuple(s) for s in plan}

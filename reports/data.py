@@ -92,6 +92,7 @@ def trial_view(trial_id: str, run_dir: Path) -> dict | None:
         "duplicated": verdict.get("duplicated", [])[:SAMPLE],
         "unexpected": verdict.get("unexpected", [])[:SAMPLE],
         "redelivered": ((verdict.get("deliveries") or {}).get("redelivered") or []),
+        "late_writes": verdict.get("late_writes"),
         "cut": None if cut is None else {
             "ok": cut.get("ok"), "checked": len(cut.get("batches_checked") or []),
             "committed": cut.get("committed_batches"), "mismatches": (cut.get("mismatches") or [])[:5],

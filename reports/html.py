@@ -45,14 +45,33 @@ def _index(summary: dict) -> str:
         minimal = escape(" ".join(ce["minimal"]) or "no fault") if ce else ""
         link = f'<a href="#{escape(ce["minimal_trial"])}" class="ce-link">{minimal}</a>' if ce else ""
         rows.append(f"<tr><td>{escape(name)}</td><td>{badge(row['declared'])}</td><td>{badge(row['verdict'])}</td>"
-                    f"<td>{_meets(row['meets'])}</td><td>{row['trials']}</td><td>{row.get('stalled', 0)}</td>"
+                    f"<td>{_meets(row['meets'])}{_weak(row)}</td><td>{row['trials']}</td>"
+                    f"<td>{row.get('faulted_trials', '')}</td><td>{_windows(row)}</td><td>{row.get('stalled', 0)}</td>"
                     f"<td>{row.get('faults_fired', 0)}</td><td>{row.get('seconds', 0)}s</td><td>{link}</td></tr>")
     for s in summary.get("skipped", []):
-        rows.append(f"<tr><td>{escape(s['pipeline'])}</td><td colspan=8 class=muted>skipped: {escape(s['reason'])}"
+        rows.append(f"<tr><td>{escape(s['pipeline'])}</td><td colspan=10 class=muted>skipped: {escape(s['reason'])}"
                     "</td></tr>")
     return ('<table id="index"><thead><tr><th>pipeline</th><th>declared</th><th>measured</th><th></th><th>trials</th>'
-            "<th>stalled</th><th>faults fired</th><th>time</th><th>minimal counterexample</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table>")
+            "<th>with a fired fault</th><th>canonical windows</th><th>stalled</th><th>faults fired</th><th>time</th>"
+            "<th>minimal counterexample</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+
+
+def _weak(row: dict) -> str:
+    """A pass that claims more than its trials exercised: a canonical window never opened, or no fault fired."""
+    late = (f' <span class="bad" title="{escape(", ".join(row["late_writes"]))}">late writes in '
+            f'{len(row["late_writes"])} trial(s)</span>') if row.get("late_writes") else ""
+    return (' <span class="muted weak">weak evidence</span>' if row.get("weak") else "") + late
+
+
+def _windows(row: dict) -> str:
+    if "not_covered" not in row:
+        return ""
+    total = len(row["not_covered"]) + len([w for w in row.get("covered", []) if w not in row["not_covered"]])
+    missing = row["not_covered"]
+    title = escape("not covered: " + ", ".join(missing)) if missing else "every canonical window was opened"
+    opened = total - len(missing)
+    return f'<span title="{title}" class="{"bad" if missing else "ok"}">{opened} opened</span>' + (
+        f'<div class="muted">not: {escape(", ".join(missing))}</div>' if missing else "")
 
 
 def _coverage(coverage: dict[str, dict[str, int]]) -> str:
@@ -79,8 +98,9 @@ def _counterexamples(summary: dict) -> str:
         out.append(
             f'<div class="counterexample"><h3>{escape(name)}: declared {badge(ce["declared"])}, measured '
             f'{badge(ce["verdict"])}</h3><div>minimal schedule: <b>{escape(" ".join(ce["minimal"]) or "no fault")}</b>'
-            f' (shrunk from {escape(" ".join(ce["from_faults"]))}, trial {escape(ce["from"])})</div>'
-            f'<pre class="replay">{escape(ce["command"])}</pre>'
+            + (f' (not shrunk: {escape(ce["skipped"])}; trial {escape(ce["from"])})</div>' if ce.get("skipped") else
+               f' (shrunk from {escape(" ".join(ce["from_faults"]))}, trial {escape(ce["from"])})</div>')
+            + f'<pre class="replay">{escape(ce["command"])}</pre>'
             + (f"<details><summary>shrink path ({len(ce.get('path', []))} candidates)</summary><ol>{path}</ol>"
                "</details>" if path else "") + "</div>")
     return "".join(out) or '<p class="muted">no violation: every pipeline met its declared guarantee</p>'
@@ -103,10 +123,18 @@ def _conformance(conformance: dict | None) -> str:
             + rows + "</table>")
 
 
+def _trial_faults(t: dict) -> str:
+    """Faults as planned; each that did not fire is marked (a trial none of whose faults fired is a no-fault one)."""
+    if not t["faults"]:
+        return "none"
+    return " ".join(escape(f) if f in t["fired"] else f'{escape(f)} <span class="muted">(not fired)</span>'
+                    for f in t["faults"])
+
+
 def _trials(trials: list[dict]) -> str:
     rows = "".join(
         f'<tr data-id="{escape(t["id"])}"><td>{escape(t["id"])}</td><td>{escape(t["pipeline"])}</td>'
-        f'<td>{escape(" ".join(t["faults"]) or "none")}</td><td>{badge(t["verdict"])}</td><td>{_meets(t["meets"])}</td>'
+        f'<td>{_trial_faults(t)}</td><td>{badge(t["verdict"])}</td><td>{_meets(t["meets"])}</td>'
         f'<td>{t["counts"].get("lost", 0)}</td><td>{t["counts"].get("duplicated", 0)}</td><td>{t["seconds"]}s</td></tr>'
         for t in trials)
     return ('<table id="trials"><thead><tr><th>trial</th><th>pipeline</th><th>faults</th><th>verdict</th><th></th>'

@@ -5,8 +5,20 @@ from __future__ import annotations
 import pytest
 
 from chaos.errors import UserError
-from chaos.spec import parse_fault
-from properties.planning import applicable_actions, coverage, parse_kinds, plan_schedules, stable_seed
+from chaos.spec import PHASES, parse_fault
+from pipelines_under_test import CATALOGUE
+from properties.planning import (
+    FAULT_KINDS,
+    applicable_actions,
+    canonical_schedules,
+    canonical_windows,
+    coverage,
+    covered_windows,
+    parse_kinds,
+    plan_schedules,
+    stable_seed,
+    window_names,
+)
 from properties.shrink import shrink_schedule
 
 KILLS = applicable_actions(["kill"], sink_channel=False, database=False, owns_workers=True)
@@ -30,17 +42,72 @@ def test_actions_follow_pipeline_and_cluster():
     assert "kill-sink-db" in applicable_actions(["db"], sink_channel=True, database=True, owns_workers=True)
 
 
-def test_plan_is_deterministic_coverage_first_and_starts_with_examples():
-    a = plan_schedules(10, KILLS, 5, seed=7, examples=["kill-driver@3:sink-done"])
-    assert a == plan_schedules(10, KILLS, 5, seed=7, examples=["kill-driver@3:sink-done"])
-    assert a[0] == ["kill-driver@3:sink-done"] and len(a) == 5
-    assert a != plan_schedules(10, KILLS, 5, seed=8, examples=["kill-driver@3:sink-done"])
+def test_plan_is_deterministic_examples_then_canonical_windows_then_coverage_first():
+    a = plan_schedules(10, KILLS, 8, seed=7, examples=["kill-driver@3:sink-done"])
+    assert a == plan_schedules(10, KILLS, 8, seed=7, examples=["kill-driver@3:sink-done"])
+    assert a[0] == ["kill-driver@3:sink-done"] and len(a) == 8
+    assert a != plan_schedules(10, KILLS, 8, seed=8, examples=["kill-driver@3:sink-done"])
     for schedule in a:
         for spec in schedule:
             assert parse_fault(spec).batch < 10
-    # Coverage first: no two planned schedules repeat an (action, phase) pair while new ones remain.
-    pairs = [coverage([s]) for s in a]
-    assert sum(len(p) for p in pairs) == len(coverage(a))
+    canonical = canonical_schedules(10, KILLS, PHASES, 7)
+    assert a[1:1 + len(canonical)] == canonical
+    # Then coverage first: every drawn schedule opens an (action, phase) pair no earlier trial did.
+    for k in range(1 + len(canonical), len(a)):
+        assert coverage([a[k]]) - coverage(a[:k]), (k, a)
+
+
+def test_three_trials_open_every_canonical_window_and_a_plan_is_a_prefix_of_a_longer_one():
+    for seed in range(1, 6):
+        plan = plan_schedules(10, KILLS, 3, seed=stable_seed(seed, "passthrough-append"))
+        opened = set().union(*(covered_windows(s) for s in plan))
+        assert set(window_names(canonical_windows(KILLS, PHASES))) <= opened, plan
+        # The first trial kills the driver after the sink wrote and before commits/N, then at the second batch
+        # after that restart (for Spark's file sink: after its part files, before its log).
+        first = [parse_fault(f) for f in plan[0]]
+        assert [(f.action, f.phase) for f in first] == [("kill-driver", "sink-done"), ("kill-driver", "sink-write")]
+        assert first[1].batch == first[0].batch + 1 and 1 <= first[0].batch and first[1].batch <= 8
+        longer = plan_schedules(10, KILLS, 9, seed=stable_seed(seed, "passthrough-append"))
+        assert longer[:3] == plan
+    # One fault a trial: one window a trial, the same order.
+    single = plan_schedules(10, KILLS, 3, seed=1, max_faults=1)
+    assert [[parse_fault(f).phase for f in s] for s in single] == [["sink-done"], ["sink-write"], ["committed"]]
+
+
+def test_after_restart_window_needs_a_driver_kill_at_the_batch_after_another():
+    assert "kill-driver:after-restart" in covered_windows(["kill-driver@3:sink-done", "kill-driver@4:sink-write"])
+    assert "kill-driver:after-restart" not in covered_windows(["kill-driver@3:sink-done", "kill-driver@6:planned"])
+    assert "kill-driver:after-restart" not in window_names(canonical_windows(KILLS, PHASES, max_faults=1))
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_no_planned_fault_at_a_phase_its_pipeline_never_reports(name):
+    """The whole catalogue, every fault kind: faults only at phases the pipeline's batches pass through (a
+    stateless query never reaches state-commit, a source of its own never reports planned/reading)."""
+    pipeline = CATALOGUE[name]
+    actions = applicable_actions(FAULT_KINDS, sink_channel=pipeline.sink_channel, database=pipeline.database,
+                                 owns_workers=True, source_channel=not pipeline.own_source)
+    stateful = pipeline.state or pipeline.state_store
+    assert ("state-commit" in pipeline.phases) == bool(stateful)
+    assert ("planned" in pipeline.phases) == (not pipeline.own_source)
+    plan = plan_schedules(10, actions, 20, seed=stable_seed(1, name), max_faults=3, phases=pipeline.phases)
+    assert len(plan) == 20
+    for schedule in plan:
+        for spec in schedule:
+            fault = parse_fault(spec)
+            assert fault.phase in pipeline.phases and fault.action in actions, (name, spec)
+
+
+@pytest.mark.parametrize("name", [n for n, p in CATALOGUE.items() if p.guarantee != "exactly-once"])
+def test_weaker_pipelines_get_their_revealing_windows_in_the_first_trial(name):
+    """``campaign run --pipeline P --expect exactly-once --trials 3 --seed S``, S in 1..5: the first planned
+    trial kills the driver after the sink wrote, at both sink phases (the Spark test runs it)."""
+    pipeline = CATALOGUE[name]
+    actions = applicable_actions(["kill"], sink_channel=pipeline.sink_channel, database=pipeline.database,
+                                 owns_workers=True, source_channel=not pipeline.own_source)
+    for seed in range(1, 6):
+        plan = plan_schedules(10, actions, 3, seed=stable_seed(seed, name), phases=pipeline.phases)
+        assert {"kill-driver:sink-done", "kill-driver:sink-write"} <= covered_windows(plan[0]), (seed, plan)
 
 
 def test_campaign_example_of_issue_covers_the_duplicating_kill():

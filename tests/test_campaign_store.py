@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.campaign import Campaign, CampaignSpec, remove_unfinished
+from chaos.campaign import Campaign, CampaignSpec, Progress, remove_unfinished
 from chaos.errors import UserError
 from reports.html import write_report
 from tests.campaign_samples import HOSTILE, make_campaign
@@ -70,6 +70,58 @@ def test_summary_judges_against_the_expectation(tmp_path):
     assert s["pipelines"]["passthrough-append"]["counterexample"]["minimal"] == ["kill-driver@0:sink-done"]
     assert s["pipelines"]["passthrough-idempotent"]["meets"] is True
     assert s["coverage"]["kill-driver"]["sink-done"] >= 1
+
+
+def test_summary_claims_only_what_was_exercised(tmp_path):
+    c = make_campaign(tmp_path / "c", trials=3)
+    rows = c.summarize()["pipelines"]
+    good = rows["passthrough-idempotent"]
+    # The plan: the example, then the canonical windows (the report's records mark every fault fired).
+    assert good["faulted_trials"] == good["trials"] == 3
+    assert "kill-driver:sink-done" in good["covered"] and "kill-driver:after-restart" in good["covered"]
+    assert good["not_covered"] == ["kill-executor:sink-write"] and good["weak"] is True
+    # A trial whose faults did not fire counts as a no-fault trial.
+    for entry in c.plan:
+        if entry["pipeline"] == "passthrough-idempotent":
+            path = c.trial_dir(entry["id"]) / "result.json"
+            result = json.loads(path.read_text())
+            path.write_text(json.dumps({**result, "faults": [{**f, "fired": False} for f in result["faults"]]}))
+    good = c.summarize()["pipelines"]["passthrough-idempotent"]
+    assert good["faulted_trials"] == 0 and good["covered"] == [] and good["weak"] is True
+    assert rows["passthrough-append"]["weak"] is False  # a violation is never weak
+
+
+class Notes(Progress):
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+def test_a_spent_time_budget_says_it_skipped_the_shrink_and_keeps_the_unshrunk_counterexample(tmp_path):
+    c = make_campaign(tmp_path / "c", trials=2)
+    shutil.rmtree(c.trial_dir("passthrough-append-shrink-00"))
+    (c.root / "shrinks" / "passthrough-append.json").unlink()
+    data = json.loads((c.root / "campaign.json").read_text())
+    data["spec"]["time_budget_s"] = 200.0  # four trials of 61.5 s are over it
+    (c.root / "campaign.json").write_text(json.dumps(data))
+    c = Campaign.load(c.root)
+    assert c.shrink_reserve() == 100.0  # a violation is known: half the budget at most is kept for its shrink
+    progress = Notes()
+    summary = c.run(harness=None, progress=progress)  # every planned trial is finished: no trial runs
+    ce = summary["pipelines"]["passthrough-append"]["counterexample"]
+    assert ce["skipped"] and ce["minimal"] == ce["from_faults"] and ce["path"] == []
+    assert "streamchaos trial passthrough-append" in ce["command"]
+    line = next(n for n in progress.notes if n.startswith("shrink of passthrough-append skipped"))
+    assert "time budget" in line and ce["command"] in line
+    from chaos import cli as streamchaos_cli
+
+    with streamchaos_cli.out.capture() as printed:
+        streamchaos_cli.print_summary(summary)
+    assert "counterexample, not shrunk (the time budget was spent" in printed.get()
+    assert f"replay: {ce['command']}" in printed.get()
+    assert "no violation of exactly-once found in 2 trial(s) (2 with a fired fault)" in printed.get()
 
 
 def test_unfinished_trials_are_discarded_before_resume(tmp_path):

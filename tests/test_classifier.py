@@ -102,9 +102,12 @@ def test_attribution_names_the_batch_and_the_fault_before_its_commit():
     assert fault_before_commit(history, 0) is None
     assert fault_before_commit(history, 1) == "kill-driver@1:sink-done"
     assert attribute([3, 0], id_batches, history) == [
-        {"id": 3, "batch": 1, "fault": "kill-driver@1:sink-done"},
-        {"id": 0, "batch": 0, "fault": None},
+        {"id": 3, "batch": 1, "fault": "kill-driver@1:sink-done", "why": "nearest fault before batch 1 committed"},
+        {"id": 0, "batch": 0, "fault": None, "why": "no fault fired"},
     ]
+    # As losses: batch 0 committed before the kill, which cut its pending write.
+    assert [(a["fault"], a["why"]) for a in attribute([0], id_batches, history, lost=True)] == [
+        ("kill-driver@1:sink-done", "first fault after batch 0 committed: it cut the batch's still pending write")]
 
 
 def test_sparse_and_unsorted_ids_classify_like_dense_ones():
