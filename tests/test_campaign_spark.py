@@ -118,3 +118,52 @@ def test_plugin_project_passes_and_fails_with_a_counterexample(spark_cluster, tm
         "orders:ORDERS_APPEND violates exactly-once: measured at-least-once" in out, out
     assert "minimal counterexample: kill-driver@" in out and "replay: streamchaos trial orders:ORDERS_APPEND" in out
     assert report.exists() and "streamchaos report:" in out
+
+
+def test_weaker_pipelines_are_caught_by_the_first_planned_trial(spark_cluster, tmp_path):
+    """``--expect exactly-once`` on pipelines whose truth is weaker: the first planned trial (driver kills after
+    the sink wrote and at the second batch after the restart) already violates, for each of two seeds, on the
+    fast path (pre-warmed drivers). Faults only fire at phases the pipelines reach."""
+    for seed in (1, 4):
+        run = cli("campaign", "run", "--pipeline", "passthrough-append", "--pipeline", "passthrough-file-raw",
+                  "--expect", "exactly-once", "--trials", "1", "--seed", str(seed), "--events", "1000",
+                  "--no-shrink", "--standby", "--out", f"c{seed}", "--cluster", spark_cluster.master_url,
+                  cwd=tmp_path, timeout=1200)
+        assert run.rc == 1, run.stdout + run.stderr
+        rows = json.loads((tmp_path / f"c{seed}" / "summary.json").read_text())["pipelines"]
+        for name, row in rows.items():
+            assert row["meets"] is False and row["verdict"] == "at-least-once", (seed, name, row)
+            assert row["faulted_trials"] == 1 and "kill-driver:after-restart" in row["covered"]
+        assert "(not fired)" not in run.stderr
+        assert left_by(run.pid) == []
+
+
+def test_late_writes_of_a_recycled_driver_do_not_change_stored_verdicts(spark_cluster, tmp_path):
+    """A sink that writes from a background thread, run as a campaign whose trials reuse their last driver:
+    that driver writes into the finished trial's sink during the next trial. The campaign says so, and
+    ``analyze`` gives the verdicts the campaign printed (judged from each sink as its trial ended it)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests" / "user_pipelines"), str(REPO)])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "chaos", "campaign", "run", "--pipeline", "late_writer:PIPELINE", "--trials", "2",
+         "--seed", "3", "--events", "1000", "--no-shrink", "--standby", "--out", "c",
+         "--cluster", spark_cluster.master_url], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
+    out = proc.stdout + proc.stderr
+    root = tmp_path / "c"
+    plan = [e["id"] for e in json.loads((root / "campaign.json").read_text())["plan"]]
+    verdicts = {t: json.loads((root / "trials" / t / "verdict.json").read_text()) for t in plan}
+    first = verdicts[plan[0]]
+    starts = [json.loads(line)["detail"] for line in (root / "trials" / plan[1] / "history.jsonl").read_text()
+              .splitlines() if '"kind": "driver"' in line]
+    assert starts[0].get("spare", "").startswith("recycled-"), starts  # trial 2 ran on trial 1's last driver
+    assert first["late_writes"] and first["late_writes"]["rows"] > 0, (first["late_writes"], out)
+    assert first["verdict"] == "at-most-once" and first["effect"]["counts"]["lost"] > 0  # pending at the end
+    assert "late writes: the sink changed after the trial ended in 1 trial(s)" in proc.stdout, out
+
+    again = subprocess.run([sys.executable, "-m", "chaos", "analyze", "c"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert "re-checked 2 trial(s): 2 unchanged, 0 changed" in again.stdout, again.stdout + again.stderr
+    for t in plan:
+        after = json.loads((root / "trials" / t / "verdict.json").read_text())
+        assert after["verdict"] == verdicts[t]["verdict"] and after["lost"] == verdicts[t]["lost"]
+    assert after["late_writes"] is None  # the last trial's driver was not kept: nothing wrote after it
+    assert left_by(proc.pid) == []
