@@ -399,10 +399,17 @@ def pipelines() -> None:
 
 
 @app.command()
-def doctor() -> None:
+def doctor(
+    rebuild_archives: Annotated[bool, typer.Option("--rebuild-archives",
+                                                   help="forget failed class-archive builds: the next harness "
+                                                        "start builds them again")] = False,
+) -> None:
     """Check what trials need (Java, PySpark, PostgreSQL, ports, disk, memory) and say how to fix what is missing."""
-    from chaos.doctor import run_checks
+    from chaos.doctor import clear_archive_failures, run_checks
 
+    if rebuild_archives:
+        cleared = clear_archive_failures()
+        out.print(f"cleared {len(cleared)} failed class-archive build(s): the next harness start builds them")
     failed = 0
     for check in run_checks():
         mark = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}[check.status]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,17 +114,43 @@ def check_javac() -> Check:
 
 
 def check_class_archive() -> Check:
+    """Each of the two class archives is built (size, key), failed (when, why, how to retry) or not built yet."""
     from chaos.cluster import QUICK_JVM_OPTIONS
-    from chaos.jvm.archive import archive_path
+    from chaos.jvm.archive import MAX_TRIES, archive_path, failure
     from chaos.jvm.unsigned import quick_class_path
 
     class_path = quick_class_path(build=False)
-    paths = [archive_path(QUICK_JVM_OPTIONS, role, class_path) for role in ("driver", "executor")]
-    built = [f"{p} ({p.stat().st_size >> 20} MiB)" for p in paths if p.exists()]
-    if len(built) == len(paths):
-        return Check("class archive", "ok", f"{', '.join(built)}: drivers and executors boot on shared classes")
-    return Check("class archive", "ok", f"not built yet: the first harness start builds {paths[0].parent}/"
-                 "{driver,executor}-classes-*.jsa (~35 s each, ~170 + ~120 MiB); later JVMs boot about twice as fast")
+    states, failed = [], False
+    for role in ("driver", "executor"):
+        path = archive_path(QUICK_JVM_OPTIONS, role, class_path)
+        key = path.stem.rsplit("-", 1)[-1]
+        record = failure(path)
+        if path.exists():
+            states.append(f"{role}: built ({path.stat().st_size >> 20} MiB, key {key})")
+        elif record is not None:
+            failed = True
+            when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(record.get("at", 0))))
+            tries = int(record.get("tries", 1))
+            again = (f"the next harness start on an idle machine tries again ({tries} of {MAX_TRIES} tries)"
+                     if tries < MAX_TRIES else f"no more tries ({tries} of {MAX_TRIES})")
+            states.append(f"{role}: FAILED at {when}: {record.get('reason', 'unknown')}; {again}")
+        else:
+            states.append(f"{role}: not built yet (the first harness start builds it, key {key})")
+    detail = "; ".join(states)
+    if failed:
+        return Check("class archives", "warn", detail + ": its JVMs boot without it, about twice as slow",
+                     "streamchaos doctor --rebuild-archives (clears the failure; the next harness start builds it)")
+    return Check("class archives", "ok", detail + f" in {archive_path(QUICK_JVM_OPTIONS).parent}")
+
+
+def clear_archive_failures() -> list[Path]:
+    """``doctor --rebuild-archives``: forget every failed build, so the next harness start builds again."""
+    from chaos.jvm import cache_dir
+
+    cleared = sorted(cache_dir().glob("*-classes-*.failed")) if cache_dir().is_dir() else []
+    for path in cleared:
+        path.unlink(missing_ok=True)
+    return cleared
 
 
 def check_chromium() -> Check:

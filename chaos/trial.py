@@ -668,6 +668,9 @@ def summarize(trial: Trial, events: pl.DataFrame, outcome: str, reason: str, sec
         "phases": sum(1 for r in records if r["kind"] == "phase"),
         "recoveries": recoveries(records),
         "cluster": trial.h.cluster.describe(),
+        # Whether this trial's JVMs booted on the class archives (chaos/jvm/archive.py): None = without.
+        "class_archives": {"driver": str(trial.h.class_archive) if trial.h.class_archive else None,
+                           "executor": str(trial.h.executor_archive) if trial.h.executor_archive else None},
         "run_dir": str(trial.dir),
         "seed": trial.scenario.seed,
     }

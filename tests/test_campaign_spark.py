@@ -143,10 +143,12 @@ def test_late_writes_of_a_recycled_driver_do_not_change_stored_verdicts(spark_cl
     that driver writes into the finished trial's sink during the next trial. The campaign says so, and
     ``analyze`` gives the verdicts the campaign printed (judged from each sink as its trial ended it)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests" / "user_pipelines"), str(REPO)])}
-    proc = subprocess.run(
-        [sys.executable, "-m", "chaos", "campaign", "run", "--pipeline", "late_writer:PIPELINE", "--trials", "2",
-         "--seed", "3", "--events", "1000", "--no-shrink", "--standby", "--out", "c",
-         "--cluster", spark_cluster.master_url], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
+    proc = cli(
+        # The second trial's kill comes late: the recycled driver (its first) lives on to finish the first's writes.
+        "campaign", "run", "--pipeline", "late_writer:PIPELINE", "--trials", "2",
+        "--example", "kill-driver@1:sink-done", "--example", "kill-driver@4:sink-done",
+        "--seed", "3", "--events", "1000", "--no-shrink", "--standby", "--out", "c",
+        "--cluster", spark_cluster.master_url, cwd=tmp_path, env=env, timeout=1200)
     out = proc.stdout + proc.stderr
     root = tmp_path / "c"
     plan = [e["id"] for e in json.loads((root / "campaign.json").read_text())["plan"]]

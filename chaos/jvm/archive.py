@@ -22,6 +22,7 @@ then start with ~40 % less CPU (here: 4.5 -> 2.8 CPU-s to the end of their first
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -33,6 +34,8 @@ from chaos.jvm import cache_dir
 from chaos.procs import Owned, wait_until
 
 BUILD_TIMEOUT = 300.0
+MAX_TRIES = 3  # builds of one archive before the harness stops trying (doctor --rebuild-archives resets)
+IDLE_LOAD = 0.75  # a retry waits for a 1-minute load average below this share of the cores
 
 
 def _java_identity() -> bytes:
@@ -80,11 +83,37 @@ def executor_archive(java_options: str, class_path: str, master: str, owned: Own
                     lambda out: ["--executor", out, java_options, class_path, master])
 
 
+def failure(path: Path) -> dict | None:
+    """The record of failed builds of ``path`` (``.failed`` beside it): when, why, how many tries; or None."""
+    failed = path.with_suffix(".failed")
+    try:
+        text = failed.read_text()
+    except OSError:
+        return None
+    try:
+        record = json.loads(text)
+        if isinstance(record, dict) and "tries" in record:
+            return record
+    except ValueError:
+        pass
+    # Written by an older streamchaos: one try, its reason as the text.
+    return {"tries": 1, "reason": text.strip(), "at": failed.stat().st_mtime}
+
+
+def _may_try(path: Path) -> bool:
+    """A failed build is retried at later harness starts, at most ``MAX_TRIES`` in all, and only on a
+    machine idle enough to build it (the load that likely made it fail: a JVM's dump cut short)."""
+    record = failure(path)
+    if record is None:
+        return True
+    return int(record.get("tries", 1)) < MAX_TRIES and os.getloadavg()[0] < IDLE_LOAD * (os.cpu_count() or 1)
+
+
 def _archive(path: Path, owned: Owned | None, args: Callable[[str], list[str]]) -> Path | None:
     """Build ``path`` with ``python -m chaos.jvm.archive *args(partial)``, atomically. A failed build is
-    not retried for a day (``.failed`` beside it): every harness start would pay its timeout again."""
-    failed = path.with_suffix(".failed")
-    if path.exists() or owned is None or (failed.exists() and time.time() - failed.stat().st_mtime < 86400):
+    recorded (``.failed``: when, why, tries) and retried by later starts while tries remain (``_may_try``);
+    ``streamchaos doctor --rebuild-archives`` clears the record."""
+    if path.exists() or owned is None or not _may_try(path):
         return path if path.exists() else None
     from chaos.cluster import spark_env
 
@@ -98,25 +127,32 @@ def _archive(path: Path, owned: Owned | None, args: Callable[[str], list[str]]) 
     # whole group (the driver's JVM), and for any executor still writing (a child of the worker).
     done = wait_until(lambda: not group.alive() and not group.members() and not _dumping(partial),
                       BUILD_TIMEOUT, 0.2)
-    ok = done and group.proc.returncode == 0
+    rc = group.proc.returncode
     group.kill()
     owned.forget(group)
-    if not ok or not partial.exists() or partial.stat().st_size == 0:
+    for leftover in path.parent.glob(f"{partial.name}.*"):  # executors' dumps the build did not keep
+        leftover.unlink(missing_ok=True)
+    if not done or rc != 0 or not partial.exists() or partial.stat().st_size == 0:
         partial.unlink(missing_ok=True)
-        failed.write_text(f"exit {group.proc.returncode}, finished {done}\n")
+        reason = (f"the build did not end within {BUILD_TIMEOUT:.0f}s" if not done
+                  else f"the dumping process exited with {rc}" if rc != 0
+                  else "the dumping JVM wrote no archive (it did not exit normally)")
+        tries = int((failure(path) or {}).get("tries", 0)) + 1
+        path.with_suffix(".failed").write_text(json.dumps({"tries": tries, "reason": reason, "at": time.time()}))
         return None
+    path.with_suffix(".failed").unlink(missing_ok=True)
     partial.replace(path)  # atomic: a concurrent build of the same archive is harmless
     return path
 
 
-def _dumping(partial: Path) -> bool:
-    """Is a JVM that dumps to ``partial`` still alive (an executor, which the worker started)?"""
+def _dumping(partial: Path, exact: bool = False) -> bool:
+    """Is a JVM that dumps to ``partial`` (unless ``exact``, or to ``partial.<executor id>``) still alive?"""
     import psutil
 
     flag = f"-XX:ArchiveClassesAtExit={partial}"
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            if flag in (proc.info["cmdline"] or []):
+            if any(arg == flag or (not exact and arg.startswith(flag)) for arg in proc.info["cmdline"] or []):
                 return True
         except psutil.Error:
             continue
@@ -176,14 +212,26 @@ def _dump(out: str, java_options: str, class_path: str = "", master: str = "loca
 
 def _dump_executor(out: str, java_options: str, class_path: str, master: str) -> None:
     """One executor (one core) runs what trials' executors run: Python workers, a shuffle, the streaming
-    probe; it dumps the archive when the application stops and it exits."""
+    probe; then it is asked to stop while the application still runs, and dumps the archive as it exits.
+
+    Not at the application's end: the worker then kills its executors, SIGKILL 10 s after SIGTERM, and a
+    dump that takes longer (a loaded machine) is cut short and writes nothing. Each executor dumps to
+    ``out.<executor id>`` (the master starts a new one when the first exits); the first one's is kept."""
     spark = _session("streamchaos-executor-archive", master, {
         "spark.cores.max": "1",
-        "spark.executor.extraJavaOptions": f"{java_options} -XX:ArchiveClassesAtExit={out}",
+        "spark.executor.extraJavaOptions": f"{java_options} -XX:ArchiveClassesAtExit={out}.{{{{EXECUTOR_ID}}}}",
         "spark.driver.extraClassPath": class_path, "spark.executor.extraClassPath": class_path})
     spark.sparkContext.parallelize(range(100), 2).mapPartitions(lambda it: [sum(it)]).collect()
     spark.createDataFrame([(i % 7, str(i)) for i in range(100)], "k long, v string").groupBy("k").count().toPandas()
     _stream_probe(spark)
+    sc = spark.sparkContext._jsc.sc()
+    ids = [i for i in sc.getExecutorIds().mkString(",").split(",") if i]
+    sc.schedulerBackend().stopExecutors()
+    if ids:
+        dump = Path(f"{out}.{ids[0]}")
+        wait_until(lambda: dump.exists() and not _dumping(dump, exact=True), BUILD_TIMEOUT - 60, 0.2)
+        if dump.exists() and not _dumping(dump, exact=True) and dump.stat().st_size:
+            dump.replace(out)
     spark.stop()
 
 

@@ -14,13 +14,13 @@ import threading
 from chaos.sinks.sqlite import COLUMNS, _plain
 from pipelines_under_test.passthrough import SqlitePassthrough
 
-DELAY_S = 4.0
+DELAY_S = 2.5
 
 
 class BackgroundWriter(SqlitePassthrough):
     def __init__(self) -> None:
         super().__init__("late-writer", "idempotent", "exactly-once",
-                         "foreachBatch hands its rows to a background thread that writes them 4 s later")
+                         "foreachBatch hands its rows to a background thread that writes them 2.5 s later")
 
     def start(self, ctx):
         db = str(self._db(ctx.sink_dir))
