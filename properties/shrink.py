@@ -67,8 +67,11 @@ def search_violation(
     harness: dict | None = None,
 ) -> Search:
     """Find a schedule under which ``pipeline`` does not meet ``declared``, shrunk to a minimal one."""
+    from pipelines_under_test import resolve
+
     found = Search(pipeline, declared)
     cache: dict[tuple[str, ...], bool] = {}
+    phases = resolve(pipeline).phases  # only where its batches go: a fault elsewhere would never fire
 
     def violates(schedule: Schedule) -> bool:
         key = tuple(schedule.specs)
@@ -87,7 +90,7 @@ def search_violation(
 
     try:
         minimal = find(
-            crash_schedules(stream.batches, max_faults=max_faults, actions=actions),
+            crash_schedules(stream.batches, max_faults=max_faults, actions=actions, phases=phases),
             violates,
             settings=settings(max_examples=max_trials * 4, deadline=None, database=None,
                               phases=(Phase.generate, Phase.shrink), suppress_health_check=list(HealthCheck)),
