@@ -412,8 +412,9 @@ class Campaign:
             row.update(rows.get(name, {}))
             row["seconds"] = round(row.get("seconds", 0.0), 1)
             covered = row.pop("covered", set())
-            row["covered"] = sorted(covered)
-            row["not_covered"] = [w for w in windows.get(name, []) if w not in covered]
+            row["covered"] = sorted(covered)  # every (action:phase) pair its fired faults exercised
+            row["windows"] = list(windows.get(name, []))  # the canonical ones it can take
+            row["not_covered"] = [w for w in row["windows"] if w not in covered]
             # "meets" claims no more than the trials exercised: with a canonical window never opened, or no
             # fault fired at all, it is weak evidence.
             row["weak"] = row["meets"] is True and (bool(row["not_covered"]) or not row.get("faulted_trials"))

@@ -79,6 +79,7 @@ class Pipeline:
     # The query keeps a state store (an aggregation, a join, a dedup) even where the consistent cut is not
     # checked (``state``): its batches pass ``state-commit``. None: the same as ``state``.
     state_store: bool | None = None
+    _phases: tuple[str, ...] | None = None
     # ``streamchaos conformance``'s fault schedules for this pipeline, when the standard mix cannot fit it.
     conformance_mix: tuple[str, ...] = ()
     # Commits a fresh incarnation must add after the input is drained, before the verdict: for a query
@@ -94,9 +95,15 @@ class Pipeline:
         pipeline's own), ``state-commit`` by the checkpoint watcher when a state store writes a version,
         the sink phases by the sink, ``committed`` always. A pipeline whose batches differ (continuous
         processing) sets ``phases`` as a class attribute instead."""
+        if self._phases is not None:
+            return self._phases
         stateful = self.state if self.state_store is None else self.state_store
         skip = ({"planned", "reading"} if self.own_source else set()) | (set() if stateful else {"state-commit"})
         return tuple(p for p in PHASES if p not in skip)
+
+    @phases.setter
+    def phases(self, value: tuple[str, ...]) -> None:  # an instance may name its phases (``self.phases = ...``)
+        self._phases = tuple(value)
 
     @property
     def query_name(self) -> str:

@@ -66,11 +66,10 @@ def _weak(row: dict) -> str:
 def _windows(row: dict) -> str:
     if "not_covered" not in row:
         return ""
-    total = len(row["not_covered"]) + len([w for w in row.get("covered", []) if w not in row["not_covered"]])
+    total = len(row.get("windows") or [])
     missing = row["not_covered"]
     title = escape("not covered: " + ", ".join(missing)) if missing else "every canonical window was opened"
-    opened = total - len(missing)
-    return f'<span title="{title}" class="{"bad" if missing else "ok"}">{opened} opened</span>' + (
+    return f'<span title="{title}" class="{"bad" if missing else "ok"}">{total - len(missing)} of {total}</span>' + (
         f'<div class="muted">not: {escape(", ".join(missing))}</div>' if missing else "")
 
 

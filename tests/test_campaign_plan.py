@@ -142,3 +142,21 @@ def test_shrink_simplifies_action_within_its_kind():
 
     assert shrink_schedule(["kill-worker@4:committed"], violates, actions=KILLS, budget=30) == [
         "kill-driver@0:planned"]
+
+
+def test_a_pipelines_phases_follow_what_it_is_unless_it_names_them():
+    from pipelines_under_test import Pipeline
+
+    class Mine(Pipeline):
+        pass
+
+    assert "state-commit" not in Mine().phases and "planned" in Mine().phases
+    stateful = Mine()
+    stateful.state_store = True
+    assert "state-commit" in stateful.phases
+    own = Mine()
+    own.own_source = True
+    assert own.phases == ("sink-write", "sink-done", "committed")
+    named = Mine()
+    named.phases = ("sink-done", "committed")
+    assert named.phases == ("sink-done", "committed") and Mine().phases != named.phases
