@@ -150,8 +150,9 @@ def covered_windows(fired: Iterable[Fault | str]) -> set[str]:
 def canonical_schedules(batches: int, actions: tuple[str, ...], phases: tuple[str, ...], seed: int,
                         max_faults: int = 2) -> list[list[str]]:
     """The canonical windows as trials: up to two per trial (``max_faults``), the second at the batch after
-    the first's, at a batch drawn from ``seed`` that leaves a batch before and after it when the stream has
-    them."""
+    the first's, at a batch drawn from ``seed`` that leaves two batches before it and one after it when the
+    stream has them (a query's first batches may still be starting: a continuous query's first epochs are
+    often empty, and a kill there shows nothing)."""
     windows = [w for w in canonical_windows(actions, phases, max_faults) if w is not AFTER_RESTART]
     per_trial = max(1, min(2, max_faults))
     rng = random.Random(seed)
@@ -159,7 +160,8 @@ def canonical_schedules(batches: int, actions: tuple[str, ...], phases: tuple[st
     out = []
     for k in range(0, len(windows), per_trial):
         group = windows[k:k + per_trial]
-        first = rng.randrange(1, batches - len(group)) if batches > len(group) + 1 else 0
+        low = 2 if batches >= len(group) + 4 else 1 if batches > len(group) + 1 else 0
+        first = rng.randrange(low, max(low + 1, batches - len(group)))
         faults = [Fault(a, min(first + i, batches - 1), p) for i, (a, p, _) in enumerate(group)]
         faults.sort(key=lambda f: (f.batch, order[f.phase]))
         out.append([f.spec for f in faults])
