@@ -4,8 +4,8 @@ A trial costs seconds to a minute, so a campaign of N trials cannot hope that ra
 one window that breaks a pipeline. The plan therefore opens the **canonical windows** first
 (``CANONICAL_WINDOWS``: the points where micro-batch sinks lose or repeat work), packed two to a
 trial at consecutive batches when ``max_faults`` allows, so that three trials open all of them
-and the first one already kills the driver after the sink wrote and before ``commits/N`` (and again
-at the second batch after that restart). Only windows whose action the campaign allows and whose
+and the first one already kills the driver before the sink writes and, at the second batch after
+that restart, after the sink wrote and before ``commits/N``. Only windows whose action the campaign allows and whose
 phase the pipeline reaches (``Pipeline.phases``) are planned. After them, the plan draws many
 candidate schedules from ``crash_schedules`` (deterministically, from the campaign seed) and picks,
 trial by trial, the candidate that exercises the most (action, phase) pairs not yet covered,
@@ -41,11 +41,13 @@ DEFAULT_KINDS = ("kill",)
 CANDIDATES_PER_TRIAL = 12
 
 # The windows every campaign opens first, most revealing first: (action, phase, what it exercises).
-# ``sink-write`` is "while/before the sink writes" for foreachBatch sinks and "after the part files, before
-# the log" for Spark's file sink: planned beside ``sink-done``, one of them lands after the write.
+# ``sink-write`` is "before the sink writes" for foreachBatch sinks and "after the part files, before the log"
+# for Spark's file sink: paired with ``sink-done`` at the next batch, one of them lands after the write. In
+# that order, the pair also catches a continuous query that loses an epoch: a driver killed before the epoch's
+# rows were written, whose replacement commits the epoch with the dead driver's offsets and dies in the next.
 CANONICAL_WINDOWS: tuple[tuple[str, str, str], ...] = (
-    ("kill-driver", "sink-done", "driver kill after the sink wrote, before commits/N"),
     ("kill-driver", "sink-write", "driver kill before (file sink: during) the sink's write"),
+    ("kill-driver", "sink-done", "driver kill after the sink wrote, before commits/N"),
     ("kill-driver", "committed", "driver kill right after commits/N (work still pending)"),
     ("kill-executor", "reading", "executor kill while reading"),
     ("kill-executor", "sink-write", "executor kill while writing"),

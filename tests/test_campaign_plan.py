@@ -62,16 +62,16 @@ def test_three_trials_open_every_canonical_window_and_a_plan_is_a_prefix_of_a_lo
         plan = plan_schedules(10, KILLS, 3, seed=stable_seed(seed, "passthrough-append"))
         opened = set().union(*(covered_windows(s) for s in plan))
         assert set(window_names(canonical_windows(KILLS, PHASES))) <= opened, plan
-        # The first trial kills the driver after the sink wrote and before commits/N, then at the second batch
-        # after that restart (for Spark's file sink: after its part files, before its log).
+        # The first trial kills the driver before the sink writes (Spark's file sink: after its part files, before
+        # its log), then at the second batch after that restart after the sink wrote and before commits/N.
         first = [parse_fault(f) for f in plan[0]]
-        assert [(f.action, f.phase) for f in first] == [("kill-driver", "sink-done"), ("kill-driver", "sink-write")]
+        assert [(f.action, f.phase) for f in first] == [("kill-driver", "sink-write"), ("kill-driver", "sink-done")]
         assert first[1].batch == first[0].batch + 1 and 2 <= first[0].batch and first[1].batch <= 8
         longer = plan_schedules(10, KILLS, 9, seed=stable_seed(seed, "passthrough-append"))
         assert longer[:3] == plan
     # One fault a trial: one window a trial, the same order.
     single = plan_schedules(10, KILLS, 3, seed=1, max_faults=1)
-    assert [[parse_fault(f).phase for f in s] for s in single] == [["sink-done"], ["sink-write"], ["committed"]]
+    assert [[parse_fault(f).phase for f in s] for s in single] == [["sink-write"], ["sink-done"], ["committed"]]
 
 
 def test_after_restart_window_needs_a_driver_kill_at_the_batch_after_another():
