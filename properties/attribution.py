@@ -26,11 +26,22 @@ def batch_of_events(events: pl.DataFrame, offsets: list[dict]) -> pl.DataFrame:
     return pl.concat(parts) if parts else pl.DataFrame({"id": [], "batch": []})
 
 
+def _commit_time(history: list[dict], batch: int) -> float | None:
+    """When ``batch`` was first committed, or None if it never was."""
+    return next((r["t"] for r in history if r["kind"] == "phase" and r["phase"] == "committed"
+                 and r["batch"] == batch), None)
+
+
+def _fired(history: list[dict]) -> list[dict]:
+    """The fault records whose fault fired, in history order."""
+    return [r for r in history if r["kind"] == "fault" and r["detail"].get("done")]
+
+
 def fault_before_commit(history: list[dict], batch: int) -> str | None:
     """The nearest fault that fired before ``batch`` was committed (or before the end, if it never was)."""
-    committed = [r["t"] for r in history if r["kind"] == "phase" and r["phase"] == "committed" and r["batch"] == batch]
-    limit = committed[0] if committed else float("inf")
-    fired = [r for r in history if r["kind"] == "fault" and r["detail"].get("done") and r["t"] <= limit]
+    committed = _commit_time(history, batch)
+    limit = float("inf") if committed is None else committed
+    fired = [r for r in _fired(history) if r["t"] <= limit]
     return fired[-1]["detail"]["spec"] if fired else None
 
 
@@ -41,25 +52,18 @@ def fault_for_loss(history: list[dict], batch: int) -> tuple[str | None, str]:
     A batch that committed before any such fault lost its rows after its commit: its write was still
     pending (an asynchronous sink, a background thread) when the first fault after the commit cut it.
     Otherwise the nearest fault before the commit, as for duplicates."""
-    committed = [r["t"] for r in history if r["kind"] == "phase" and r["phase"] == "committed" and r["batch"] == batch]
-    limit = committed[0] if committed else float("inf")
-    fired = [r for r in history if r["kind"] == "fault" and r["detail"].get("done")]
-    during = [r for r in fired if r["t"] <= limit and _batch_of(r["detail"].get("spec", "")) == batch]
+    committed = _commit_time(history, batch)
+    limit = float("inf") if committed is None else committed
+    fired = _fired(history)
+    during = [r for r in fired if r["t"] <= limit and r["batch"] == batch]  # the batch the controller fired it at
     if during:
         return during[-1]["detail"]["spec"], f"fired while batch {batch} ran, before its commit"
     after = [r for r in fired if r["t"] > limit]
-    if committed and after:
+    if after:
         return after[0]["detail"]["spec"], (f"first fault after batch {batch} committed: it cut the batch's "
                                             "still pending write")
     before = fault_before_commit(history, batch)
     return before, (f"nearest fault before batch {batch} committed" if before else "no fault fired")
-
-
-def _batch_of(spec: str) -> int | None:
-    try:
-        return int(spec.split("@", 1)[1].split(":", 1)[0])
-    except (IndexError, ValueError):
-        return None
 
 
 def attribute(ids: list[int], id_batches: pl.DataFrame, history: list[dict], lost: bool = False) -> list[dict]:

@@ -15,6 +15,7 @@ from chaos.atomic import write_json
 from chaos.evidence import freeze, judged_sink, late_writes
 from chaos.scenario import Scenario, generate_events
 from chaos.sinks import sqlite as sqlite_sink
+from chaos.spec import parse_fault
 from properties.attribution import attribute, batch_of_events, fault_for_loss
 from properties.check import check_run
 
@@ -26,7 +27,10 @@ def _phase(t: float, batch: int, phase: str, incarnation: int = 0) -> dict:
 
 
 def _fault(t: float, spec: str) -> dict:
-    return {"t": t, "kind": "fault", "batch": None, "phase": None, "detail": {"spec": spec, "done": True}}
+    """A fired fault's record as the controller writes it: at the batch and phase it fired."""
+    fault = parse_fault(spec)
+    return {"t": t, "kind": "fault", "batch": fault.batch, "phase": fault.phase,
+            "detail": {"spec": spec, "done": True}}
 
 
 def stored_run(run_dir: Path, written_batches: list[int]) -> Path:
