@@ -228,8 +228,8 @@ class Campaign:
         todo = [e for e in self.plan if not self.finished(e["id"])]
         progress.begin(self, len(self.plan) - len(todo))
         for k, entry in enumerate(todo):
-            if budget is not None and self.elapsed() + self.shrink_reserve() >= budget:
-                reserved = self.shrink_reserve()
+            reserved = self.shrink_reserve()
+            if budget is not None and self.elapsed() + reserved >= budget:
                 progress.note(f"time budget of {budget:.0f}s spent" + (f" ({reserved:.0f}s of it kept for shrinking)"
                                                                        if reserved else "")
                               + f": {len(todo) - k} planned trial(s) not run")
