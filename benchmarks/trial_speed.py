@@ -33,15 +33,13 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import psutil  # noqa: E402
+from usage import Usage  # noqa: E402  (benchmarks/usage.py)
 
-from chaos.procs import OWNER_VAR  # noqa: E402
 from chaos.scenario import Scenario  # noqa: E402
 from chaos.trial import Harness  # noqa: E402
 from properties.check import check_run  # noqa: E402
@@ -51,62 +49,6 @@ FAULTS = ["kill-driver@3:sink-done", "kill-executor@5:reading", "kill-driver@7:p
 
 def standard() -> Scenario:
     return Scenario(pipeline="api-count", events=5000, events_per_batch=500, seed=0, faults=list(FAULTS))
-
-
-class Usage:
-    """Samples every process tagged by this harness process (and this process) once a second: the peak
-    summed RSS; the peak summed PSS, which counts a page shared by N processes (forked Python workers,
-    the class archive every driver maps, libjvm) once in total instead of N times; and the CPU seconds
-    they used (each process's last sample, so a process that lived less than a second may be missed;
-    the sampler's own thread is not counted)."""
-
-    def __init__(self) -> None:
-        self.peak = 0
-        self.peak_pss = 0
-        self._cpu: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds at its last sample
-        self._own = 0.0
-        self._start = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    @property
-    def cpu_seconds(self) -> float:
-        return sum(self._cpu.values()) - self._start - self._own
-
-    def _run(self) -> None:
-        me = psutil.Process()
-        prefix = f"{me.pid}:"
-        times = me.cpu_times()
-        self._start = times.user + times.system
-        while not self._stop.wait(1.0):
-            procs = [me]
-            for proc in psutil.process_iter(["pid"]):
-                try:
-                    if proc.environ().get(OWNER_VAR, "").startswith(prefix):
-                        procs.append(proc)
-                except (psutil.Error, OSError):
-                    continue
-            rss = pss = 0
-            for proc in procs:
-                try:
-                    full = proc.memory_full_info()
-                    times = proc.cpu_times()
-                    self._cpu[(proc.pid, proc.create_time())] = times.user + times.system
-                except (psutil.Error, OSError):
-                    continue
-                rss += full.rss
-                pss += getattr(full, "pss", full.rss)
-            self.peak = max(self.peak, rss)
-            self.peak_pss = max(self.peak_pss, pss)
-            self._own = time.thread_time()
-
-    def __enter__(self) -> Usage:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def driver_recoveries(result: dict) -> list[float]:

@@ -54,7 +54,7 @@ def trial(
     as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
     standby: Annotated[bool, typer.Option("--standby/--no-standby",
                                           help="a pre-warmed standby driver takes over a killed one "
-                                               "(default: cold restarts)")] = False,
+                                               "(--no-standby: cold restarts)")] = True,
 ) -> None:
     """Run one trial of PIPELINE under a fault schedule and print what happened."""
     from chaos.scenario import Scenario
@@ -77,7 +77,7 @@ def trial(
                  standby=standby) as harness:
         if not as_json:
             err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
-        result = harness.trial(scenario, run_dir)
+        result = harness.trial(scenario, run_dir, last=True)
     result["timings"] = harness.timings
     result.update(verdict_fields(run_dir))
     if as_json:
@@ -142,7 +142,7 @@ def campaign_run(
     standby: Annotated[bool, typer.Option("--standby/--no-standby",
                                           help="pre-warmed drivers: a standby takes over a killed driver and each "
                                                "trial's first driver boots during the previous trial (faster, "
-                                               "about twice the memory)")] = False,
+                                               "about twice the memory)")] = True,
 ) -> None:
     """Generate scenarios, run them, shrink every violation, store everything, write the HTML report."""
     from chaos.campaign import Campaign, CampaignSpec, parse_time_budget
@@ -171,7 +171,7 @@ def campaign_resume(
     standby: Annotated[bool, typer.Option("--standby/--no-standby",
                                           help="pre-warmed drivers: a standby takes over a killed driver and each "
                                                "trial's first driver boots during the previous trial (faster, "
-                                               "about twice the memory)")] = False,
+                                               "about twice the memory)")] = True,
 ) -> None:
     """Continue an interrupted campaign: finished trials are kept, the one in flight is rerun."""
     from chaos.campaign import Campaign, remove_unfinished
@@ -199,7 +199,7 @@ def conformance(
     standby: Annotated[bool, typer.Option("--standby/--no-standby",
                                           help="pre-warmed drivers: a standby takes over a killed driver and each "
                                                "trial's first driver boots during the previous trial (faster, "
-                                               "about twice the memory)")] = False,
+                                               "about twice the memory)")] = True,
 ) -> None:
     """Measure Spark's documented guarantees row by row under a standard fault mix; exit 1 on a contradiction."""
     from chaos import conformance as conf
@@ -241,7 +241,7 @@ def _require_java() -> None:
     require_java()
 
 
-def _execute(campaign, toxiproxy: str | None = None, finish=None, standby: bool = False) -> dict:
+def _execute(campaign, toxiproxy: str | None = None, finish=None, standby: bool = True) -> dict:
     """Run a campaign on one harness (cluster, event log, proxies, database reused by every trial).
 
     ``finish(summary)`` runs before the report is written (conformance adds its table there)."""
@@ -302,6 +302,9 @@ def replay(
     trial_dir: Annotated[Path, typer.Argument(help="a stored trial, e.g. DIR/trials/ID")],
     out_dir: Annotated[Path | None, typer.Option("--out", help="where the rerun goes (default: beside it)")] = None,
     cluster: Annotated[str | None, typer.Option(help="override the stored cluster setting")] = None,
+    standby: Annotated[bool, typer.Option("--standby/--no-standby",
+                                          help="a pre-warmed standby driver takes over a killed one "
+                                               "(--no-standby: cold restarts)")] = True,
 ) -> None:
     """Rerun one stored trial from its scenario and compare the two verdicts (exit 1 if they differ)."""
     from dataclasses import replace
@@ -324,9 +327,10 @@ def replay(
             n += 1
         out_dir = base / f"{trial_dir.name}-replay-{n}"
     _require_java()
-    with Harness(cluster=scenario.cluster, workers=scenario.workers, workdir=out_dir.parent) as harness:
+    with Harness(cluster=scenario.cluster, workers=scenario.workers, workdir=out_dir.parent,
+                 standby=standby) as harness:
         err.print(f"replaying {trial_dir} ({' '.join(scenario.faults) or 'no fault'}) into {out_dir}")
-        result = harness.trial(scenario, out_dir)
+        result = harness.trial(scenario, out_dir, last=True)
     v = check_run(out_dir)
     result.update(_summary(v))
     print_result(result)
@@ -520,6 +524,9 @@ def print_result(result: dict) -> None:
         print_verdict(result)
     for rec in result.get("recoveries", []):
         out.print(f"  recovery after {rec['spec']}: {rec['seconds']}s from the kill to the next committed batch")
+    for d in result.get("drivers", []):
+        if d["incarnation"] > 0 or d["driver_start"] != "cold":
+            out.print(f"  driver {d['incarnation']}: {d['driver_start']}" + (f" ({d['why']})" if d.get("why") else ""))
     out.print(f"  run directory: {result['run_dir']}")
 
 

@@ -35,7 +35,15 @@ EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 # spend the 2 cores on start-up, not on work. C1 only and the serial collector halve a driver's boot
 # and first query here (local[2], beside a busy trial: 19-21 s -> 9-11 s); benchmarks/trial_speed.py
 # measures them in the trial. ``Harness(quick_jvm=False)`` keeps the JVM's defaults.
-QUICK_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# Memory (a trial's processes must fit 3 GiB RSS, benchmarks/throughput.py): the JVM's initial heap is
+# 1/64 of the machine's memory (384 MiB here) and a young generation that size is filled before the first
+# collection; a 16 MiB start, grown and shrunk on demand, keeps each JVM's heap near its live data. JDK 17u
+# maps class archives at a random address and relocates them (``ArchiveRelocationMode=1``): every page of
+# the ~170 MiB driver archive is then written, private to each JVM; mapped where it was dumped, the
+# read-only half stays shared page cache, touched only where used (and the relocation's CPU is saved).
+APP_HEAP_START = "-Xms96m"  # drivers and executors (chaos.driver.quick_heap)
+QUICK_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xms16m -XX:MinHeapFreeRatio=10 "
+                     "-XX:MaxHeapFreeRatio=30 -XX:+UnlockDiagnosticVMOptions -XX:ArchiveRelocationMode=0")
 
 
 def spark_home() -> str:
@@ -63,6 +71,11 @@ def spark_env(java_options: str = "", tmp: Path | None = None) -> dict[str, str]
         PYSPARK_PYTHON=sys.executable,
         PYSPARK_DRIVER_PYTHON=sys.executable,
         SPARK_NO_DAEMONIZE="1",
+        # The master's and workers' heaps hold ~50 MiB; Spark's default is 1 GiB.
+        SPARK_DAEMON_MEMORY="256m",
+        # glibc gives each thread that allocates its own malloc arena, up to 8 per core; a Spark JVM has
+        # 100-300 threads. Two arenas bound the native heap's growth.
+        MALLOC_ARENA_MAX="2",
     )
     if tmp is not None:
         env.update(SPARK_LOCAL_DIRS=str(tmp), TMPDIR=str(tmp))

@@ -37,10 +37,19 @@ from chaos.atomic import write_json
 from chaos.cluster import scratch_option
 
 
+def quick_heap(config: dict) -> str:
+    """With the quick JVM flags, a driver's or an executor's heap starts at ``APP_HEAP_START`` instead of
+    their 16 MiB (chaos.cluster.QUICK_JVM_OPTIONS): both hold 60-100 MiB once a query runs, and growing to
+    that from 16 MiB took a dozen full collections per JVM, ~1 CPU-s each."""
+    from chaos.cluster import APP_HEAP_START
+
+    return APP_HEAP_START if config.get("java_options") else ""
+
+
 def driver_java_options(config: dict) -> str:
     """A deep stack for Spark's plan recursion, the harness's JVM flags and temporary directory, its class
     archive if built."""
-    options = ["-Xss16m", config.get("java_options") or "", scratch_option(config.get("tmp_dir"))]
+    options = ["-Xss16m", config.get("java_options") or "", quick_heap(config), scratch_option(config.get("tmp_dir"))]
     if config.get("class_archive"):
         options.append(f"-XX:SharedArchiveFile={config['class_archive']}")
     return " ".join(o for o in options if o)
@@ -48,7 +57,7 @@ def driver_java_options(config: dict) -> str:
 
 def executor_java_options(config: dict) -> str:
     """The harness's JVM flags and temporary directory, and the executors' class archive, if built."""
-    options = [config.get("java_options") or "", scratch_option(config.get("tmp_dir"))]
+    options = [config.get("java_options") or "", quick_heap(config), scratch_option(config.get("tmp_dir"))]
     if config.get("executor_archive"):
         options.append(f"-XX:SharedArchiveFile={config['executor_archive']}")
     return " ".join(o for o in options if o)
@@ -88,13 +97,21 @@ def boot(config: dict, incarnation: int = 0):
         .config("spark.driver.memory", config.get("driver_memory", "1g"))
         .config("spark.driver.extraJavaOptions", driver_java_options(config))
         .config("spark.sql.streaming.stopTimeout", "30s")
-        .config("spark.python.worker.reuse", "true")
+        # A Python worker per task, forked from its daemon (which has imported everything ahead,
+        # chaos/pydaemon.py), not kept idle after it: each idle worker's copy-on-write pages count in full
+        # in its RSS, and the idle workers of the standby's executor and of every application's data source
+        # planners were ~0.6 GiB of a trial's 3.5 GiB (benchmarks/throughput.py; ~2 s slower trial).
+        .config("spark.python.worker.reuse", "false")
         # For JVM-side phase barriers (the file sink's commit protocol).
         .config("spark.streamchaos.controller", config["controller"])
         .config("spark.streamchaos.incarnation", str(incarnation))
     )
     if config.get("cores_max"):
         builder = builder.config("spark.cores.max", str(config["cores_max"]))
+        if config["cores_max"] <= (config.get("worker_cores") or 0):
+            # The harness's own workers: one executor with all the application's cores instead of one
+            # 1-core executor per worker (one JVM and one Python daemon, ~0.4 GiB, less per application).
+            builder = builder.config("spark.executor.cores", str(config["cores_max"]))
     if config.get("tmp_dir"):  # the driver's block manager and pyspark's files: gone with the harness
         builder = builder.config("spark.local.dir", config["tmp_dir"])
     if config.get("python_daemon"):  # chaos/pydaemon.py: pyspark from cached bytecode in every daemon
@@ -132,8 +149,8 @@ def make_source(spark, config: dict):
 def warm_up(spark, wait: float = 15.0, read: bool = True, until=lambda: False) -> bool:
     """Wait for this application's executors and (``read``) start their Python workers ahead.
 
-    A task's first Python worker costs a daemon, a fork and imports; with worker reuse, workers warmed
-    here serve the query's first reader tasks. They must be started by a Python data source read
+    A task's first Python worker costs a daemon and its imports (chaos/pydaemon.py); the daemon warmed
+    here forks the query's reader tasks' workers. It must be started by a Python data source read
     (``chaos.source.WarmSource``): Spark keys its daemons by the workers' environment, and an RDD job
     gets another daemon than the query's reads. On a cluster without spare cores the application gets
     no executors before the active driver dies: then nothing is warmed (a job would wait until then).

@@ -84,8 +84,8 @@ class Harness:
     """What lives across the trials of one run: owned processes, the cluster, the event log server."""
 
     def __init__(self, cluster: str = "standalone", workers: int = 2, workdir: Path | None = None,
-                 toxiproxy: str | None = None, standby: bool = False, worker_cores: int | None = None,
-                 quick_jvm: bool = True, spare: bool = False, quick_python: bool = True,
+                 toxiproxy: str | None = None, standby: bool = True, worker_cores: int | None = None,
+                 quick_jvm: bool = True, spare: bool | None = None, quick_python: bool = True,
                  quick_scheduling: bool = True, recycle: bool = True) -> None:
         self.cluster_spec = cluster
         # JVM flags of every Spark process started for the trials (chaos.cluster.QUICK_JVM_OPTIONS), and
@@ -103,19 +103,23 @@ class Harness:
         # kill, the state store tasks it held waited 3 s for it, then ran on a survivor anyway. Scheduling only:
         # offers still go to local tasks first, and nothing in a batch's result depends on where it ran.
         self.locality_wait = "0s" if quick_scheduling else None
-        # A pre-warmed standby driver replaces a killed one (see chaos/driver.py); off by default: kill ->
-        # commit 1 s instead of ~22 s, but ~6 GiB peak against the 3 GiB budget (benchmarks/trial_speed.py).
+        # A pre-warmed standby driver replaces a killed one (see chaos/driver.py): kill -> next commit ~2.5 s
+        # instead of ~25 s, inside the memory budget (benchmarks/throughput.py). ``standby=False``: cold restarts.
         self.standby = standby
-        # Each trial's first driver boots during the previous trial's tail (chaos/spare.py): for campaigns.
+        # Each trial's first driver boots during the previous trial's tail (chaos/spare.py); by default with
+        # the standby. A run of one trial boots none (``trial(last=True)``).
+        spare = standby if spare is None else spare
         self.use_spare = spare
         # With ``spare``: a trial's last driver, unless a fault killed it, stays for the next trial as its
         # first driver (chaos.driver.serve): its JVM, session and executors are not booted again.
         self.recycle = spare and recycle
-        # With a standby or a spare, each worker gets a second core so their applications hold executors too;
-        # with both, a third: the next trial's standby spare holds executors beside this trial's driver and
-        # the driver spare, and is warm when its trial starts. Cores here are slots (the machine has 2); the
-        # extra applications' executors idle, the active one still has one 1-core executor per worker.
-        self.worker_cores = worker_cores or (3 if standby and spare else 2 if standby or spare else 1)
+        # On the harness's own workers an application gets one executor holding all its cores
+        # (chaos.driver.boot): an executor JVM and its Python daemon less per application, ~0.4 GiB. Each
+        # worker has room for one such executor; with a standby and spares, for two, so that the next
+        # trial's standby spare holds executors beside this trial's driver and the driver spare and is
+        # warm when its trial starts. Cores here are slots (the machine has 2): only the active
+        # application's executor works, the others idle.
+        self.worker_cores = worker_cores or (2 * workers if standby and spare else workers)
         self.toxiproxy = toxiproxy
         self.workers = workers
         self.workdir = Path(workdir or Path.cwd() / "runs").resolve()
@@ -234,7 +238,8 @@ class Harness:
         return {"java_options": self.java_options, "class_path": self.class_path,
                 "class_archive": str(self.class_archive) if self.class_archive else None,
                 "executor_archive": str(self.executor_archive) if self.executor_archive else None,
-                "python_daemon": self.python_daemon, "locality_wait": self.locality_wait, "tmp_dir": str(self.tmp)}
+                "python_daemon": self.python_daemon, "locality_wait": self.locality_wait, "tmp_dir": str(self.tmp),
+                "worker_cores": self.worker_cores if self.cluster.owns_workers else None}
 
     @property
     def standby_spares(self) -> bool:
@@ -376,7 +381,10 @@ class Trial:
         self.controller.incarnation = self.incarnation
         stop = self.nemesis.driver_kill
         self.nemesis.driver_kill = None
+        why = ""
         if stop is not None and stop.action == "stop-driver":
+            why = (f"{stop.spec}: a rescale restarts with other executor cores" if stop.index is not None
+                   else f"{stop.spec}: a clean stop restarts the query as a new deployment would")
             # A rescale: the next application gets other executor cores, so no pre-booted standby serves it.
             if stop.index is not None:
                 self.cores_max = stop.index
@@ -389,20 +397,38 @@ class Trial:
         if standby is not None and standby.alive():
             standby.signal_leader(signal.SIGUSR1)
             self.driver = standby
-            self.history.add("driver", event="start", incarnation=self.incarnation, pid=standby.pid, standby=True)
+            self.history.add("driver", event="start", incarnation=self.incarnation, pid=standby.pid, standby=True,
+                             driver_start="standby")
             return
         if standby is not None:  # it died while waiting: forget it, start cold
             self.h.owned.forget(standby)
+            why = why or "its standby died while waiting"
         spare = self.h.take_spare(self.config, self.pipeline.boot_conf()) if self.incarnation == 0 else None
         if spare is not None:
             self.driver = spare.hand_over(self.dir, self.incarnation)
             spare.link_log(self.dir / "logs" / f"driver-{self.incarnation}.log")
             self.history.add("driver", event="start", incarnation=self.incarnation, pid=self.driver.pid,
-                             spare=spare.folder.name)
+                             spare=spare.folder.name,
+                             driver_start="recycled" if spare.folder.name.startswith("recycled-") else "spare")
             return
         self.driver = self._spawn_driver(self.incarnation)
         self.history.add("driver", event="start", incarnation=self.incarnation, pid=self.driver.pid,
+                         driver_start="cold", why=why or self._cold_reason(),
                          **({"cores_max": self.cores_max} if self.cores_max is not None else {}))
+
+    def _cold_reason(self) -> str:
+        """Why this incarnation boots a JVM and a session now (recorded with its start)."""
+        if not self.h.standby:
+            return "pre-warmed drivers are off (--no-standby)"
+        if self.incarnation == 0:
+            if self.pipeline.boot_conf():
+                return "the pipeline sets JVM options at boot (boot_conf): no spare was booted with them"
+            if not self.h.use_spare:
+                return "a run's first driver: a spare is booted only during a previous trial"
+            return "no spare was ready: the run's first trial, or the previous trial ended before booting one"
+        if not self.wants_standby:
+            return "the schedule kills no driver: no standby was booted"
+        return "no standby was ready: one boots only after the active driver's first commit"
 
     def _keep_standby(self) -> None:
         """Boot the next incarnation ahead: the first beside the first driver, later ones once the active
@@ -667,6 +693,11 @@ def summarize(trial: Trial, events: pl.DataFrame, outcome: str, reason: str, sec
         "deliveries": deliveries.to_dicts() if deliveries is not None else None,
         "phases": sum(1 for r in records if r["kind"] == "phase"),
         "recoveries": recoveries(records),
+        # How each incarnation's driver started: "cold" (a JVM and a session booted then, with why),
+        # "standby" (a warm standby took over), "spare" or "recycled" (booted ahead, chaos/spare.py).
+        "drivers": [{"incarnation": r["detail"]["incarnation"], "driver_start": r["detail"].get("driver_start"),
+                     **({"why": r["detail"]["why"]} if r["detail"].get("why") else {})}
+                    for r in records if r["kind"] == "driver" and r["detail"].get("event") == "start"],
         "cluster": trial.h.cluster.describe(),
         # Whether this trial's JVMs booted on the class archives (chaos/jvm/archive.py): None = without.
         "class_archives": {"driver": str(trial.h.class_archive) if trial.h.class_archive else None,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chaos.cluster import QUICK_JVM_OPTIONS, spark_env
+from chaos.cluster import APP_HEAP_START, QUICK_JVM_OPTIONS, spark_env
 from chaos.driver import driver_java_options, executor_java_options
 from chaos.jvm.archive import archive_path, driver_archive, executor_archive
 
@@ -10,15 +10,15 @@ from chaos.jvm.archive import archive_path, driver_archive, executor_archive
 def test_driver_options_carry_flags_and_archive_only_when_given():
     assert driver_java_options({}) == "-Xss16m"
     quick = driver_java_options({"java_options": QUICK_JVM_OPTIONS, "class_archive": "/c/a.jsa"})
-    assert quick == f"-Xss16m {QUICK_JVM_OPTIONS} -XX:SharedArchiveFile=/c/a.jsa"
+    assert quick == f"-Xss16m {QUICK_JVM_OPTIONS} {APP_HEAP_START} -XX:SharedArchiveFile=/c/a.jsa"
     assert "SharedArchiveFile" not in driver_java_options({"java_options": QUICK_JVM_OPTIONS, "class_archive": None})
 
 
 def test_executors_get_their_own_archive_not_the_drivers():
     assert executor_java_options({}) == ""
     config = {"java_options": QUICK_JVM_OPTIONS, "class_archive": "/c/d.jsa", "executor_archive": "/c/e.jsa"}
-    assert executor_java_options(config) == f"{QUICK_JVM_OPTIONS} -XX:SharedArchiveFile=/c/e.jsa"
-    assert executor_java_options({**config, "executor_archive": None}) == QUICK_JVM_OPTIONS
+    assert executor_java_options(config) == f"{QUICK_JVM_OPTIONS} {APP_HEAP_START} -XX:SharedArchiveFile=/c/e.jsa"
+    assert executor_java_options({**config, "executor_archive": None}) == f"{QUICK_JVM_OPTIONS} {APP_HEAP_START}"
 
 
 def test_daemon_options_reach_master_and_workers_only_when_asked(monkeypatch):
@@ -35,8 +35,9 @@ def test_every_jvm_keeps_its_temporary_files_in_the_harness_folder(tmp_path, mon
     (keyed by ``java_options``) stay the same for every folder."""
     monkeypatch.delenv("SPARK_DAEMON_JAVA_OPTS", raising=False)
     config = {"java_options": QUICK_JVM_OPTIONS, "tmp_dir": str(tmp_path / "tmp")}
-    assert driver_java_options(config) == f"-Xss16m {QUICK_JVM_OPTIONS} -Djava.io.tmpdir={tmp_path / 'tmp'}"
-    assert executor_java_options(config) == f"{QUICK_JVM_OPTIONS} -Djava.io.tmpdir={tmp_path / 'tmp'}"
+    assert driver_java_options(config) == \
+        f"-Xss16m {QUICK_JVM_OPTIONS} {APP_HEAP_START} -Djava.io.tmpdir={tmp_path / 'tmp'}"
+    assert executor_java_options(config) == f"{QUICK_JVM_OPTIONS} {APP_HEAP_START} -Djava.io.tmpdir={tmp_path / 'tmp'}"
     env = spark_env(QUICK_JVM_OPTIONS, tmp_path / "cluster-tmp")
     # Master and workers, the executors' local directories and their Python workers' tempfile.
     assert env["SPARK_DAEMON_JAVA_OPTS"] == f"{QUICK_JVM_OPTIONS} -Djava.io.tmpdir={tmp_path / 'cluster-tmp'}"

@@ -41,7 +41,7 @@ def ids_of_batch(result: dict, batch: int) -> set[int]:
 
 @pytest.fixture(scope="module")
 def append_kill(spark_cluster, tmp_path_factory):
-    return trial(spark_cluster, tmp_path_factory.mktemp("append"), "passthrough-append", *APPEND_KILL)
+    return trial(spark_cluster, tmp_path_factory.mktemp("append"), "passthrough-append", *APPEND_KILL, "--no-standby")
 
 
 def test_append_sink_duplicates_exactly_the_replayed_batch(append_kill):
@@ -77,11 +77,16 @@ def test_the_replay_reruns_the_same_batch_id_with_the_same_offsets(append_kill):
 
 
 def test_cold_restart_replays_what_the_standby_replayed(append_kill, spark_cluster, tmp_path):
-    """The same scenario, once restarted cold (the default) and once with the standby driver taking over:
-    the same offsets per batch, the same fault placement, the same replayed batch, the same verdict."""
-    again = trial(spark_cluster, tmp_path, "passthrough-append", *APPEND_KILL, "--standby")
+    """The same scenario, once restarted cold (--no-standby) and once with the standby driver taking over (the
+    default): the same offsets per batch, the same fault placement, the same replayed batch, the same verdict."""
+    again = trial(spark_cluster, tmp_path, "passthrough-append", *APPEND_KILL)
     assert any(r["detail"].get("standby") for r in history(again) if r["kind"] == "driver")
     assert not any(r["detail"].get("standby") for r in history(append_kill) if r["kind"] == "driver")
+    # How each incarnation started, and why a cold one was cold, in --json.
+    assert [d["driver_start"] for d in again["drivers"]] == ["cold", "standby"]
+    assert "first driver" in again["drivers"][0]["why"]
+    assert [(d["driver_start"], d["why"]) for d in append_kill["drivers"]] == \
+        [("cold", "pre-warmed drivers are off (--no-standby)")] * 2
     # The standby rehearsed the query on a scratch checkpoint and sink (to its end, or until the takeover cut
     # it short): nothing of it reaches the trial.
     standby_log = (Path(again["run_dir"]) / "logs" / "driver-1.log").read_text()
