@@ -42,6 +42,7 @@ from usage import Usage  # noqa: E402  (benchmarks/usage.py)
 
 from chaos.scenario import Scenario  # noqa: E402
 from chaos.trial import Harness  # noqa: E402
+from pipelines_under_test import for_run  # noqa: E402
 from properties.check import check_run  # noqa: E402
 
 FAULTS = ["kill-driver@3:sink-done", "kill-executor@5:reading", "kill-driver@7:planned"]
@@ -70,7 +71,7 @@ def one_trial(harness: Harness, run_dir: Path, last: bool = True) -> dict:
     t0 = time.monotonic()
     result = harness.trial(standard(), run_dir, last=last)
     return {"seconds": time.monotonic() - t0, "recoveries": driver_recoveries(result),
-            "verdict": check_run(run_dir)["verdict"],
+            "verdict": check_run(run_dir, for_run(run_dir))["verdict"],
             "offsets": [(b["batch"], b["end"]) for b in result["offsets"]]}
 
 

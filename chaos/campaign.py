@@ -246,13 +246,14 @@ class Campaign:
         return summary
 
     def _run_trial(self, harness, trial_id: str, scenario: Scenario, progress: Progress, last: bool = False) -> dict:
+        from pipelines_under_test import for_run
         from properties.check import check_run
 
         run_dir = self.trial_dir(trial_id)
         if not (run_dir / "result.json").exists():  # in flight when the harness died: start over
             progress.trial_start(trial_id, scenario)
             harness.trial(scenario, run_dir, last=last)
-        check_run(run_dir)
+        check_run(run_dir, for_run(run_dir))
         verdict = self.verdict_of(trial_id)
         progress.trial_done(trial_id, scenario, verdict, json.loads((run_dir / "result.json").read_text()))
         self.note_late_writes(progress, skip=trial_id)
@@ -263,6 +264,7 @@ class Campaign:
         """Re-check every finished trial whose live sink changed after it was judged (chaos/evidence.py): the
         verdict stays the one of its frozen sink, verdict.json gains ``late_writes``, and the campaign says so."""
         from chaos.evidence import late_writes
+        from pipelines_under_test import for_run
         from properties.check import check_run
 
         found = []
@@ -273,7 +275,7 @@ class Campaign:
             late = late_writes(run_dir)  # a few stat calls; the verdict is read only when something changed
             if late is None or _same_files(late, json.loads((run_dir / "verdict.json").read_text()).get("late_writes")):
                 continue
-            again = check_run(run_dir)
+            again = check_run(run_dir, for_run(run_dir))
             found.append(trial_id)
             rows = (again.get("late_writes") or {}).get("rows")
             progress.note(f"{trial_id}: its sink changed after the trial ended ("

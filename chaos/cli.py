@@ -15,7 +15,8 @@ from rich.console import Console
 from chaos.errors import HarnessError, UserError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
-                  help="Fault injection and consistency testing for PySpark Structured Streaming.")
+                  help="Fault injection and consistency testing for PySpark Structured Streaming.",
+                  epilog="\b\nExample: streamchaos demo")
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
@@ -28,7 +29,7 @@ def _terminate(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-@app.command()
+@app.command(epilog="\b\nExample: streamchaos trial passthrough-append --events 2000 --fault kill-driver@3:sink-done")
 def trial(
     pipeline: Annotated[str, typer.Argument(help="catalogue name or module:attribute")],
     events: Annotated[int, typer.Option(help="events in the stream")] = 2000,
@@ -90,7 +91,7 @@ def trial(
         raise typer.Exit(EXIT_VIOLATION)
 
 
-@app.command()
+@app.command(epilog="\b\nExample: streamchaos demo --out runs/demo")
 def demo(
     out_dir: Annotated[Path, typer.Option("--out", help="the campaign directory (default runs/demo-<time>)")] = None,
     events: Annotated[int, typer.Option(help="events per trial")] = 1000,
@@ -114,12 +115,14 @@ def demo(
 
 
 campaign_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                           epilog="\b\nExample: streamchaos campaign run --pipeline passthrough-append --trials 5",
                            help="Chaos campaigns: many trials, shrunk counterexamples, "
                                 "one stored run directory and its HTML report.")
 app.add_typer(campaign_app, name="campaign")
 
 
-@campaign_app.command("run")
+@campaign_app.command("run", epilog="\b\nExample: streamchaos campaign run --pipeline passthrough-append --trials 5 "
+                                    "--seed 1 --out runs/c1")
 def campaign_run(
     pipeline: Annotated[list[str] | None, typer.Option(help="catalogue name or module:attr, repeatable")] = None,
     faults: Annotated[str, typer.Option(help="fault kinds: kill,pause,channel,checkpoint,db")] = "kill",
@@ -164,7 +167,7 @@ def campaign_run(
         raise typer.Exit(summary["exit_code"])
 
 
-@campaign_app.command("resume")
+@campaign_app.command("resume", epilog="\b\nExample: streamchaos campaign resume runs/c1")
 def campaign_resume(
     campaign_dir: Annotated[Path, typer.Argument(help="the directory of an interrupted campaign")],
     toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
@@ -186,7 +189,7 @@ def campaign_resume(
         raise typer.Exit(summary["exit_code"])
 
 
-@app.command()
+@app.command(epilog="\b\nExample: streamchaos conformance --trials 3 --only passthrough-append")
 def conformance(
     trials: Annotated[int, typer.Option(help="trials per documented row")] = 3,
     seed: Annotated[int, typer.Option(help="seed of the event streams")] = 0,
@@ -297,7 +300,7 @@ def print_summary(summary: dict) -> None:
         out.print(f"{s['pipeline']}: skipped ({s['reason']})")
 
 
-@app.command()
+@app.command(epilog="\b\nExample: streamchaos replay runs/c1/trials/passthrough-append-000")
 def replay(
     trial_dir: Annotated[Path, typer.Argument(help="a stored trial, e.g. DIR/trials/ID")],
     out_dir: Annotated[Path | None, typer.Option("--out", help="where the rerun goes (default: beside it)")] = None,
@@ -311,6 +314,7 @@ def replay(
 
     from chaos.scenario import Scenario
     from chaos.trial import Harness
+    from pipelines_under_test import for_run
     from properties.check import check_run
 
     if not (trial_dir / "scenario.json").is_file():
@@ -331,7 +335,7 @@ def replay(
                  standby=standby) as harness:
         err.print(f"replaying {trial_dir} ({' '.join(scenario.faults) or 'no fault'}) into {out_dir}")
         result = harness.trial(scenario, out_dir, last=True)
-    v = check_run(out_dir)
+    v = check_run(out_dir, for_run(out_dir))
     result.update(_summary(v))
     print_result(result)
     before = stored["verdict"] if stored else "unknown"
@@ -343,11 +347,12 @@ def replay(
         raise typer.Exit(EXIT_VIOLATION)
 
 
-@app.command()
+@app.command(epilog="\b\nExample: streamchaos analyze runs/c1")
 def analyze(campaign_dir: Annotated[Path, typer.Argument(help="a campaign directory")]) -> None:
     """Re-check every stored trial of a campaign without Spark; rewrite its summary and report."""
     from chaos.atomic import write_json
     from chaos.campaign import Campaign
+    from pipelines_under_test import for_run
     from properties.check import check_run
     from reports.html import write_report
 
@@ -359,7 +364,7 @@ def analyze(campaign_dir: Annotated[Path, typer.Argument(help="a campaign direct
             unfinished.append(trial_id)
             continue
         before = campaign.verdict_of(trial_id)
-        check_run(d)
+        check_run(d, for_run(d))
         after = campaign.verdict_of(trial_id)
         if before and before["verdict"] == after["verdict"] and before["meets"] == after["meets"]:
             same += 1
@@ -377,7 +382,7 @@ def analyze(campaign_dir: Annotated[Path, typer.Argument(help="a campaign direct
         raise typer.Exit(summary["exit_code"])
 
 
-@app.command()
+@app.command(epilog="\b\nExample: streamchaos report runs/c1 -o /tmp/c1.html")
 def report(
     campaign_dir: Annotated[Path, typer.Argument(help="a campaign directory")],
     output: Annotated[Path | None, typer.Option("-o", "--output", help="the HTML file (default DIR/report.html)")]
@@ -391,7 +396,7 @@ def report(
     out.print(f"report: {write_report(campaign_dir, output)}")
 
 
-@app.command()
+@app.command(epilog="\b\nExample: streamchaos pipelines")
 def pipelines() -> None:
     """List the catalogue: name, declared guarantee, what it shows."""
     from pipelines_under_test import CATALOGUE
@@ -402,7 +407,7 @@ def pipelines() -> None:
         out.print(f"{name:<{width}}  {p.guarantee:<13}  {first}")
 
 
-@app.command()
+@app.command(epilog="\b\nExample: streamchaos doctor --rebuild-archives")
 def doctor(
     rebuild_archives: Annotated[bool, typer.Option("--rebuild-archives",
                                                    help="forget failed class-archive builds: the next harness "
@@ -427,9 +432,10 @@ def doctor(
 
 def verdict_fields(run_dir: Path) -> dict:
     """The checker's view of a stored run (properties/ decides; the runner only recorded)."""
+    from pipelines_under_test import for_run
     from properties.check import check_run
 
-    return _summary(check_run(run_dir))
+    return _summary(check_run(run_dir, for_run(run_dir)))
 
 
 def _summary(v: dict) -> dict:
@@ -444,13 +450,14 @@ def _summary(v: dict) -> dict:
     }
 
 
-@app.command()
+@app.command(epilog="\b\nExample: streamchaos check runs/trial-20261124-080144")
 def check(run_dir: Annotated[Path, typer.Argument(help="a stored trial directory")],
           as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Re-check a stored trial without Spark: oracle, classifier, attribution -> verdict.json."""
+    from pipelines_under_test import for_run
     from properties.check import check_run
 
-    v = check_run(run_dir)
+    v = check_run(run_dir, for_run(run_dir))
     if as_json:
         print(json.dumps(v, indent=2, default=str))
     else:
@@ -530,7 +537,7 @@ def print_result(result: dict) -> None:
     out.print(f"  run directory: {result['run_dir']}")
 
 
-@app.command()
+@app.command(epilog="\b\nExample: streamchaos reap")
 def reap() -> None:
     """Kill processes left by a harness that was itself killed (every start does this too)."""
     from chaos.procs import reap_orphans

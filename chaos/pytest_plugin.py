@@ -167,11 +167,12 @@ def describe_violation(pipeline: str, row: dict, root: Path) -> str:
 def chaos_trial(chaos_harness, tmp_path_factory):
     """``chaos_trial(scenario) -> verdict report``: one trial on the session's harness, checked."""
     from chaos.campaign import slug
+    from pipelines_under_test import for_run
     from properties.check import check_run
 
     def run(scenario: Scenario) -> dict:
         run_dir = tmp_path_factory.mktemp(f"trial-{slug(scenario.pipeline)[:30]}")
         chaos_harness.trial(scenario, run_dir / "run")
-        return check_run(run_dir / "run")
+        return check_run(run_dir / "run", for_run(run_dir / "run"))
 
     return run

@@ -31,7 +31,16 @@ CATALOGUE: dict[str, Pipeline] = {
                         KEYED_STATE_LIST, KEYED_STATE_MAP, STREAM_JOIN, SOCKET_SOURCE, RESCALE, CONTINUOUS_MAP)
 }
 
-__all__ = ["CATALOGUE", "DriverContext", "Pipeline", "resolve"]
+__all__ = ["CATALOGUE", "DriverContext", "Pipeline", "for_run", "resolve"]
+
+
+def for_run(run_dir) -> Pipeline:
+    """The pipeline a stored run directory's scenario names (for the checker, which takes a Pipeline)."""
+    from pathlib import Path
+
+    from chaos.scenario import Scenario
+
+    return resolve(Scenario.load(Path(run_dir) / "scenario.json").pipeline)
 
 
 def resolve(name: str) -> Pipeline:
@@ -49,6 +58,7 @@ def resolve(name: str) -> Pipeline:
             obj = obj()
         if not isinstance(obj, Pipeline):
             raise UserError(f"{name!r} is not a streamchaos Pipeline (subclass pipelines_under_test.Pipeline)")
+        obj.ref = name  # what a scenario names it by, to be resolved again on replay
         return obj
     raise UserError(
         f"unknown pipeline {name!r}: use one of {', '.join(sorted(CATALOGUE))} or module:attribute"

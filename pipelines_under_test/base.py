@@ -59,6 +59,8 @@ class Pipeline:
     """
 
     name: str = ""
+    # How scenarios name it (``module:attr`` for a user's pipeline, set by ``resolve``); the name if unset.
+    ref: str = ""
     description: str = ""
     guarantee: str = "exactly-once"
     provenance: bool = True

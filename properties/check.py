@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -15,12 +16,14 @@ from chaos.atomic import write_json
 from chaos.errors import UserError
 from chaos.evidence import judged_sink, late_writes
 from chaos.scenario import Scenario
-from pipelines_under_test import Pipeline, resolve
 from properties.attribution import attribute, batch_of_events, fault_before_commit, fault_for_loss
 from properties.classifier import Classification, classify
 from properties.consistent_cut import check_cut
 from properties.inference import Inference, infer_from_counts
 from properties.verdicts import STALLED, meets
+
+if TYPE_CHECKING:
+    from pipelines_under_test import Pipeline
 
 SAMPLE = 20
 
@@ -55,11 +58,12 @@ def judge(pipeline: Pipeline, events: pl.DataFrame, output: pl.DataFrame) -> Cla
     return infer_from_counts(pipeline.expected_counts(events), pipeline.observed_counts(output))
 
 
-def check_run(run_dir: Path) -> dict:
+def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
+    """Judge the run in ``run_dir`` as a run of ``pipeline`` (its scenario's; the caller resolves the name,
+    e.g. ``pipelines_under_test.for_run``) and write its verdict.json."""
     run_dir = Path(run_dir)
     scenario = Scenario.load(run_dir / "scenario.json")
     result = _load_json(run_dir / "result.json")
-    pipeline = resolve(scenario.pipeline)
     events = pl.read_parquet(run_dir / "events.parquet")
     sink = judged_sink(run_dir)  # the snapshot of the trial's end: later writes do not change the verdict
     output = pipeline.read_output(sink)

@@ -17,6 +17,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import NoSuchExample
@@ -26,6 +27,9 @@ from chaos.scenario import Scenario
 from chaos.spec import PHASES, Fault, parse_fault
 from properties.strategies import ACTION_ORDER, Schedule, StreamSpec, crash_schedules
 from properties.verdicts import meets
+
+if TYPE_CHECKING:
+    from pipelines_under_test import Pipeline
 
 # A trial runner: scenario in, the checker's verdict report (``properties.check.check_run``) out.
 TrialRunner = Callable[[Scenario], dict]
@@ -55,7 +59,7 @@ class Search:
 
 
 def search_violation(
-    pipeline: str,
+    pipeline: Pipeline,
     declared: str,
     stream: StreamSpec,
     run: TrialRunner,
@@ -66,12 +70,12 @@ def search_violation(
     seed: int = 0,
     harness: dict | None = None,
 ) -> Search:
-    """Find a schedule under which ``pipeline`` does not meet ``declared``, shrunk to a minimal one."""
-    from pipelines_under_test import resolve
-
-    found = Search(pipeline, declared)
+    """Find a schedule under which ``pipeline`` does not meet ``declared``, shrunk to a minimal one. Its
+    scenarios name it by ``pipeline.ref`` (set by ``pipelines_under_test.resolve``), else its name."""
+    name = pipeline.ref or pipeline.name
+    found = Search(name, declared)
     cache: dict[tuple[str, ...], bool] = {}
-    phases = resolve(pipeline).phases  # only where its batches go: a fault elsewhere would never fire
+    phases = pipeline.phases  # only where its batches go: a fault elsewhere would never fire
 
     def violates(schedule: Schedule) -> bool:
         key = tuple(schedule.specs)
@@ -79,7 +83,7 @@ def search_violation(
             return cache[key]
         if len(found.trials) >= max_trials:
             return False  # out of budget: keep the smallest violation found so far
-        scenario = stream.scenario(pipeline, schedule, **(harness or {}))
+        scenario = stream.scenario(name, schedule, **(harness or {}))
         report = run(scenario)
         bad = meets(report["verdict"], declared) is False
         found.trials.append({"faults": list(key), "verdict": report["verdict"], "violates": bad})
@@ -98,7 +102,7 @@ def search_violation(
         )
     except NoSuchExample:
         return found
-    found.minimal = stream.scenario(pipeline, minimal, **(harness or {}))
+    found.minimal = stream.scenario(name, minimal, **(harness or {}))
     found.verdict = next(t["verdict"] for t in found.trials if t["faults"] == minimal.specs)
     return found
 
@@ -107,8 +111,8 @@ def _simpler(a: Scenario, b: Scenario) -> bool:
     return (len(a.faults), a.faults) < (len(b.faults), b.faults)
 
 
-def harness_runner(harness, out_dir: Path) -> TrialRunner:
-    """Run each scenario on ``harness`` (one cluster for the whole search) and check it."""
+def harness_runner(harness, out_dir: Path, pipeline: Pipeline) -> TrialRunner:
+    """Run each scenario of ``pipeline`` on ``harness`` (one cluster for the whole search) and check it."""
     from properties.check import check_run
 
     counter = iter(range(1_000_000))
@@ -116,7 +120,7 @@ def harness_runner(harness, out_dir: Path) -> TrialRunner:
     def run(scenario: Scenario) -> dict:
         run_dir = Path(out_dir) / f"trial-{next(counter):03d}"
         harness.trial(scenario, run_dir)
-        return check_run(run_dir)
+        return check_run(run_dir, pipeline)
 
     return run
 

@@ -18,12 +18,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import polars as pl
 from hypothesis import strategies as st
 
 from chaos.scenario import Scenario, generate_events
 from chaos.spec import DAMAGE_MODES, PHASES, Fault, parse_fault
+
+if TYPE_CHECKING:
+    from pipelines_under_test import Pipeline
 
 # Simplest first: Hypothesis shrinks a sampled_from toward its first element.
 ACTION_ORDER = (
@@ -178,17 +182,15 @@ def crash_schedules(
 
 
 @st.composite
-def scenarios(draw, pipeline: str, streams: st.SearchStrategy[StreamSpec] | None = None, max_faults: int = 3,
+def scenarios(draw, pipeline: Pipeline, streams: st.SearchStrategy[StreamSpec] | None = None, max_faults: int = 3,
               actions: tuple[str, ...] | None = None, **harness) -> Scenario:
-    """A stream and a schedule that fits its batch count, as one replayable Scenario.
+    """A stream and a schedule that fits its batch count, as one replayable Scenario of ``pipeline`` (e.g.
+    ``pipelines_under_test.resolve("my_module:MyPipeline")``: the scenario names it as it was resolved).
 
     ``actions`` default: every action the pipeline can take (sink faults need a database sink).
     """
-    from pipelines_under_test import resolve
-
-    resolved = resolve(pipeline)
     if actions is None:
-        actions = ACTION_ORDER if resolved.sink_channel else NO_SINK_CHANNEL
+        actions = ACTION_ORDER if pipeline.sink_channel else NO_SINK_CHANNEL
     spec = draw(event_streams() if streams is None else streams)
-    schedule = draw(crash_schedules(spec.batches, max_faults=max_faults, actions=actions, phases=resolved.phases))
-    return spec.scenario(pipeline, schedule, **harness)
+    schedule = draw(crash_schedules(spec.batches, max_faults=max_faults, actions=actions, phases=pipeline.phases))
+    return spec.scenario(pipeline.ref or pipeline.name, schedule, **harness)

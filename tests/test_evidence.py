@@ -16,6 +16,7 @@ from chaos.evidence import freeze, judged_sink, late_writes
 from chaos.scenario import Scenario, generate_events
 from chaos.sinks import sqlite as sqlite_sink
 from chaos.spec import parse_fault
+from pipelines_under_test import for_run
 from properties.attribution import attribute, batch_of_events, fault_for_loss
 from properties.check import check_run
 
@@ -70,7 +71,7 @@ def test_a_rechecked_run_keeps_its_verdict_and_reports_rows_written_after_the_tr
     db = stored_run(run_dir, written_batches=[0, 1])  # batch 2's write still pending when the trial ended
     frozen = freeze(run_dir)
     assert judged_sink(run_dir) == frozen and (frozen / "sink.sqlite").exists()
-    first = check_run(run_dir)
+    first = check_run(run_dir, for_run(run_dir))
     assert first["verdict"] == "at-most-once" and first["late_writes"] is None
     assert first["effect"]["counts"]["lost"] == PER_BATCH
 
@@ -78,7 +79,7 @@ def test_a_rechecked_run_keeps_its_verdict_and_reports_rows_written_after_the_tr
     events = __import__("polars").read_parquet(run_dir / "events.parquet")
     write_batches(db, events, [2])
     assert late_writes(run_dir) == {"changed": ["sink.sqlite"], "added": [], "removed": []}
-    again = check_run(run_dir)
+    again = check_run(run_dir, for_run(run_dir))
     assert again["verdict"] == "at-most-once" and again["lost"] == first["lost"]
     assert again["late_writes"]["rows"] == PER_BATCH and "after the trial ended" in again["late_writes"]["note"]
 
@@ -91,7 +92,7 @@ def test_a_run_stored_before_snapshots_is_judged_from_its_live_sink(tmp_path):
     run_dir = tmp_path / "old"
     stored_run(run_dir, written_batches=[0, 1, 2])
     assert judged_sink(run_dir) == run_dir / "sink" and late_writes(run_dir) is None
-    v = check_run(run_dir)
+    v = check_run(run_dir, for_run(run_dir))
     assert v["verdict"] == "exactly-once" and v["late_writes"] is None
 
 
@@ -115,7 +116,7 @@ def test_a_loss_after_its_batch_committed_is_attributed_to_the_fault_that_cut_th
     run_dir = tmp_path / "run"
     stored_run(run_dir, written_batches=[0, 1])
     freeze(run_dir)
-    v = check_run(run_dir)
+    v = check_run(run_dir, for_run(run_dir))
     lost = {(a["batch"], a["fault"]) for a in v["lost"]}
     assert lost == {(2, "kill-driver@2:committed")}
     assert all("after batch 2 committed" in a["why"] and "pending write" in a["why"] for a in v["lost"])

@@ -70,3 +70,25 @@ def test_a_wrong_option_does_not_parse():
 def test_the_readme_links_only_pages_that_exist():
     for link in re.findall(r"\]\((docs/[^)]+)\)", README):
         assert (REPO / link).is_file(), link
+
+
+def leaf_commands() -> list[tuple[list[str], object]]:
+    """(words, command) for every command of the CLI, groups' subcommands included."""
+    found, todo = [], [([], typer.main.get_command(app))]
+    while todo:
+        words, command = todo.pop()
+        if hasattr(command, "commands"):
+            todo += [(words + [name], sub) for name, sub in command.commands.items()]
+        else:
+            found.append((words, command))
+    return found
+
+
+def test_every_command_s_help_shows_an_example_that_parses():
+    commands = leaf_commands()
+    assert len(commands) >= 12
+    for words, command in commands:
+        example = re.search(r"Example: (streamchaos .*)", command.epilog or "")
+        assert example, f"streamchaos {' '.join(words)} --help shows no example"
+        ctx = parse(shlex.split(example.group(1))[1:])
+        assert ctx.command_path == " ".join(["streamchaos", *words])

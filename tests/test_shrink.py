@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from chaos.scenario import Scenario
 from chaos.spec import parse_fault
+from pipelines_under_test import resolve
 from properties.shrink import search_violation
 from properties.strategies import StreamSpec
 
@@ -27,7 +28,7 @@ def test_search_shrinks_to_one_kill_after_the_sink_wrote_and_prints_a_replay_com
         calls.append(scenario.faults)
         return duplicates_after_sink_write(scenario)
 
-    found = search_violation("passthrough-append", "exactly-once", STREAM, run, max_trials=60, seed=3)
+    found = search_violation(resolve("passthrough-append"), "exactly-once", STREAM, run, max_trials=60, seed=3)
     assert found.minimal is not None and found.minimal.faults == ["kill-driver@0:sink-done"]
     assert found.verdict == "at-least-once"
     assert found.command == "streamchaos trial passthrough-append --events 1000 --seed 1 " \
@@ -37,7 +38,7 @@ def test_search_shrinks_to_one_kill_after_the_sink_wrote_and_prints_a_replay_com
 
 
 def test_budget_bounds_the_trials_and_keeps_the_best_violation_so_far():
-    found = search_violation("passthrough-append", "exactly-once", STREAM, duplicates_after_sink_write,
+    found = search_violation(resolve("passthrough-append"), "exactly-once", STREAM, duplicates_after_sink_write,
                              max_trials=4, seed=3)
     assert len(found.trials) <= 4
     if found.minimal is not None:
@@ -45,7 +46,7 @@ def test_budget_bounds_the_trials_and_keeps_the_best_violation_so_far():
 
 
 def test_no_violation_is_reported_as_such():
-    found = search_violation("passthrough-idempotent", "exactly-once", STREAM,
+    found = search_violation(resolve("passthrough-idempotent"), "exactly-once", STREAM,
                              lambda s: {"verdict": "exactly-once"}, max_trials=5)
     assert found.minimal is None and found.command is None
     assert "no schedule of 5 trial(s) violated" in found.describe()

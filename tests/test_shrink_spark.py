@@ -13,6 +13,7 @@ import shlex
 import pytest
 
 from chaos.trial import Harness
+from pipelines_under_test import resolve
 from properties.shrink import harness_runner, search_violation
 from properties.strategies import StreamSpec
 from tests.conftest import cli, left_by
@@ -24,7 +25,8 @@ def test_hypothesis_finds_and_shrinks_a_duplicating_schedule_that_replays(spark_
     stream = StreamSpec(events=600, seed=1, events_per_batch=200)
     with Harness(cluster=spark_cluster.master_url, workdir=tmp_path / "search") as harness:
         found = search_violation(
-            "passthrough-append", "exactly-once", stream, harness_runner(harness, tmp_path / "search"),
+            resolve("passthrough-append"), "exactly-once", stream,
+            harness_runner(harness, tmp_path / "search", resolve("passthrough-append")),
             actions=("kill-driver",), max_faults=2, max_trials=12, seed=5,
             harness={"cluster": spark_cluster.master_url},
         )

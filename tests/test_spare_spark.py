@@ -10,6 +10,7 @@ import pytest
 from chaos.procs import tagged_processes
 from chaos.scenario import Scenario
 from chaos.trial import Harness
+from pipelines_under_test import for_run
 from properties.check import check_run
 
 pytestmark = pytest.mark.spark
@@ -39,17 +40,18 @@ def test_a_spare_is_the_next_trials_first_driver_and_a_pipeline_with_jvm_hooks_s
     # The first trial's driver 0 was the spare booted with the harness; the killed one restarted cold.
     starts = driver_starts(first)
     assert starts[0]["spare"] == "spare-1" and "spare" not in starts[1]
-    assert check_run(first)["verdict"] == "at-least-once"  # the replayed batch 1, as with a cold driver 0
+    # the replayed batch 1, as with a cold driver 0
+    assert check_run(first, for_run(first))["verdict"] == "at-least-once"
     # The second trial's driver 0 was booted during the first trial's tail, and ran it exactly once.
     assert driver_starts(second)[0]["spare"] == "spare-2"
-    assert check_run(second)["verdict"] == "exactly-once"
+    assert check_run(second, for_run(second))["verdict"] == "exactly-once"
     # Its log is the run directory's own file, not a link into the harness's spares.
     log = second / "logs" / "driver-0.log"
     assert log.is_file() and not log.is_symlink()
     assert "spare driver runs" in log.read_text()
     # A pipeline that sets JVM conf at boot (the file sink's commit hooks) cannot take a spare.
     assert "spare" not in driver_starts(hooked)[0]
-    assert check_run(hooked)["verdict"] == "exactly-once"
+    assert check_run(hooked, for_run(hooked))["verdict"] == "exactly-once"
     # The hooked trial stopped spare-3 (booted in the second trial's tail); as the last trial it got no spare-4.
     assert spares == ["spare-1", "spare-2", "spare-3"]
 
@@ -74,17 +76,17 @@ def test_a_trials_last_driver_is_recycled_as_the_next_trials_first(spark_cluster
 
     restarted = driver_starts(first)[1]
     assert "spare" not in restarted  # the cold restart after the kill
-    assert check_run(first)["verdict"] == "at-least-once"
+    assert check_run(first, for_run(first))["verdict"] == "at-least-once"
     start = driver_starts(second)[0]
     assert start["spare"] == f"recycled-{restarted['pid']}" and start["pid"] == restarted["pid"]
-    assert check_run(second)["verdict"] == "exactly-once"
+    assert check_run(second, for_run(second))["verdict"] == "exactly-once"
     # Each run directory keeps the part of the process's log written during its own trial.
     mine, before = (second / "logs" / "driver-0.log").read_text(), (first / "logs" / "driver-1.log").read_text()
     assert str(second) in mine and str(first) not in mine and "recycled as a spare" in before
     assert "spare driver runs" not in before
     # The file sink's JVM hooks need their own boot: the kept driver is dropped, the trial starts cold.
     assert "spare" not in driver_starts(hooked)[0]
-    assert check_run(hooked)["verdict"] == "exactly-once"
+    assert check_run(hooked, for_run(hooked))["verdict"] == "exactly-once"
     assert spares == ["recycled-" + str(restarted["pid"]), "spare-1"]
 
 
@@ -115,7 +117,7 @@ def test_a_standby_spare_is_the_next_trials_first_standby(tmp_path):
         last_driver = starts[-1]["pid"]
         # The killed driver's exit is the kill's (not a clean exit reaped by someone else).
         assert [d["rc"] for d in drivers if d["event"] == "exit" and d.get("killed_by")] == [-9]
-        assert check_run(run)["verdict"] == "at-least-once"  # batch 1 replayed, as with a cold restart
+        assert check_run(run, for_run(run))["verdict"] == "at-least-once"  # batch 1 replayed, as with a cold restart
         log = run / "logs" / "driver-1.log"
         assert log.is_file() and not log.is_symlink() and "standby of" in log.read_text()
     assert spares == [f"recycled-{driver_starts(runs[0])[-1]['pid']}", "spare-1", "spare-2", "spare-3"]

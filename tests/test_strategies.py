@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from chaos.scenario import Scenario
 from chaos.spec import PHASES, parse_fault
+from pipelines_under_test import resolve
 from properties.strategies import Schedule, StreamSpec, crash_schedules, event_streams, scenarios
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -82,7 +83,7 @@ def test_schedules_shrink_to_fewer_faults_earlier_batches_simpler_actions():
 
 
 @FAST
-@given(scenarios("passthrough-append", streams=event_streams(max_events=1000), actions=("kill-driver",)))
+@given(scenarios(resolve("passthrough-append"), streams=event_streams(max_events=1000), actions=("kill-driver",)))
 def test_scenarios_are_replayable_scenarios(scenario):
     assert all(f.startswith("kill-driver@") for f in scenario.faults)
     again = Scenario(**{k: v for k, v in scenario.__dict__.items()})
