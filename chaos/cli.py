@@ -450,7 +450,7 @@ def _summary(v: dict) -> dict:
     }
 
 
-@app.command(epilog="\b\nExample: streamchaos check runs/trial-20261124-080144")
+@app.command(epilog="\b\nExample: streamchaos check runs/trial-20261124-075811")
 def check(run_dir: Annotated[Path, typer.Argument(help="a stored trial directory")],
           as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Re-check a stored trial without Spark: oracle, classifier, attribution -> verdict.json."""
