@@ -97,7 +97,7 @@ def test_a_standby_spare_is_the_next_trials_first_standby(tmp_path):
                     faults=["kill-driver@1:sink-done"])
     runs = [tmp_path / "first", tmp_path / "second"]
     with Harness(workdir=tmp_path / "harness", spare=True, standby=True) as harness:
-        assert harness.worker_cores == 3 and harness.standby_spares
+        assert harness.worker_cores == 4 and harness.standby_spares
         for k, run in enumerate(runs):
             harness.trial(kill, run, last=k == len(runs) - 1)
         tag = harness.owned.tag
