@@ -91,7 +91,7 @@ def test_a_trials_last_driver_is_recycled_as_the_next_trials_first(spark_cluster
 
 
 def test_a_standby_spare_is_the_next_trials_first_standby(tmp_path):
-    """With standby and spare on the harness's own cluster (three cores per worker), a second spare booted
+    """With standby and spare on the harness's own cluster (two executor slots per worker), a second spare booted
     in the previous tail (or beside the harness's start) is each trial's first standby, and takes over."""
     kill = Scenario(pipeline="passthrough-append", events=600, events_per_batch=200, seed=3,
                     faults=["kill-driver@1:sink-done"])
