@@ -4,7 +4,7 @@ against a plain-Python dict implementation measured in the same run.
     python benchmarks/classify.py [--events 10000000] [--repeat 3]
 
 Each implementation runs in its own forked process so that its peak memory (ru_maxrss) is its own.
-Prints the median time of each, the ratio, and the peak RSS. Targets (issue 3): under 2 s,
+Prints the median time of each, the ratio, and the peak RSS. Targets: under 2 s,
 at least 10x faster than the dict version, under 2 GiB peak.
 """
 

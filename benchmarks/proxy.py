@@ -4,7 +4,7 @@
 
 Measured in the same run, on loopback, through the toxiproxy-python client like the harness:
 round-trip time of small messages (median and p99) and bulk throughput (an echo server; the
-payload goes there and back). Target (issue 4): under 1 ms median added round trip. Prints the
+payload goes there and back). Target: under 1 ms median added round trip. Prints the
 process's peak RSS too.
 """
 

@@ -16,7 +16,7 @@ whose speed drifts (here the naive trial's median was 98 s in one session and 12
 in the slow hour would carry the drift into the ratio; each round's own medians and ratio are printed
 too.
 
-The standard trial (issue 7): catalogue ``api-count`` with its idempotent sink, 5000 events in 10
+The standard trial: catalogue ``api-count`` with its idempotent sink, 5000 events in 10
 micro-batches, faults ``kill-driver@3:sink-done``, ``kill-executor@5:reading``,
 ``kill-driver@7:planned``. Naive: every trial starts its own cluster (master, two 1-core workers),
 event log and proxy, with the JVM's default flags, and a killed driver restarts cold. Optimized: one

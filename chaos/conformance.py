@@ -57,7 +57,7 @@ ROWS = (
     Row("socket source", "socket-source", NOT_FAULT_TOLERANT,
         DOCS + "apis-on-dataframes-and-datasets.html#input-sources"),
     Row("ours: two-phase Python data source writer (PostgreSQL)", "pg-two-phase", "exactly-once",
-        "DESIGN.md (commit(messages, batchId) publishes staged rows once per batch id)"),
+        "docs/pipelines.md, pg-two-phase (commit(messages, batchId) publishes staged rows once per batch id)"),
     Row("ours: nondeterministic key before an aggregation", "nondeterministic-key", "incorrect",
         DOCS + "getting-started.html#fault-tolerance-semantics (requires deterministic operations)"),
 )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from chaos.errors import UserError
 
-# Phases of micro-batch N, in the order they usually happen (see DESIGN.md §2; the real order
+# Phases of micro-batch N, in the order they usually happen (docs/faults.md; the real order
 # depends on the sink and is recorded, not assumed).
 PHASES = ("planned", "reading", "state-commit", "sink-write", "sink-done", "committed")
 

@@ -41,7 +41,7 @@ class DriverContext:
 class Pipeline:
     """Base class. Subclasses set the attributes and implement ``start``, ``read_output``, ``oracle``.
 
-    Two kinds of output are judged (DESIGN.md §3):
+    Two kinds of output are judged (docs/verdicts.md):
 
     * with provenance (``provenance = True``): output rows name the input ids they carry;
       ``observed_ids`` lists one id per effect and the classifier counts multiplicities;

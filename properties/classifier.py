@@ -1,4 +1,4 @@
-"""Per event id multiplicity -> lost / duplicated / unexpected -> verdict (DESIGN.md §3).
+"""Per event id multiplicity -> lost / duplicated / unexpected -> verdict (docs/verdicts.md).
 
 Inputs are polars frames; the counting is numpy (a bincount over id positions), so ten million
 events classify in well under a second:

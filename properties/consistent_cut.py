@@ -1,4 +1,4 @@
-"""The consistent-cut check (DESIGN.md §3): the state at every committed batch N equals the oracle's
+"""The consistent-cut check (docs/verdicts.md): the state at every committed batch N equals the oracle's
 state over exactly the events below the end offsets of ``offsets/N`` — no more, no less.
 
 The driver dumps the state of each committed batch (``spark.read.format("statestore")`` with

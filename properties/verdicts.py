@@ -1,4 +1,4 @@
-"""The verdict vocabulary of DESIGN.md §3 and its order of strength.
+"""The verdict vocabulary of docs/verdicts.md and its order of strength.
 
 exactly-once > at-least-once, at-most-once > none > incorrect; at-least-once and at-most-once are
 incomparable (their meet is none). ``stalled`` says nothing about consistency: it is inconclusive.
@@ -26,7 +26,7 @@ _PROMISES = {
 
 
 def from_anomalies(lost: bool, duplicated: bool, unexpected: bool) -> str:
-    """The table of DESIGN.md §3."""
+    """The table of docs/verdicts.md."""
     if unexpected:
         return INCORRECT
     if lost and duplicated:

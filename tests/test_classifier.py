@@ -1,4 +1,4 @@
-"""The classifier against the table of DESIGN.md §3, on synthetic sink contents."""
+"""The classifier against the verdict table (docs/verdicts.md), on synthetic sink contents."""
 
 from __future__ import annotations
 

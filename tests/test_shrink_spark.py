@@ -1,4 +1,4 @@
-"""Hypothesis finds a duplicate-producing schedule on the real cluster and shrinks it (issue 3, item 4).
+"""Hypothesis finds a duplicate-producing schedule on the real cluster and shrinks it.
 
 ``passthrough-append`` is declared exactly-once for this test, which it is not: a driver killed
 after the sink wrote batch N and before commits/N makes Spark replay N into a plain INSERT. The
