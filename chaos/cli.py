@@ -106,7 +106,7 @@ def demo(
     _require_java()
     campaign = Campaign.create(out_dir, spec)
     err.print(f"demo campaign in {out_dir}: {len(campaign.plan)} trials (the driver killed between a sink write and "
-              "its commit, then Hypothesis-drawn kills), a violation shrunk; about 6 minutes")
+              "its commit, then Hypothesis-drawn kills), a violation shrunk; a few minutes")
     summary = _execute(campaign)
     out.print("\nThe same crashes, two sinks: the append sink stores a replayed batch twice (at-least-once), "
               "the idempotent one replaces it (exactly-once).")
