@@ -31,7 +31,7 @@ from usage import Usage  # noqa: E402
 from chaos.campaign import Campaign, CampaignSpec, Progress  # noqa: E402
 from chaos.trial import Harness  # noqa: E402
 
-MODES = {"default": {"standby": True}, "no-standby": {"standby": False}}
+STANDBY = {"default": True, "no-standby": False}  # each mode's Harness(standby=...)
 
 
 def run_campaign(mode: str, root: Path, trials: int) -> dict:
@@ -39,7 +39,7 @@ def run_campaign(mode: str, root: Path, trials: int) -> dict:
     spec = CampaignSpec(pipelines=["api-count"], trials=trials, events=5000, events_per_batch=500, shrink=False,
                         schedules={"api-count": [" ".join(FAULTS)] * trials})
     campaign = Campaign.create(root, spec)
-    standby = MODES[mode]["standby"]
+    standby = STANDBY[mode]
     with Usage() as usage:
         t0 = time.monotonic()
         with Harness(cluster=spec.cluster, workers=spec.workers, workdir=root / "harness",
@@ -51,8 +51,7 @@ def run_campaign(mode: str, root: Path, trials: int) -> dict:
         run_dir = campaign.trial_dir(entry["id"])
         result = json.loads((run_dir / "result.json").read_text())
         verdict = json.loads((run_dir / "verdict.json").read_text())["verdict"]
-        rows.append({"seconds": result["seconds"], "recoveries": driver_recoveries(result), "verdict": verdict,
-                     "starts": [d.get("driver_start") for d in result.get("drivers", [])]})
+        rows.append({"seconds": result["seconds"], "recoveries": driver_recoveries(result), "verdict": verdict})
         print(f"{mode} {entry['id']}: {result['seconds']:.1f}s, kill->commit "
               f"{[round(x, 1) for x in rows[-1]['recoveries']]}, {verdict}", flush=True)
     return {"wall": wall, "rows": rows, "usage": usage}

@@ -20,6 +20,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
+# Every command that runs trials: pre-warmed drivers unless the user asks for cold restarts.
+Standby = Annotated[bool, typer.Option("--standby/--no-standby",
+                                       help="pre-warmed drivers: a standby takes over a killed driver and each "
+                                            "trial's first driver boots ahead (--no-standby: cold restarts)")]
+
 EXIT_VIOLATION = 1
 EXIT_BAD_INPUT = 2
 EXIT_INCONCLUSIVE = 3
@@ -53,9 +58,7 @@ def trial(
     toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy (default: embedded; "
                                                        "or TOXIPROXY_URL)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
-    standby: Annotated[bool, typer.Option("--standby/--no-standby",
-                                          help="a pre-warmed standby driver takes over a killed one "
-                                               "(--no-standby: cold restarts)")] = True,
+    standby: Standby = True,
 ) -> None:
     """Run one trial of PIPELINE under a fault schedule and print what happened."""
     from chaos.scenario import Scenario
@@ -142,10 +145,7 @@ def campaign_run(
     cluster: Annotated[str, typer.Option(help="standalone | local-cluster[W,C,M] | spark://HOST:PORT")] = "standalone",
     workers: Annotated[int, typer.Option(help="workers of the standalone cluster")] = 2,
     toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
-    standby: Annotated[bool, typer.Option("--standby/--no-standby",
-                                          help="pre-warmed drivers: a standby takes over a killed driver and each "
-                                               "trial's first driver boots during the previous trial (faster, "
-                                               "about twice the memory)")] = True,
+    standby: Standby = True,
 ) -> None:
     """Generate scenarios, run them, shrink every violation, store everything, write the HTML report."""
     from chaos.campaign import Campaign, CampaignSpec, parse_time_budget
@@ -171,10 +171,7 @@ def campaign_run(
 def campaign_resume(
     campaign_dir: Annotated[Path, typer.Argument(help="the directory of an interrupted campaign")],
     toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
-    standby: Annotated[bool, typer.Option("--standby/--no-standby",
-                                          help="pre-warmed drivers: a standby takes over a killed driver and each "
-                                               "trial's first driver boots during the previous trial (faster, "
-                                               "about twice the memory)")] = True,
+    standby: Standby = True,
 ) -> None:
     """Continue an interrupted campaign: finished trials are kept, the one in flight is rerun."""
     from chaos.campaign import Campaign, remove_unfinished
@@ -199,10 +196,7 @@ def conformance(
     cluster: Annotated[str, typer.Option(help="standalone | local-cluster[W,C,M] | spark://HOST:PORT")] = "standalone",
     workers: Annotated[int, typer.Option(help="workers of the standalone cluster")] = 2,
     toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
-    standby: Annotated[bool, typer.Option("--standby/--no-standby",
-                                          help="pre-warmed drivers: a standby takes over a killed driver and each "
-                                               "trial's first driver boots during the previous trial (faster, "
-                                               "about twice the memory)")] = True,
+    standby: Standby = True,
 ) -> None:
     """Measure Spark's documented guarantees row by row under a standard fault mix; exit 1 on a contradiction."""
     from chaos import conformance as conf
@@ -305,9 +299,7 @@ def replay(
     trial_dir: Annotated[Path, typer.Argument(help="a stored trial, e.g. DIR/trials/ID")],
     out_dir: Annotated[Path | None, typer.Option("--out", help="where the rerun goes (default: beside it)")] = None,
     cluster: Annotated[str | None, typer.Option(help="override the stored cluster setting")] = None,
-    standby: Annotated[bool, typer.Option("--standby/--no-standby",
-                                          help="a pre-warmed standby driver takes over a killed one "
-                                               "(--no-standby: cold restarts)")] = True,
+    standby: Standby = True,
 ) -> None:
     """Rerun one stored trial from its scenario and compare the two verdicts (exit 1 if they differ)."""
     from dataclasses import replace

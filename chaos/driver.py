@@ -34,15 +34,13 @@ from pathlib import Path
 
 from chaos import barrier
 from chaos.atomic import write_json
-from chaos.cluster import scratch_option
+from chaos.cluster import APP_HEAP_START, scratch_option
 
 
 def quick_heap(config: dict) -> str:
     """With the quick JVM flags, a driver's or an executor's heap starts at ``APP_HEAP_START`` instead of
     their 16 MiB (chaos.cluster.QUICK_JVM_OPTIONS): both hold 60-100 MiB once a query runs, and growing to
     that from 16 MiB took a dozen full collections per JVM, ~1 CPU-s each."""
-    from chaos.cluster import APP_HEAP_START
-
     return APP_HEAP_START if config.get("java_options") else ""
 
 

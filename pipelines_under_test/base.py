@@ -59,8 +59,7 @@ class Pipeline:
     """
 
     name: str = ""
-    # How scenarios name it (``module:attr`` for a user's pipeline, set by ``resolve``); the name if unset.
-    ref: str = ""
+    _ref: str = ""  # set by ``resolve`` for a user's pipeline (see ``ref``)
     description: str = ""
     guarantee: str = "exactly-once"
     provenance: bool = True
@@ -88,6 +87,16 @@ class Pipeline:
     # whose committed offsets can name rows it never wrote (continuous processing), so rows a restart
     # still delivers count as delayed, not lost. 0: the drain is final (micro-batch queries).
     settle_commits: int = 0
+
+    @property
+    def ref(self) -> str:
+        """How scenarios name this pipeline, to resolve it again on replay: ``module:attr`` for a user's
+        pipeline (set by ``pipelines_under_test.resolve``), else its catalogue name."""
+        return self._ref or self.name
+
+    @ref.setter
+    def ref(self, value: str) -> None:
+        self._ref = value
 
     @property
     def phases(self) -> tuple[str, ...]:

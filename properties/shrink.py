@@ -71,8 +71,8 @@ def search_violation(
     harness: dict | None = None,
 ) -> Search:
     """Find a schedule under which ``pipeline`` does not meet ``declared``, shrunk to a minimal one. Its
-    scenarios name it by ``pipeline.ref`` (set by ``pipelines_under_test.resolve``), else its name."""
-    name = pipeline.ref or pipeline.name
+    scenarios name it by ``pipeline.ref``."""
+    name = pipeline.ref
     found = Search(name, declared)
     cache: dict[tuple[str, ...], bool] = {}
     phases = pipeline.phases  # only where its batches go: a fault elsewhere would never fire

@@ -193,4 +193,4 @@ def scenarios(draw, pipeline: Pipeline, streams: st.SearchStrategy[StreamSpec] |
         actions = ACTION_ORDER if pipeline.sink_channel else NO_SINK_CHANNEL
     spec = draw(event_streams() if streams is None else streams)
     schedule = draw(crash_schedules(spec.batches, max_faults=max_faults, actions=actions, phases=pipeline.phases))
-    return spec.scenario(pipeline.ref or pipeline.name, schedule, **harness)
+    return spec.scenario(pipeline.ref, schedule, **harness)
