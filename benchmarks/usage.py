@@ -52,6 +52,7 @@ class Usage:
         self.peak = 0
         self.peak_pss = 0
         self.peak_rows: list[tuple[str, int, int]] = []  # (role, rss, pss) of each process at the RSS peak
+        self._window = (0, 0)  # peak (RSS, PSS) since the last ``take_window``
         self._cpu: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds at its last sample
         self._roles: dict[tuple[int, float], str] = {}
         self._own = 0.0
@@ -73,6 +74,11 @@ class Usage:
             sums[name][0] += 1
             sums[name][1] += cpu - (self._start + self._own if key[0] == self._pid else 0.0)
         return sorted(((name, int(n), cpu) for name, (n, cpu) in sums.items()), key=lambda row: -row[2])
+
+    def take_window(self) -> tuple[int, int]:
+        """Peak summed (RSS, PSS) since the previous call, e.g. one trial's (a soak's drift series)."""
+        window, self._window = self._window, (0, 0)
+        return window
 
     def breakdown(self) -> list[tuple[str, int, int, int]]:
         """(role, processes, RSS MiB, PSS MiB) at the RSS peak, largest first."""
@@ -114,7 +120,9 @@ class Usage:
             rss = sum(r[1] for r in rows)
             if rss > self.peak:
                 self.peak, self.peak_rows = rss, rows
-            self.peak_pss = max(self.peak_pss, sum(r[2] for r in rows))
+            pss = sum(r[2] for r in rows)
+            self.peak_pss = max(self.peak_pss, pss)
+            self._window = (max(self._window[0], rss), max(self._window[1], pss))
             self._own = time.thread_time()
 
     def __enter__(self) -> Usage:

@@ -235,7 +235,7 @@ class Campaign:
                               + f": {len(todo) - k} planned trial(s) not run")
                 break
             last = k == len(todo) - 1 and not self.spec.shrink  # nothing follows: no spare for it
-            self._run_trial(harness, entry["id"], Scenario(**entry["scenario"]), progress, last)
+            self.run_trial(harness, entry["id"], Scenario(**entry["scenario"]), progress, last)
         if self.spec.shrink:
             for pipeline in self._pipelines():
                 self._shrink(harness, pipeline, progress)
@@ -245,7 +245,7 @@ class Campaign:
         progress.end(summary)
         return summary
 
-    def _run_trial(self, harness, trial_id: str, scenario: Scenario, progress: Progress, last: bool = False) -> dict:
+    def run_trial(self, harness, trial_id: str, scenario: Scenario, progress: Progress, last: bool = False) -> dict:
         from pipelines_under_test import for_run
         from properties.check import check_run
 
@@ -345,7 +345,7 @@ class Campaign:
             if key not in cache:
                 trial_id = f"{slug(pipeline)}-shrink-{next(counter):02d}"
                 scenario = Scenario(**{**asdict(base), "faults": list(faults)})
-                cache[key] = (trial_id, self._run_trial(harness, trial_id, scenario, progress))
+                cache[key] = (trial_id, self.run_trial(harness, trial_id, scenario, progress))
             trial_id, verdict = cache[key]
             bad = verdict["meets"] is False
             path.append({"trial": trial_id, "faults": list(faults), "verdict": verdict["verdict"], "violates": bad})

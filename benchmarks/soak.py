@@ -1,0 +1,375 @@
+"""Soak: a long campaign over control pipelines whose truth is known, on one harness; false verdicts, errors,
+throughput and drift (a leak shows as a slope). Then, with ``--kill-resume K``, a campaign SIGKILLed K times
+at random points and resumed each time, compared with the same campaign run without interruption.
+
+    python benchmarks/soak.py --trials 200 [--time-budget 90m] [--seed 0] [--out runs/soak]
+    python benchmarks/soak.py --trials 0 --kill-resume 3
+
+Controls (``CONTROLS``): exactly-once pipelines under faults they must survive (driver, executor and worker
+kills, pauses, source-channel delays and cuts, sink-database kills and connection resets on the upsert and
+two-phase PostgreSQL sinks) and broken pipelines whose violation is certain (append sinks killed between
+their write and the batch's commit: at-least-once; ``nondeterministic-key`` replayed: incorrect). A false
+verdict is a control whose verdict is not its truth; each is listed with its trial id and replay command.
+``stalled`` trials and harness errors (an exception from the harness or the checker) are counted apart.
+
+Drift, sampled as each trial ends: the trial's wall time, the peak summed RSS and PSS of every process the
+harness owns during it (``usage.Usage``), their open file descriptors and threads, how many there are, the
+bytes under the temp directory and under the harness's work directory, and the trial directory's bytes. Each
+series gets a least-squares line over trial index (the first ``WARMUP`` trials left out: page cache and JIT
+warm up there); a slope above twice its standard error that adds more than ``LEAK_SHARE`` of the mean over
+the run is printed as an upward slope. Everything is stored in ``<out>/soak.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from usage import Usage  # noqa: E402  (benchmarks/)
+
+from chaos.campaign import Campaign, CampaignSpec, Progress, parse_time_budget  # noqa: E402
+from chaos.procs import OWNER_VAR  # noqa: E402
+from chaos.scenario import Scenario  # noqa: E402
+from chaos.trial import Harness  # noqa: E402
+
+WARMUP = 2
+LEAK_SHARE = 0.05
+
+
+@dataclass(frozen=True)
+class Control:
+    """A pipeline, schedules it runs under, and the verdict each of them must get."""
+
+    pipeline: str
+    truth: str
+    schedules: tuple[str, ...]
+
+
+CONTROLS = (
+    Control("api-count", "exactly-once", (
+        "kill-driver@3:sink-done kill-executor@5:reading kill-driver@7:planned",
+        "pause-driver@4:reading/3s",
+    )),
+    Control("passthrough-idempotent", "exactly-once", (
+        "kill-worker@3:reading",
+        "pause-executor@4:sink-write/3s kill-driver@6:sink-done",
+    )),
+    Control("key-count", "exactly-once", (
+        "delay-source@3:reading/latency=500/2s kill-driver@5:sink-done",
+        "cut-source@4:reading/3s kill-executor@6:sink-write",
+    )),
+    Control("pg-upsert-by-batch", "exactly-once", (
+        "kill-sink-db@3:sink-write",
+        "reset-sink@4:sink-write/2s kill-driver@6:sink-done",
+    )),
+    Control("pg-two-phase", "exactly-once", (
+        "kill-sink-db@4:sink-done kill-driver@6:sink-done",
+    )),
+    Control("passthrough-append", "at-least-once", ("kill-driver@3:sink-done",)),
+    Control("pg-append", "at-least-once", ("kill-driver@4:sink-done",)),
+    Control("nondeterministic-key", "incorrect", ("kill-driver@3:sink-done",)),
+)
+TRUTH = {c.pipeline: c.truth for c in CONTROLS}
+
+
+def dir_bytes(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path, onerror=lambda _e: None):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def owned(pid: int) -> list[psutil.Process]:
+    """Live processes a harness in process ``pid`` started (its owner tag), zombies not counted."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if (proc.environ().get(OWNER_VAR, "").startswith(f"{pid}:")
+                    and proc.status() != psutil.STATUS_ZOMBIE):
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def fds_and_threads(procs: list[psutil.Process]) -> tuple[int, int]:
+    fds = threads = 0
+    for proc in procs:
+        try:
+            fds += proc.num_fds()
+            threads += proc.num_threads()
+        except (psutil.Error, OSError):
+            continue
+    return fds, threads
+
+
+class Sampler(Progress):
+    """Takes the drift sample as each trial ends (the campaign's progress hook)."""
+
+    def __init__(self, campaign: Campaign, usage: Usage, workdir: Path) -> None:
+        self.campaign, self.usage, self.workdir = campaign, usage, workdir
+        self.rows: list[dict] = []
+
+    def trial_done(self, trial_id: str, scenario: Scenario, verdict: dict, result: dict) -> None:
+        rss, pss = self.usage.take_window()
+        procs = owned(os.getpid())
+        fds, threads = fds_and_threads([psutil.Process(), *procs])
+        row = {"trial": trial_id, "pipeline": scenario.pipeline, "faults": scenario.faults,
+               "verdict": verdict["verdict"], "truth": TRUTH[scenario.pipeline], "seconds": result["seconds"],
+               "peak_rss_mib": rss >> 20, "peak_pss_mib": pss >> 20, "fds": fds, "threads": threads,
+               "processes": len(procs), "tmp_mib": dir_bytes(Path(tempfile.gettempdir())) / 2**20,
+               "workdir_mib": dir_bytes(self.workdir) / 2**20,
+               "trial_dir_mib": dir_bytes(self.campaign.trial_dir(trial_id)) / 2**20}
+        self.rows.append(row)
+        mark = "" if row["verdict"] == row["truth"] else f"  FALSE (truth {row['truth']})"
+        print(f"{len(self.rows):>4} {trial_id:<30} {row['seconds']:>6.1f}s {row['verdict']:<14} "
+              f"RSS {row['peak_rss_mib']:>5} PSS {row['peak_pss_mib']:>5} fds {fds:>5} threads {threads:>5} "
+              f"procs {len(procs):>3}{mark}", flush=True)
+
+    def note(self, text: str) -> None:
+        print(f"     {text}", flush=True)
+
+
+def fit(ys: list[float]) -> dict:
+    """Least-squares slope over index (per trial) with its standard error; ``upward`` when it is more than
+    noise (> 2 standard errors) and adds more than LEAK_SHARE of the mean over the series."""
+    n = len(ys)
+    if n < 3:
+        return {"n": n, "slope": 0.0, "stderr": 0.0, "mean": ys[0] if ys else 0.0, "upward": False}
+    xs = list(range(n))
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    resid = [y - (my + slope * (x - mx)) for x, y in zip(xs, ys, strict=True)]
+    stderr = math.sqrt(sum(r * r for r in resid) / (n - 2) / sxx) if sxx else 0.0
+    growth = slope * n
+    upward = slope > 2 * stderr and growth > LEAK_SHARE * max(abs(my), 1e-9)
+    return {"n": n, "slope": slope, "stderr": stderr, "mean": my, "growth_over_run": growth, "upward": upward}
+
+
+def plan_spec(trials: int, seed: int, events: int, per_batch: int) -> CampaignSpec:
+    """Each control's schedules, cycled, round robin over controls: ``trials`` in all (the loop stops there)."""
+    per = math.ceil(trials / len(CONTROLS))
+    schedules = {c.pipeline: [c.schedules[k % len(c.schedules)] for k in range(per)] for c in CONTROLS}
+    return CampaignSpec(pipelines=[c.pipeline for c in CONTROLS], trials=per, seed=seed, events=events,
+                        events_per_batch=per_batch, shrink=False, schedules=schedules)
+
+
+def soak(out: Path, trials: int, budget: float | None, seed: int, events: int, per_batch: int) -> dict:
+    campaign = Campaign.create(out / "campaign", plan_spec(trials, seed, events, per_batch))
+    skipped = campaign.data.get("skipped", [])
+    for s in skipped:
+        print(f"skipped {s['pipeline']}: {s['reason']}")
+    plan = campaign.plan[:trials]
+    workdir = campaign.root / "harness"
+    errors: list[dict] = []
+    t0 = time.monotonic()
+    with Usage() as usage:
+        sampler = Sampler(campaign, usage, workdir)
+        harness = Harness(workdir=workdir).__enter__()
+        try:
+            print(f"harness up in {time.monotonic() - t0:.1f}s; {len(plan)} trials planned"
+                  + (f", time budget {budget:.0f}s" if budget else ""), flush=True)
+            usage.take_window()
+            for k, entry in enumerate(plan):
+                if budget is not None and time.monotonic() - t0 >= budget:
+                    print(f"time budget spent: {len(plan) - k} planned trial(s) not run", flush=True)
+                    break
+                try:
+                    campaign.run_trial(harness, entry["id"], Scenario(**entry["scenario"]), sampler,
+                                       last=k == len(plan) - 1)
+                except Exception as exc:  # noqa: BLE001  (a harness error is a finding of the soak, not its end)
+                    path = campaign.trial_dir(entry["id"]) / "soak-error.txt"
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(traceback.format_exc())
+                    errors.append({"trial": entry["id"], "error": f"{type(exc).__name__}: {exc}"[:300],
+                                   "traceback": str(path)})
+                    print(f"     harness error in {entry['id']}: {errors[-1]['error']} (harness restarted)",
+                          flush=True)
+                    harness.__exit__(None, None, None)
+                    harness = Harness(workdir=workdir).__enter__()
+                    usage.take_window()
+        finally:
+            harness.__exit__(None, None, None)
+        wall = time.monotonic() - t0
+    time.sleep(2)
+    left = [f"{p.pid} {' '.join(p.cmdline())[:120]}" for p in owned(os.getpid())]
+    return {"rows": sampler.rows, "errors": errors, "wall_s": wall, "left": left, "skipped": skipped,
+            "peak_rss_mib": usage.peak >> 20, "peak_pss_mib": usage.peak_pss >> 20,
+            "cpu_s_per_trial": usage.cpu_seconds / max(len(sampler.rows), 1)}
+
+
+def report_soak(res: dict, out: Path) -> bool:
+    rows = res["rows"]
+    false = [r for r in rows if r["verdict"] != r["truth"] and r["verdict"] != "stalled"]
+    stalled = [r for r in rows if r["verdict"] == "stalled"]
+    per_hour = 3600 * len(rows) / res["wall_s"] if res["wall_s"] else 0.0
+    print(f"\nsoak: {len(rows)} trials in {res['wall_s'] / 60:.1f} min ({per_hour:.0f} trials/hour, harness start "
+          f"included), {res['cpu_s_per_trial']:.1f} CPU-s per trial, peak {res['peak_rss_mib']} MiB RSS / "
+          f"{res['peak_pss_mib']} MiB PSS")
+    by_pipeline: dict[str, dict[str, int]] = {}
+    for r in rows:
+        by_pipeline.setdefault(f"{r['pipeline']} (truth {r['truth']})", {}).setdefault(r["verdict"], 0)
+        by_pipeline[f"{r['pipeline']} (truth {r['truth']})"][r["verdict"]] += 1
+    for name, counts in by_pipeline.items():
+        print(f"  {name:<48} {', '.join(f'{v} {n}' for v, n in sorted(counts.items()))}")
+    print(f"false verdicts: {len(false)}")
+    for r in false:
+        run_dir = out / "campaign" / "trials" / r["trial"]
+        print(f"  {r['trial']}: {' '.join(r['faults'])} -> {r['verdict']}, truth {r['truth']}; "
+              f"replay: streamchaos replay {run_dir}")
+    print(f"stalled trials: {len(stalled)}" + "".join(f"\n  {r['trial']}: {' '.join(r['faults'])}" for r in stalled))
+    print(f"harness errors: {len(res['errors'])}" + "".join(f"\n  {e['trial']}: {e['error']} ({e['traceback']})"
+                                                             for e in res["errors"]))
+    print(f"processes left after the harness closed: {len(res['left'])}" + "".join(f"\n  {p}" for p in res["left"]))
+    fits = {}
+    print(f"drift (least squares over trial index, first {WARMUP} trials left out; slope per trial ± standard "
+          f"error; growth = slope x trials):")
+    for key in ("seconds", "peak_rss_mib", "peak_pss_mib", "fds", "threads", "processes", "tmp_mib",
+                "workdir_mib", "trial_dir_mib"):
+        f = fits[key] = fit([float(r[key]) for r in rows[WARMUP:]])
+        print(f"  {key:<14} mean {f['mean']:>9.1f}  slope {f['slope']:>+9.4f} ± {f['stderr']:.4f}  growth "
+              f"{f.get('growth_over_run', 0.0):>+9.1f}  {'UPWARD' if f['upward'] else 'flat'}")
+    res["fits"] = fits
+    res["false_verdicts"] = false
+    return not false and not res["errors"] and not res["left"] and not any(f["upward"] for f in fits.values())
+
+
+# -- the harness killed mid-campaign ------------------------------------------------------------------
+KILL_RESUME_ARGS = ["--pipeline", "passthrough-idempotent", "--pipeline", "passthrough-append", "--trials", "3",
+                    "--events", "600", "--max-faults", "1", "--no-shrink"]
+
+
+def verdicts(root: Path) -> dict[str, tuple[str, int]]:
+    """Finished trials: verdict and verdict.json's mtime (a rewrite changes it)."""
+    trials = root / "trials"
+    found = {}
+    for d in sorted(trials.iterdir()) if trials.is_dir() else []:
+        path = d / "verdict.json"
+        if path.exists():
+            found[d.name] = (json.loads(path.read_text())["verdict"], path.stat().st_mtime_ns)
+    return found
+
+
+def kill_resume(out: Path, kills: int, seed: int) -> bool:
+    """The campaign uninterrupted, then the same campaign SIGKILLed ``kills`` times and resumed after each."""
+    rng = random.Random(seed)
+    base = [sys.executable, "-m", "chaos", "campaign"]
+    reference = out / "reference"
+    ref = subprocess.run([*base, "run", *KILL_RESUME_ARGS, "--seed", str(seed), "--out", str(reference)],
+                         capture_output=True, text=True)
+    expected = {t: v for t, (v, _) in verdicts(reference).items()}
+    print(f"reference campaign: exit {ref.returncode}, {expected}", flush=True)
+    root = out / "killed"
+    pids, problems, done_kills = [], [], 0
+    command = [*base, "run", *KILL_RESUME_ARGS, "--seed", str(seed), "--out", str(root)]
+    while True:
+        before = verdicts(root)
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        pids.append(proc.pid)
+        command = [*base, "resume", str(root)]
+        if done_kills < kills:
+            # A random point: while the harness starts, or in a later trial (run, check or summary).
+            wait_for = len(before) + rng.choice([0, 0, 1])
+            deadline = time.monotonic() + 900
+            while proc.poll() is None and len(verdicts(root)) < wait_for and time.monotonic() < deadline:
+                time.sleep(0.2)
+            delay = rng.uniform(1.0, 25.0)
+            t_end = time.monotonic() + delay
+            while proc.poll() is None and time.monotonic() < t_end:
+                time.sleep(0.1)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                done_kills += 1
+                after = verdicts(root)
+                print(f"kill {done_kills}: SIGKILL {delay:.1f}s after {wait_for} finished trial(s); "
+                      f"{len(after)} finished", flush=True)
+                changed = [t for t, v in before.items() if after.get(t) != v]
+                if changed:
+                    problems.append(f"finished verdicts rewritten: {changed}")
+                continue
+        err = proc.communicate()[1]
+        after = verdicts(root)
+        changed = [t for t, v in before.items() if after.get(t) != v]
+        if changed:
+            problems.append(f"finished verdicts rewritten: {changed}")
+        print(f"run {len(pids)} ended by itself: exit {proc.returncode}" + (f"; {err.strip()[-300:]}" if err else ""),
+              flush=True)
+        if proc.returncode not in (0, 1) or done_kills >= kills or len(pids) > kills + 3:
+            break
+    got = {t: v for t, (v, _) in verdicts(root).items()}
+    if got != expected:
+        problems.append(f"verdicts differ from the uninterrupted run: {got} vs {expected}")
+    plan = [e["id"] for e in json.loads((root / "campaign.json").read_text())["plan"]]
+    if sorted(got) != sorted(plan):
+        problems.append(f"planned {plan}, finished {sorted(got)}")
+    if done_kills < kills:
+        problems.append(f"only {done_kills} of {kills} kills landed before the campaign ended")
+    time.sleep(2)
+    left = [p for pid in pids for p in owned(pid)]
+    if left:
+        problems.append(f"{len(left)} process(es) left: {[p.pid for p in left]}")
+    summary = json.loads((root / "summary.json").read_text())
+    ref_summary = json.loads((reference / "summary.json").read_text())
+    same = {n: r["verdict"] for n, r in summary["pipelines"].items()} == {
+        n: r["verdict"] for n, r in ref_summary["pipelines"].items()}
+    if not same or summary["finished"] != ref_summary["finished"]:
+        problems.append("final summary differs from the uninterrupted run's")
+    print(f"kill-resume: {done_kills} kills, {len(pids)} harness runs, {len(got)}/{len(plan)} trials finished, "
+          f"per-trial verdicts {'equal' if got == expected else 'DIFFERENT'}, "
+          + ("passed" if not problems else "FAILED: " + "; ".join(problems)), flush=True)
+    (out / "kill-resume.json").write_text(json.dumps({"kills": done_kills, "runs": len(pids), "verdicts": got,
+                                                      "expected": expected, "problems": problems}, indent=1))
+    return not problems
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=200, help="trials of the soak (0: none)")
+    parser.add_argument("--time-budget", default=None, help="stop starting soak trials after this, e.g. 90m")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--events-per-batch", type=int, default=200)
+    parser.add_argument("--kill-resume", type=int, default=0, metavar="K",
+                        help="then SIGKILL a small campaign K times at random points and resume it each time")
+    parser.add_argument("--out", type=Path, default=Path("runs") / time.strftime("soak-%Y%m%d-%H%M%S"))
+    args = parser.parse_args()
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=False)
+    ok = True
+    stored: dict = {"args": {k: str(v) for k, v in vars(args).items()}, "cores": os.cpu_count()}
+    if args.trials:
+        res = soak(out, args.trials, parse_time_budget(args.time_budget), args.seed, args.events,
+                   args.events_per_batch)
+        ok = report_soak(res, out) and ok
+        stored["soak"] = res
+    if args.kill_resume:
+        ok = kill_resume(out, args.kill_resume, args.seed) and ok
+    (out / "soak.json").write_text(json.dumps(stored, indent=1, default=str))
+    print(f"\n{'PASS' if ok else 'FAIL'}; stored in {out / 'soak.json'}")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
