@@ -16,8 +16,9 @@ Drift, sampled as each trial ends: the trial's wall time, the peak summed RSS an
 harness owns during it (``usage.Usage``), their open file descriptors and threads, how many there are, the
 bytes under the temp directory and under the harness's work directory, and the trial directory's bytes. Each
 series gets a least-squares line over trial index (the first ``WARMUP`` trials left out: page cache and JIT
-warm up there); a slope above twice its standard error that adds more than ``LEAK_SHARE`` of the mean over
-the run is printed as an upward slope. Everything is stored in ``<out>/soak.json``.
+warm up there; and the last: no spare driver is booted for a trial that nothing follows); a slope above
+twice its standard error that adds more than ``LEAK_SHARE`` of the mean over the run is printed as an
+upward slope. Everything is stored in ``<out>/soak.json``.
 """
 
 from __future__ import annotations
@@ -243,11 +244,11 @@ def report_soak(res: dict, out: Path) -> bool:
                                                              for e in res["errors"]))
     print(f"processes left after the harness closed: {len(res['left'])}" + "".join(f"\n  {p}" for p in res["left"]))
     fits = {}
-    print(f"drift (least squares over trial index, first {WARMUP} trials left out; slope per trial ± standard "
-          f"error; growth = slope x trials):")
+    print(f"drift (least squares over trial index, the first {WARMUP} trials and the last left out: warm-up, and "
+          f"no spare after the last; slope per trial ± standard error; growth = slope x trials):")
     for key in ("seconds", "peak_rss_mib", "peak_pss_mib", "fds", "threads", "processes", "tmp_mib",
                 "workdir_mib", "trial_dir_mib"):
-        f = fits[key] = fit([float(r[key]) for r in rows[WARMUP:]])
+        f = fits[key] = fit([float(r[key]) for r in rows[WARMUP:-1]])
         print(f"  {key:<14} mean {f['mean']:>9.1f}  slope {f['slope']:>+9.4f} ± {f['stderr']:.4f}  growth "
               f"{f.get('growth_over_run', 0.0):>+9.1f}  {'UPWARD' if f['upward'] else 'flat'}")
     res["fits"] = fits

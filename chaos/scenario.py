@@ -97,12 +97,10 @@ class Scenario:
 
     @classmethod
     def load(cls, path: Path) -> Scenario:
-        try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UserError(f"cannot read scenario {path}: {exc}") from None
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in data.items() if k in known})
+        from chaos.stored import dataclass_fields, load_json
+
+        fix = "restore it from the campaign's campaign.json or re-run the trial"
+        return cls(**dataclass_fields(cls, load_json(path, fix), str(path), fix))
 
 
 def generate_events(stream) -> pl.DataFrame:

@@ -49,23 +49,28 @@ def batch_of(checkpoint: str, end: dict) -> int:
 
 def read_offsets_file(path: str) -> list[dict]:
     """The source offsets recorded in one offsets/N file (line 1: version, 2: metadata), each as
-    ``{partition: events read}`` whatever the source (ours, the socket source, the rate source)."""
+    ``{partition: events read}`` whatever the source (ours, the socket source, the rate source).
+    A damaged file (truncated, not UTF-8, wrong types: ``damage-checkpoint`` makes them) yields only the
+    lines that still read as offsets."""
     try:
-        with open(path) as fh:
-            lines = fh.read().splitlines()
+        with open(path, "rb") as fh:
+            lines = fh.read().decode("utf-8", errors="replace").splitlines()
     except OSError:
         return []
     found = []
     for line in lines[2:]:
         try:
             value = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, or a number too long to convert
             continue
         if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
-            found.append(_rate_counts(value))
-        elif isinstance(value, dict):
+            try:
+                found.append(_rate_counts(value))
+            except (KeyError, TypeError, ValueError):
+                continue
+        elif isinstance(value, dict) and all(type(v) is int for v in value.values()):
             found.append(value)
-        elif isinstance(value, int):  # a LongOffset (socket source): the index of the last line read
+        elif type(value) is int:  # a LongOffset (socket source): the index of the last line read
             found.append({"0": value + 1})
     return found
 

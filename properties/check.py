@@ -6,7 +6,6 @@ change gives the same answer a fresh trial would.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +15,7 @@ from chaos.atomic import write_json
 from chaos.errors import UserError
 from chaos.evidence import judged_sink, late_writes
 from chaos.scenario import Scenario
+from chaos.stored import load_history, load_result
 from properties.attribution import attribute, batch_of_events, fault_before_commit, fault_for_loss
 from properties.classifier import Classification, classify
 from properties.consistent_cut import check_cut
@@ -28,26 +28,32 @@ if TYPE_CHECKING:
 SAMPLE = 20
 
 
-def _load_json(path: Path) -> dict:
+def _read_events(path: Path) -> pl.DataFrame:
     try:
-        return json.loads(path.read_text())
+        events = pl.read_parquet(path)
     except FileNotFoundError:
         raise UserError(f"{path} is missing: is this a streamchaos run directory?") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path} is corrupt ({exc.msg} at line {exc.lineno}): re-run the trial") from None
+    except Exception as exc:  # noqa: BLE001 (polars raises several kinds for a damaged file)
+        raise UserError(f"{path} is unreadable ({_first_line(exc)}): re-run the trial") from None
+    missing = [c for c in ("id", "key", "offset", "partition") if c not in events.columns]
+    if missing or events["id"].dtype != pl.Int64:
+        raise UserError(f"{path} is not the trial's event stream (columns {events.columns}): re-run the trial")
+    return events
 
 
-def load_history(run_dir: Path) -> list[dict]:
-    records = []
-    path = run_dir / "history.jsonl"
-    if not path.exists():
-        return records
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            raise UserError(f"{path} line {n} is corrupt: re-run the trial") from None
-    return records
+def read_sink(pipeline: Pipeline, sink: Path) -> pl.DataFrame:
+    """What the sink holds, or one line when its files are damaged (a truncated parquet, a broken SQLite)."""
+    try:
+        return pipeline.read_output(sink)
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 (SQLite, polars, pyarrow and OS errors alike: the evidence is damaged)
+        raise UserError(f"the sink in {sink} is unreadable ({type(exc).__name__}: {_first_line(exc)}): its files "
+                        "are damaged; re-run the trial") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
 
 
 def judge(pipeline: Pipeline, events: pl.DataFrame, output: pl.DataFrame) -> Classification | Inference:
@@ -63,10 +69,10 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
     e.g. ``pipelines_under_test.for_run``) and write its verdict.json."""
     run_dir = Path(run_dir)
     scenario = Scenario.load(run_dir / "scenario.json")
-    result = _load_json(run_dir / "result.json")
-    events = pl.read_parquet(run_dir / "events.parquet")
+    result = load_result(run_dir)
+    events = _read_events(run_dir / "events.parquet")
     sink = judged_sink(run_dir)  # the snapshot of the trial's end: later writes do not change the verdict
-    output = pipeline.read_output(sink)
+    output = read_sink(pipeline, sink)
     history = load_history(run_dir)
     offsets = result.get("offsets", [])
     id_batches = batch_of_events(events, offsets)

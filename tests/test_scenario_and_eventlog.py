@@ -81,5 +81,5 @@ def test_scenario_round_trips(tmp_path):
     s.save(tmp_path / "scenario.json")
     assert Scenario.load(tmp_path / "scenario.json") == s
     (tmp_path / "bad.json").write_text("{not json")
-    with pytest.raises(UserError, match="cannot read scenario"):
+    with pytest.raises(UserError, match="bad.json is corrupt"):
         Scenario.load(tmp_path / "bad.json")

@@ -1,0 +1,183 @@
+"""Reading back what a run stored (scenario.json, result.json, history.jsonl, campaign.json, verdict.json):
+every damaged file is one clear line naming the file and the fix, never a traceback and never a verdict.
+
+A run directory is evidence. A file that was truncated by a full disk, edited by hand, written by another
+version or replaced by something else must stop the check with a ``UserError`` rather than let the checker
+judge from whatever part of it still parses: a ``result.json`` whose ``offsets`` became a string would
+otherwise attribute nothing and could pass as exactly-once. So each file is read whole (bounded in size),
+decoded as UTF-8, parsed as JSON, and its fields are checked against the types the harness writes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from chaos.errors import UserError
+
+MAX_BYTES = 64 << 20  # far above anything a run writes (a 100k-event history is a few MiB)
+
+NUMBER = (int, float)
+OPT_INT = (int, type(None))
+OPT_STR = (str, type(None))
+OPT_LIST = (list, type(None))
+OPT_DICT = (dict, type(None))
+
+# The fields a trial's result.json must have, and their JSON types (properties/check.py reads these).
+RESULT_FIELDS: dict[str, tuple] = {
+    "outcome": (str,), "seconds": NUMBER, "offsets": (list,), "faults": (list,), "deliveries": OPT_LIST,
+}
+OFFSET_FIELDS: dict[str, tuple] = {"batch": (int,), "start": OPT_DICT, "end": OPT_DICT, "committed": (bool,)}
+RESULT_FAULT_FIELDS: dict[str, tuple] = {"spec": (str,), "fired": (bool,), "phase": (str,)}
+HISTORY_FIELDS: dict[str, tuple] = {"t": NUMBER, "kind": (str,), "batch": OPT_INT, "phase": OPT_STR,
+                                    "detail": (dict,)}
+VERDICT_FIELDS: dict[str, tuple] = {"pipeline": (str,), "verdict": (str,), "meets": (bool, type(None))}
+
+
+def read_text(path: Path, fix: str) -> str:
+    """The whole file as text, or one line saying why not (missing, too large, not UTF-8)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise UserError(f"{path} is {size >> 20} MiB, larger than anything streamchaos writes "
+                            f"({MAX_BYTES >> 20} MiB): it is damaged; {fix}")
+        return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path} is missing: is this a streamchaos run directory?") from None
+    except IsADirectoryError:
+        raise UserError(f"{path} is a directory, not a file: {fix}") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path} is not UTF-8 text (byte {exc.start}): it is damaged; {fix}") from None
+    except OSError as exc:
+        raise UserError(f"{path} is unreadable ({exc.strerror or exc}): {fix}") from None
+
+
+def parse_json(text: str, where: str, fix: str) -> Any:
+    """JSON as the harness writes it: no NaN or infinities, no absurd nesting or numbers."""
+    def constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a value streamchaos writes")
+
+    try:
+        value = json.loads(text, parse_constant=constant)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{where} is corrupt ({exc.msg} at line {exc.lineno}): {fix}") from None
+    except (ValueError, RecursionError) as exc:  # a 5000-digit integer, 1e999, nesting deeper than Python's stack
+        raise UserError(f"{where} is corrupt ({str(exc)[:80] or type(exc).__name__}): {fix}") from None
+    _finite(value, where, fix)
+    return value
+
+
+def _finite(value: Any, where: str, fix: str) -> None:
+    """No float that overflowed to infinity (``1e999`` parses as inf)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            raise UserError(f"{where} is corrupt (a number out of range): {fix}")
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+
+
+def load_json(path: Path, fix: str = "re-run the trial") -> Any:
+    return parse_json(read_text(path, fix), str(path), fix)
+
+
+def load_object(path: Path, fields: Mapping[str, tuple] | None = None, fix: str = "re-run the trial") -> dict:
+    """A JSON object whose ``fields`` are present with their types."""
+    value = load_json(path, fix)
+    return require(value, fields or {}, str(path), fix)
+
+
+def require(value: Any, fields: Mapping[str, tuple], where: str, fix: str) -> dict:
+    """``value`` is an object holding every one of ``fields`` with one of its types (a bool is not a number)."""
+    if not isinstance(value, dict):
+        raise UserError(f"{where} holds {_kind(value)}, not an object: it is damaged; {fix}")
+    for name, types in fields.items():
+        if name not in value:
+            raise UserError(f"{where} has no field {name!r}: it is damaged or from another version; {fix}")
+        if not _is(value[name], types):
+            raise UserError(f"{where}: field {name!r} is {_kind(value[name])}, expected "
+                            f"{' or '.join(_TYPE_NAMES[t] for t in types)}: it is damaged; {fix}")
+    return value
+
+
+def require_each(items: list, fields: Mapping[str, tuple], where: str, fix: str) -> list[dict]:
+    for k, item in enumerate(items):
+        require(item, fields, f"{where}[{k}]", fix)
+    return items
+
+
+def load_result(run_dir: Path) -> dict:
+    """A trial's result.json, checked field by field where the checker reads it."""
+    path = Path(run_dir) / "result.json"
+    fix = "re-run the trial (streamchaos replay DIR)"
+    result = load_object(path, RESULT_FIELDS, fix)
+    require_each(result["offsets"], OFFSET_FIELDS, f"{path}: offsets", fix)
+    for k, entry in enumerate(result["offsets"]):
+        for side in ("start", "end"):
+            ends = entry[side] or {}
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in ends.values()):
+                raise UserError(f"{path}: offsets[{k}].{side} holds a non-integer offset: it is damaged; {fix}")
+    require_each(result["faults"], RESULT_FAULT_FIELDS, f"{path}: faults", fix)
+    if result["deliveries"] is not None:
+        require_each(result["deliveries"], {"batch_id": (int,)}, f"{path}: deliveries", fix)
+    return result
+
+
+def load_history(run_dir: Path) -> list[dict]:
+    """A trial's history.jsonl (none yet: empty), each record checked."""
+    path = Path(run_dir) / "history.jsonl"
+    if not path.exists():
+        return []
+    fix = "re-run the trial (streamchaos replay DIR)"
+    records = []
+    for n, line in enumerate(read_text(path, fix).splitlines(), 1):
+        where = f"{path} line {n}"
+        records.append(require(parse_json(line, where, fix), HISTORY_FIELDS, where, fix))
+    return records
+
+
+def _is(value: Any, types: tuple) -> bool:
+    if isinstance(value, bool):
+        return bool in types
+    return isinstance(value, types)
+
+
+_TYPE_NAMES = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+               float: "a number", type(None): "null"}
+
+
+def _kind(value: Any) -> str:
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+# A stored dataclass's field annotations (``from __future__ import annotations``: strings) as JSON types.
+_ANNOTATION_TYPES = {"str": (str,), "int": (int,), "float": NUMBER, "bool": (bool,), "list[str]": (list,),
+                     "str | None": OPT_STR, "int | None": OPT_INT, "float | None": (int, float, type(None)),
+                     "bool | None": (bool, type(None)), "dict[str, list[str]] | None": OPT_DICT}
+
+
+def dataclass_fields(cls: type, data: Any, where: str, fix: str) -> dict:
+    """The entries of ``data`` that are fields of dataclass ``cls``, each of its declared type (lists of
+    strings hold strings), ready for ``cls(**...)``; required fields must be there."""
+    from dataclasses import MISSING, fields
+
+    if not isinstance(data, dict):
+        raise UserError(f"{where} holds {_kind(data)}, not an object: it is damaged; {fix}")
+    out = {}
+    for f in fields(cls):
+        if f.name not in data:
+            if f.default is MISSING and f.default_factory is MISSING:
+                raise UserError(f"{where} has no field {f.name!r}: it is damaged; {fix}")
+            continue
+        value, types = data[f.name], _ANNOTATION_TYPES[str(f.type)]
+        if not _is(value, types) or (str(f.type) == "list[str]" and not all(isinstance(v, str) for v in value)):
+            raise UserError(f"{where}: field {f.name!r} is {_kind(value)}, expected {f.type}: it is damaged; {fix}")
+        out[f.name] = value
+    return out
