@@ -16,7 +16,6 @@ and takes its finished candidates from disk, so a resumed shrink walks the same 
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import time
@@ -71,15 +70,6 @@ def parse_time_budget(text: str | None) -> float | None:
     if not match:
         raise UserError(f"--time-budget {text!r}: use a number with a unit, e.g. 90s, 30m or 2h")
     return float(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2)]
-
-
-def _read_json(path: Path, what: str) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path.parent} is not a {what} (no {path.name})") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"{path} is unreadable or corrupt ({exc}): re-run the campaign") from None
 
 
 class Campaign:
@@ -165,16 +155,32 @@ class Campaign:
         root = Path(root)
         if not root.is_dir():
             raise UserError(f"{root} is not a directory: give a campaign directory (the --out of `campaign run`)")
-        data = _read_json(root / "campaign.json", "campaign directory")
+        from chaos.stored import dataclass_fields, load_json, require, require_each
+
+        path = root / "campaign.json"
+        if not path.exists():
+            raise UserError(f"{root} is not a campaign directory (no campaign.json)")
+        fix = "it is damaged; re-run the campaign"
+        data = require(load_json(path, fix), {}, str(path), fix)
         if data.get("format") != FORMAT:
             raise UserError(f"{root}/campaign.json is not a streamchaos campaign file")
         if data.get("version") != VERSION:
-            raise UserError(f"{root} was written by campaign format version {data.get('version')}; this streamchaos "
+            raise UserError(f"{path} was written by campaign format version {data.get('version')}; this streamchaos "
                             f"reads version {VERSION}: re-run the campaign with this version")
-        try:
-            return cls(root, data)
-        except TypeError as exc:
-            raise UserError(f"{root}/campaign.json has an unknown spec ({exc}): re-run the campaign") from None
+        require(data, {"spec": (dict,), "plan": (list,), "skipped": (list,), "windows": (dict,)}, str(path), fix)
+        require_each(data["skipped"], {"pipeline": (str,), "reason": (str,)}, f"{path}: skipped", fix)
+        if not all(isinstance(w, list) and all(isinstance(x, str) for x in w) for w in data["windows"].values()):
+            raise UserError(f"{path}: windows holds something other than lists of names: {fix}")
+        dataclass_fields(CampaignSpec, data["spec"], f"{path}: spec", fix)
+        unknown = set(data["spec"]) - set(CampaignSpec.__dataclass_fields__)
+        if unknown:
+            raise UserError(f"{path} has an unknown spec field {sorted(unknown)[0]!r}: re-run the campaign")
+        require_each(data["plan"], {"id": (str,), "pipeline": (str,), "scenario": (dict,)}, f"{path}: plan", fix)
+        for k, entry in enumerate(data["plan"]):
+            dataclass_fields(Scenario, entry["scenario"], f"{path}: plan[{k}].scenario", fix)
+            if not re.fullmatch(r"[A-Za-z0-9_.-]+", entry["id"]) or entry["id"] in (".", ".."):
+                raise UserError(f"{path}: plan id {entry['id'][:60]!r} is not a trial directory name: {fix}")
+        return cls(root, data)
 
     # -- state ------------------------------------------------------------------------------------
     @property
@@ -199,22 +205,18 @@ class Campaign:
         """Trial time spent so far (from stored results: survives a resume)."""
         total = 0.0
         for trial_id in self.trial_ids():
-            path = self.trial_dir(trial_id) / "result.json"
-            if path.exists():
-                try:
-                    total += float(json.loads(path.read_text()).get("seconds", 0))
-                except (OSError, ValueError):
-                    pass
+            if (self.trial_dir(trial_id) / "result.json").exists():
+                total += self._seconds(trial_id)
         return total
 
     def verdict_of(self, trial_id: str) -> dict | None:
         """The checker's verdict, judged against the campaign's expectation (``--expect``) when it has one."""
+        from chaos.stored import load_verdict
         from properties.verdicts import meets
 
-        path = self.trial_dir(trial_id) / "verdict.json"
-        if not path.exists():
+        if not (self.trial_dir(trial_id) / "verdict.json").exists():
             return None
-        v = json.loads(path.read_text())
+        v = load_verdict(self.trial_dir(trial_id))
         if self.spec.expect:
             v["declared"] = self.spec.expect
             v["meets"] = meets(v["verdict"], self.spec.expect)
@@ -246,6 +248,7 @@ class Campaign:
         return summary
 
     def run_trial(self, harness, trial_id: str, scenario: Scenario, progress: Progress, last: bool = False) -> dict:
+        from chaos.stored import load_result
         from pipelines_under_test import for_run
         from properties.check import check_run
 
@@ -255,7 +258,7 @@ class Campaign:
             harness.trial(scenario, run_dir, last=last)
         check_run(run_dir, for_run(run_dir))
         verdict = self.verdict_of(trial_id)
-        progress.trial_done(trial_id, scenario, verdict, json.loads((run_dir / "result.json").read_text()))
+        progress.trial_done(trial_id, scenario, verdict, load_result(run_dir))
         self.note_late_writes(progress, skip=trial_id)
         write_json(self.root / "summary.json", self.summarize())
         return verdict
@@ -273,7 +276,7 @@ class Campaign:
             if trial_id == skip or not self.finished(trial_id):
                 continue
             late = late_writes(run_dir)  # a few stat calls; the verdict is read only when something changed
-            if late is None or _same_files(late, json.loads((run_dir / "verdict.json").read_text()).get("late_writes")):
+            if late is None or _same_files(late, self.verdict_of(trial_id).get("late_writes")):
                 continue
             again = check_run(run_dir, for_run(run_dir))
             found.append(trial_id)
@@ -301,12 +304,14 @@ class Campaign:
             v = self.verdict_of(trial_id)
             if v is None:
                 return None
-            try:
-                seconds = float(json.loads((self.trial_dir(trial_id) / "result.json").read_text()).get("seconds", 0))
-            except (OSError, ValueError):
-                seconds = 0.0
-            memo[trial_id] = (v["meets"], seconds)
+            memo[trial_id] = (v["meets"], self._seconds(trial_id))
         return memo[trial_id]
+
+    def _seconds(self, trial_id: str) -> float:
+        """A finished trial's wall time (a damaged result.json is one clear line)."""
+        from chaos.stored import load_result
+
+        return float(load_result(self.trial_dir(trial_id))["seconds"])
 
     def _mean_seconds(self) -> float:
         seconds = [f[1] for t in self.trial_ids() if (f := self._facts(t)) is not None]
@@ -384,6 +389,7 @@ class Campaign:
     # -- results ----------------------------------------------------------------------------------
     def summarize(self) -> dict:
         """Per pipeline: declared vs measured (weakest over its trials), coverage, time; the exit code."""
+        from chaos.stored import load_result, load_shrink
         from properties.planning import covered_windows
         from properties.verdicts import aggregate
 
@@ -394,7 +400,7 @@ class Campaign:
             if v is None:
                 continue
             reports.append(v)
-            result = json.loads((self.trial_dir(trial_id) / "result.json").read_text())
+            result = load_result(self.trial_dir(trial_id))
             row = rows.setdefault(v["pipeline"], {"seconds": 0.0, "faults_fired": 0, "faulted_trials": 0,
                                                   "covered": set(), "late_writes": []})
             row["seconds"] += result.get("seconds", 0)
@@ -421,7 +427,8 @@ class Campaign:
             # fault fired at all, it is weak evidence.
             row["weak"] = row["meets"] is True and (bool(row["not_covered"]) or not row.get("faulted_trials"))
             shrink = self.root / "shrinks" / f"{slug(name)}.json"
-            row["counterexample"] = json.loads(shrink.read_text()) if shrink.exists() else None
+            fix = "delete it and run `streamchaos campaign resume` to shrink again"
+            row["counterexample"] = load_shrink(shrink, fix) if shrink.exists() else None
         planned = len(self.plan)
         done = sum(1 for e in self.plan if self.finished(e["id"]))
         if any(r["meets"] is False for r in pipelines.values()):

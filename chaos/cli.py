@@ -305,6 +305,7 @@ def replay(
     from dataclasses import replace
 
     from chaos.scenario import Scenario
+    from chaos.stored import load_verdict
     from chaos.trial import Harness
     from pipelines_under_test import for_run
     from properties.check import check_run
@@ -314,7 +315,7 @@ def replay(
     scenario = Scenario.load(trial_dir / "scenario.json")
     if cluster:
         scenario = replace(scenario, cluster=cluster)
-    stored = json.loads((trial_dir / "verdict.json").read_text()) if (trial_dir / "verdict.json").exists() else None
+    stored = load_verdict(trial_dir) if (trial_dir / "verdict.json").exists() else None
     if out_dir is None:
         base = trial_dir.parent.parent / "replays" if (trial_dir.parent.parent / "campaign.json").exists() \
             else trial_dir.parent

@@ -103,9 +103,12 @@ def judged_sink(run_dir: Path) -> Path:
 def late_writes(run_dir: Path) -> dict | None:
     """What changed in the live sink since it was frozen: ``{changed, added, removed}`` file lists, or None."""
     try:
-        manifest = json.loads((Path(run_dir) / FROZEN / MANIFEST).read_text())["files"]
-    except (OSError, ValueError, KeyError, TypeError):
+        manifest = json.loads((Path(run_dir) / FROZEN / MANIFEST).read_bytes())["files"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
+    if not isinstance(manifest, dict) or not all(
+            isinstance(m, dict) and {"size", "mtime_ns", "sha256"} <= set(m) for m in manifest.values()):
+        return None  # a damaged manifest claims nothing
     live = _live_files(Path(run_dir) / "sink")
     changed = []
     for rel, path in live.items():

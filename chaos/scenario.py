@@ -100,7 +100,12 @@ class Scenario:
         from chaos.stored import dataclass_fields, load_json
 
         fix = "restore it from the campaign's campaign.json or re-run the trial"
-        return cls(**dataclass_fields(cls, load_json(path, fix), str(path), fix))
+        try:
+            return cls(**dataclass_fields(cls, load_json(path, fix), str(path), fix))
+        except UserError as exc:
+            if str(path) in str(exc):
+                raise
+            raise UserError(f"{path} holds a scenario no trial can run ({exc}): {fix}") from None
 
 
 def generate_events(stream) -> pl.DataFrame:

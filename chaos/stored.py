@@ -34,7 +34,21 @@ OFFSET_FIELDS: dict[str, tuple] = {"batch": (int,), "start": OPT_DICT, "end": OP
 RESULT_FAULT_FIELDS: dict[str, tuple] = {"spec": (str,), "fired": (bool,), "phase": (str,)}
 HISTORY_FIELDS: dict[str, tuple] = {"t": NUMBER, "kind": (str,), "batch": OPT_INT, "phase": OPT_STR,
                                     "detail": (dict,)}
-VERDICT_FIELDS: dict[str, tuple] = {"pipeline": (str,), "verdict": (str,), "meets": (bool, type(None))}
+# Keys of a history record's detail that the checker and the report read: their types when present.
+DETAIL_FIELDS: dict[str, tuple] = {"incarnation": (int,), "spec": (str,), "event": (str,), "done": (bool,),
+                                   "attempt": (int,)}
+# A trial's verdict.json as properties/check.py writes it and the campaign and the report read it.
+VERDICT_FIELDS: dict[str, tuple] = {
+    "pipeline": (str,), "declared": (str,), "verdict": (str,), "meets": (bool, type(None)), "effect": (dict,),
+    "lost": (list,), "duplicated": (list,), "unexpected": (list,), "deliveries": OPT_DICT,
+    "consistent_cut": OPT_DICT,
+}
+
+# A shrink record (campaign/shrinks/P.json), as the summary and the report read it.
+SHRINK_FIELDS: dict[str, tuple] = {
+    "pipeline": (str,), "declared": (str,), "from": (str,), "from_faults": (list,), "minimal": (list,),
+    "minimal_trial": (str,), "verdict": (str,), "path": (list,), "command": (str,),
+}
 
 
 def read_text(path: Path, fix: str) -> str:
@@ -130,6 +144,39 @@ def load_result(run_dir: Path) -> dict:
     return result
 
 
+def load_verdict(run_dir: Path) -> dict:
+    """A trial's verdict.json, checked where the campaign and the report read it."""
+    from properties.verdicts import VERDICTS
+
+    path = Path(run_dir) / "verdict.json"
+    fix = "re-check the trial: streamchaos check DIR (or streamchaos analyze CAMPAIGN_DIR)"
+    v = load_object(path, VERDICT_FIELDS, fix)
+    if v["verdict"] not in VERDICTS:
+        raise UserError(f"{path}: verdict {str(v['verdict'])[:40]!r} is none of {', '.join(VERDICTS)}: {fix}")
+    counts = require(v["effect"], {"counts": (dict,)}, f"{path}: effect", fix)["counts"]
+    if not all(type(n) is int for n in counts.values()):
+        raise UserError(f"{path}: effect.counts holds something other than integers: {fix}")
+    for name in ("lost", "duplicated", "unexpected"):
+        require_each(v[name], {}, f"{path}: {name}", fix)
+    if v["deliveries"] is not None:
+        require(v["deliveries"], {"redelivered": (list,)}, f"{path}: deliveries", fix)
+    if not isinstance(v.get("late_writes"), (dict, type(None))):
+        raise UserError(f"{path}: late_writes is {_kind(v['late_writes'])}, expected an object or null: {fix}")
+    return v
+
+
+def load_shrink(path: Path, fix: str) -> dict:
+    record = load_object(path, SHRINK_FIELDS, fix)
+    for name in ("from_faults", "minimal"):
+        if not all(isinstance(f, str) for f in record[name]):
+            raise UserError(f"{path}: {name} holds something other than fault specs: {fix}")
+    require_each(record["path"], {"trial": (str,), "faults": (list,), "verdict": (str,), "violates": (bool,)},
+                 f"{path}: path", fix)
+    if not all(isinstance(f, str) for step in record["path"] for f in step["faults"]):
+        raise UserError(f"{path}: a shrink step's faults hold something other than fault specs: {fix}")
+    return record
+
+
 def load_history(run_dir: Path) -> list[dict]:
     """A trial's history.jsonl (none yet: empty), each record checked."""
     path = Path(run_dir) / "history.jsonl"
@@ -139,7 +186,12 @@ def load_history(run_dir: Path) -> list[dict]:
     records = []
     for n, line in enumerate(read_text(path, fix).splitlines(), 1):
         where = f"{path} line {n}"
-        records.append(require(parse_json(line, where, fix), HISTORY_FIELDS, where, fix))
+        record = require(parse_json(line, where, fix), HISTORY_FIELDS, where, fix)
+        detail = record["detail"]
+        for name, types in DETAIL_FIELDS.items():
+            if name in detail and not _is(detail[name], types):
+                raise UserError(f"{where}: detail.{name} is {_kind(detail[name])}: it is damaged; {fix}")
+        records.append(record)
     return records
 
 

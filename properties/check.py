@@ -33,7 +33,9 @@ def _read_events(path: Path) -> pl.DataFrame:
         events = pl.read_parquet(path)
     except FileNotFoundError:
         raise UserError(f"{path} is missing: is this a streamchaos run directory?") from None
-    except Exception as exc:  # noqa: BLE001 (polars raises several kinds for a damaged file)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 (polars raises several kinds, even a Rust panic, for a damaged file)
         raise UserError(f"{path} is unreadable ({_first_line(exc)}): re-run the trial") from None
     missing = [c for c in ("id", "key", "offset", "partition") if c not in events.columns]
     if missing or events["id"].dtype != pl.Int64:
@@ -41,13 +43,14 @@ def _read_events(path: Path) -> pl.DataFrame:
     return events
 
 
-def read_sink(pipeline: Pipeline, sink: Path) -> pl.DataFrame:
-    """What the sink holds, or one line when its files are damaged (a truncated parquet, a broken SQLite)."""
+def read_sink(pipeline: Pipeline, sink: Path, findings: bool = False):
+    """What the sink holds (``findings``: what the pipeline notes about its files), or one line when its files
+    are damaged (a truncated parquet, a broken SQLite, a file sink's log that is not text)."""
     try:
-        return pipeline.read_output(sink)
-    except UserError:
+        return pipeline.sink_findings(sink) if findings else pipeline.read_output(sink)
+    except (UserError, KeyboardInterrupt, SystemExit):
         raise
-    except Exception as exc:  # noqa: BLE001 (SQLite, polars, pyarrow and OS errors alike: the evidence is damaged)
+    except BaseException as exc:  # noqa: BLE001 (SQLite, polars (a Rust panic too), OS errors: the evidence is damaged)
         raise UserError(f"the sink in {sink} is unreadable ({type(exc).__name__}: {_first_line(exc)}): its files "
                         "are damaged; re-run the trial") from None
 
@@ -107,7 +110,7 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
         "duplicated": duplicated,
         "unexpected": effect["unexpected"],
         "deliveries": deliveries_view(result.get("deliveries"), dup_batches),
-        "sink": pipeline.sink_findings(sink),
+        "sink": read_sink(pipeline, sink, findings=True),
         "consistent_cut": (check_cut(run_dir / "state", events, offsets, pipeline.expected_state)
                            if pipeline.state else None),
     }

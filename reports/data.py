@@ -6,7 +6,6 @@ views below keep the page small enough for thousands of trials (a few KB per tri
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from chaos.spec import PHASES
@@ -14,23 +13,6 @@ from chaos.spec import PHASES
 SAMPLE = 12
 
 
-def _load(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-
-
-def history(run_dir: Path) -> list[dict]:
-    path = run_dir / "history.jsonl"
-    out = []
-    if path.exists():
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a torn last line of a killed harness
-    return out
 
 
 def timeline(records: list[dict], end: float | None = None) -> dict:
@@ -63,13 +45,15 @@ def timeline(records: list[dict], end: float | None = None) -> dict:
 
 
 def trial_view(trial_id: str, run_dir: Path) -> dict | None:
-    """One trial as the report shows it; None if the trial never finished."""
-    verdict = _load(run_dir / "verdict.json")
-    result = _load(run_dir / "result.json")
-    scenario = _load(run_dir / "scenario.json")
-    if not verdict or not result or not scenario:
-        return None
+    """One trial as the report shows it; None if the trial never finished. Its files are read as the checker
+    reads them (chaos/stored.py): a damaged one is one clear line, not a page built from what is left."""
     from chaos.scenario import Scenario
+    from chaos.stored import load_history, load_result, load_verdict
+
+    if not all((run_dir / name).exists() for name in ("verdict.json", "result.json", "scenario.json")):
+        return None
+    verdict, result = load_verdict(run_dir), load_result(run_dir)
+    scenario = Scenario.load(run_dir / "scenario.json")
 
     cut = verdict.get("consistent_cut")
     return {
@@ -79,7 +63,7 @@ def trial_view(trial_id: str, run_dir: Path) -> dict | None:
         "verdict": verdict["verdict"],
         "meets": verdict["meets"],
         "inferred": verdict.get("inferred", False),
-        "faults": scenario.get("faults", []),
+        "faults": scenario.faults,
         "fired": [f["spec"] for f in result.get("faults", []) if f.get("fired")],
         "seconds": result.get("seconds"),
         "outcome": result.get("outcome"),
@@ -97,14 +81,15 @@ def trial_view(trial_id: str, run_dir: Path) -> dict | None:
             "ok": cut.get("ok"), "checked": len(cut.get("batches_checked") or []),
             "committed": cut.get("committed_batches"), "mismatches": (cut.get("mismatches") or [])[:5],
         },
-        "replay": Scenario(**{k: v for k, v in scenario.items() if k in Scenario.__dataclass_fields__}).command(),
-        "timeline": timeline(history(run_dir), result.get("seconds")),
+        "replay": scenario.command(),
+        "timeline": timeline(load_history(run_dir), result.get("seconds")),
     }
 
 
 def campaign_view(root: Path) -> dict:
     """Everything the report renders for a campaign directory."""
     from chaos.campaign import Campaign
+    from chaos.stored import load_object
 
     campaign = Campaign.load(root)
     summary = campaign.summarize()
@@ -112,6 +97,7 @@ def campaign_view(root: Path) -> dict:
     for t in trials:  # judged as the campaign judged them (``--expect`` overrides the declared guarantee)
         judged = campaign.verdict_of(t["id"])
         t["declared"], t["meets"] = judged["declared"], judged["meets"]
-    conformance = _load(Path(root) / "conformance.json")
+    path = Path(root) / "conformance.json"
+    conformance = load_object(path, {}, "re-run `streamchaos conformance`") if path.exists() else None
     return {"root": str(root), "created": campaign.data.get("created"), "summary": summary,
             "trials": trials, "conformance": conformance}
