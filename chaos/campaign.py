@@ -56,6 +56,9 @@ class CampaignSpec:
     schedules: dict[str, list[str]] | None = None
     cluster: str = "standalone"
     workers: int = 2
+    # Configuration matrix (``--conf KEY=V1,V2``, chaos/queryconf.py): every pipeline runs under every combination,
+    # each a variant with its own row (verdict, counterexample) and the same schedules and seeds.
+    conf: dict[str, list[str]] | None = None
 
 
 def slug(name: str) -> str:
@@ -84,6 +87,8 @@ class Campaign:
     # -- creation and loading ---------------------------------------------------------------------
     @classmethod
     def create(cls, root: Path, spec: CampaignSpec, owns_workers: bool | None = None) -> Campaign:
+        from chaos.queryconf import label as conf_label
+        from chaos.queryconf import variants
         from properties.planning import (
             applicable_actions,
             canonical_windows,
@@ -110,6 +115,7 @@ class Campaign:
         if owns_workers is None:
             owns_workers = spec.cluster == "standalone"
         per_pipeline = spec.trials or MAX_PLANNED_PER_PIPELINE
+        conf_variants = variants(spec.conf)
         plans, skipped, windows = {}, [], {}
         for name in dict.fromkeys(spec.pipelines):
             pipeline = resolve(name)  # unknown pipeline: one line, exit 2, nothing written
@@ -136,13 +142,17 @@ class Campaign:
                                            max_faults=spec.max_faults, examples=spec.examples,
                                            phases=pipeline.phases)
             # The canonical windows this pipeline can take: the summary says which its fired faults opened.
-            windows[name] = window_names(canonical_windows(actions, pipeline.phases, spec.max_faults))
             seeds = trial_seeds(spec.seed, name, len(schedules))
-            plans[name] = [
-                {"id": f"{slug(name)}-{k:03d}", "pipeline": name,
-                 "scenario": asdict(Scenario(**{**asdict(template), "seed": s, "faults": faults}))}
-                for k, (faults, s) in enumerate(zip(schedules, seeds, strict=True))
-            ]
+            for j, variant in enumerate(conf_variants):
+                row = name if len(conf_variants) == 1 else f"{name} [{conf_label(variant)}]"
+                prefix = slug(name) if len(conf_variants) == 1 else f"{slug(name)}-c{j}"
+                windows[row] = window_names(canonical_windows(actions, pipeline.phases, spec.max_faults))
+                plans[row] = [
+                    {"id": f"{prefix}-{k:03d}", "pipeline": name, "row": row,
+                     "scenario": asdict(Scenario(**{**asdict(template), "seed": s, "faults": faults,
+                                                    "conf": variant}))}
+                    for k, (faults, s) in enumerate(zip(schedules, seeds, strict=True))
+                ]
         # Round robin over pipelines: a time budget is shared fairly.
         plan = [entry for group in _round_robin(list(plans.values())) for entry in group]
         data = {"format": FORMAT, "version": VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -317,19 +327,31 @@ class Campaign:
         seconds = [f[1] for t in self.trial_ids() if (f := self._facts(t)) is not None]
         return sum(seconds) / len(seconds) if seconds else 1.0
 
-    def _pipelines(self) -> list[str]:
-        return list(dict.fromkeys(e["pipeline"] for e in self.plan))
+    def rows(self) -> dict[str, str]:
+        """The summary's rows in plan order (a pipeline, or a pipeline under one configuration variant), each
+        with the prefix of its trial ids (its shrink trials and record are named by it too)."""
+        return {_row(e): e["id"].rsplit("-", 1)[0] for e in self.plan}
 
-    def _shrink(self, harness, pipeline: str, progress: Progress) -> None:
+    def row_of(self, trial_id: str) -> str | None:
+        """The row a planned or shrink trial belongs to."""
+        prefix = trial_id.split("-shrink-")[0] if "-shrink-" in trial_id else trial_id.rsplit("-", 1)[0]
+        return next((row for row, p in self.rows().items() if p == prefix), None)
+
+    def _pipelines(self) -> list[str]:
+        return list(self.rows())
+
+    def _shrink(self, harness, row: str, progress: Progress) -> None:
         from properties.planning import applicable_actions
         from properties.shrink import shrink_schedule
 
-        record_path = self.root / "shrinks" / f"{slug(pipeline)}.json"
+        prefix = self.rows()[row]
+        record_path = self.root / "shrinks" / f"{prefix}.json"
         if record_path.exists():
             return
         violating = []
+        pipeline = next(e["pipeline"] for e in self.plan if _row(e) == row)
         for entry in self.plan:
-            v = self.verdict_of(entry["id"]) if entry["pipeline"] == pipeline else None
+            v = self.verdict_of(entry["id"]) if _row(entry) == row else None
             if v and v["meets"] is False:
                 violating.append((len(entry["scenario"]["faults"]), entry["id"], entry))
         if not violating:
@@ -339,7 +361,7 @@ class Campaign:
         # Finished shrink trials of this pipeline are the cache: a resumed shrink reruns none of them.
         cache: dict[tuple[str, ...], tuple[str, dict]] = {}
         for trial_id in self.trial_ids():
-            if trial_id.startswith(f"{slug(pipeline)}-shrink-") and self.finished(trial_id):
+            if trial_id.startswith(f"{prefix}-shrink-") and self.finished(trial_id):
                 s = Scenario.load(self.trial_dir(trial_id) / "scenario.json")
                 cache[tuple(s.faults)] = (trial_id, self.verdict_of(trial_id))
         path: list[dict] = []
@@ -348,7 +370,7 @@ class Campaign:
         def violates(faults: list[str]) -> bool:
             key = tuple(faults)
             if key not in cache:
-                trial_id = f"{slug(pipeline)}-shrink-{next(counter):02d}"
+                trial_id = f"{prefix}-shrink-{next(counter):02d}"
                 scenario = Scenario(**{**asdict(base), "faults": list(faults)})
                 cache[key] = (trial_id, self.run_trial(harness, trial_id, scenario, progress))
             trial_id, verdict = cache[key]
@@ -370,10 +392,10 @@ class Campaign:
                 "pipeline": pipeline, "declared": expected, "from": origin_id, "from_faults": base.faults,
                 "minimal": base.faults, "minimal_trial": origin_id, "verdict": self.verdict_of(origin_id)["verdict"],
                 "path": [], "command": base.command(), "skipped": "the time budget was spent before the shrink"})
-            progress.note(f"shrink of {pipeline} skipped: the time budget is spent; unshrunk counterexample "
+            progress.note(f"shrink of {row} skipped: the time budget is spent; unshrunk counterexample "
                           f"{' '.join(base.faults)} ({origin_id}), replay: {base.command()}")
             return
-        progress.note(f"shrinking {origin_id} ({', '.join(base.faults)}) for {pipeline}")
+        progress.note(f"shrinking {origin_id} ({', '.join(base.faults)}) for {row}")
         minimal = shrink_schedule(base.faults, violates, actions=actions, budget=max(candidates, len(cache)),
                                   phases=resolved.phases)
         minimal_trial = origin_id if minimal == base.faults else next(
@@ -395,14 +417,17 @@ class Campaign:
 
         reports, rows = [], {}
         coverage: dict[str, dict[str, int]] = {}
+        prefixes = self.rows()
+        variants = {_row(e): e["scenario"].get("conf") or {} for e in self.plan}
         for trial_id in self.trial_ids():
             v = self.verdict_of(trial_id)
             if v is None:
                 continue
-            reports.append(v)
+            name = self.row_of(trial_id) or v["pipeline"]
+            reports.append({**v, "pipeline": name})
             result = load_result(self.trial_dir(trial_id))
-            row = rows.setdefault(v["pipeline"], {"seconds": 0.0, "faults_fired": 0, "faulted_trials": 0,
-                                                  "covered": set(), "late_writes": []})
+            row = rows.setdefault(name, {"pipeline": v["pipeline"], "conf": variants.get(name, {}), "seconds": 0.0,
+                                         "faults_fired": 0, "faulted_trials": 0, "covered": set(), "late_writes": []})
             row["seconds"] += result.get("seconds", 0)
             fired = [f for f in result.get("faults", []) if f.get("fired")]
             row["faults_fired"] += len(fired)
@@ -426,7 +451,7 @@ class Campaign:
             # "meets" claims no more than the trials exercised: with a canonical window never opened, or no
             # fault fired at all, it is weak evidence.
             row["weak"] = row["meets"] is True and (bool(row["not_covered"]) or not row.get("faulted_trials"))
-            shrink = self.root / "shrinks" / f"{slug(name)}.json"
+            shrink = self.root / "shrinks" / f"{prefixes.get(name, slug(name))}.json"
             fix = "delete it and run `streamchaos campaign resume` to shrink again"
             row["counterexample"] = load_shrink(shrink, fix) if shrink.exists() else None
         planned = len(self.plan)
@@ -445,6 +470,11 @@ class Campaign:
 def _same_files(late: dict, stored: dict | None) -> bool:
     """Late writes already recorded in verdict.json (no re-check needed)."""
     return stored is not None and all(late.get(k) == stored.get(k) for k in ("changed", "added", "removed"))
+
+
+def _row(entry: dict) -> str:
+    """A plan entry's summary row (campaigns stored before configuration variants have none: the pipeline)."""
+    return entry.get("row") or entry["pipeline"]
 
 
 def _round_robin(groups: list[list[dict]]) -> list[list[dict]]:

@@ -58,9 +58,13 @@ def trial(
     toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy (default: embedded; "
                                                        "or TOXIPROXY_URL)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
+    conf: Annotated[list[str] | None, typer.Option(
+        help="KEY=VALUE for the pipeline's query (repeatable): a spark.* setting, trigger=processingTime:3s|"
+             "availableNow|once, or a writeStream option")] = None,
     standby: Standby = True,
 ) -> None:
     """Run one trial of PIPELINE under a fault schedule and print what happened."""
+    from chaos.queryconf import parse_conf
     from chaos.scenario import Scenario
     from chaos.trial import Harness
     from pipelines_under_test import resolve
@@ -71,7 +75,8 @@ def trial(
     scenario = Scenario(
         pipeline=pipeline, events=events, seed=seed, events_per_batch=events_per_batch,
         keys=keys, skew=skew, max_disorder_ms=max_disorder_ms, faults=list(fault or []),
-        cluster=cluster, workers=workers, driver_downtime=downtime, recovery_timeout=recovery_timeout, **stream,
+        cluster=cluster, workers=workers, driver_downtime=downtime, recovery_timeout=recovery_timeout,
+        conf=parse_conf(list(conf or [])), **stream,
     )
     from chaos.trial import validate_schedule
 
@@ -145,17 +150,22 @@ def campaign_run(
     cluster: Annotated[str, typer.Option(help="standalone | local-cluster[W,C,M] | spark://HOST:PORT")] = "standalone",
     workers: Annotated[int, typer.Option(help="workers of the standalone cluster")] = 2,
     toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
+    conf: Annotated[list[str] | None, typer.Option(
+        help="KEY=V1,V2: run every pipeline under each value (repeatable: every combination), e.g. "
+             "spark.sql.streaming.stateStore.providerClass=A,B or asyncProgressTrackingEnabled=false,true")] = None,
     standby: Standby = True,
 ) -> None:
     """Generate scenarios, run them, shrink every violation, store everything, write the HTML report."""
     from chaos.campaign import Campaign, CampaignSpec, parse_time_budget
+    from chaos.queryconf import parse_matrix
     from properties.planning import parse_kinds
 
     spec = CampaignSpec(
         pipelines=list(pipeline or []), expect=expect, kinds=list(parse_kinds(faults)),
         trials=trials if trials is not None or time_budget else 3, time_budget_s=parse_time_budget(time_budget),
         seed=seed, events=events, events_per_batch=events_per_batch, max_faults=max_faults, shrink=shrink,
-        shrink_trials=shrink_trials, examples=list(example or []), cluster=cluster, workers=workers)
+        shrink_trials=shrink_trials, examples=list(example or []), cluster=cluster, workers=workers,
+        conf=parse_matrix(list(conf or [])) or None)
     if max_faults < 1:
         raise UserError(f"--max-faults must be at least 1, got {max_faults}")
     _require_java()
@@ -267,7 +277,8 @@ def _execute(campaign, toxiproxy: str | None = None, finish=None, standby: bool 
 def print_summary(summary: dict) -> None:
     for name, row in summary["pipelines"].items():
         counts = (f"{row['trials']} trial(s) ({row.get('faulted_trials', 0)} with a fired fault), "
-                  f"{row.get('faults_fired', 0)} faults fired, {row.get('stalled', 0)} stalled, {row.get('seconds')}s")
+                  f"{row.get('faults_fired', 0)} faults fired, {row.get('stalled', 0)} stalled, "
+                  + (f"{row['refused']} refused by Spark, " if row.get("refused") else "") + f"{row.get('seconds')}s")
         if row["meets"] is True:
             out.print(f"[bold]{name}[/]: no violation of {row['declared']} found in {counts}; measured "
                       f"{row['verdict']}" + (" [bold](weak evidence)[/]" if row.get("weak") else ""))
@@ -292,6 +303,26 @@ def print_summary(summary: dict) -> None:
             out.print(f"  replay: {ce['command']}")
     for s in summary.get("skipped", []):
         out.print(f"{s['pipeline']}: skipped ({s['reason']})")
+    print_grid(summary)
+
+
+def print_grid(summary: dict) -> None:
+    """Configuration variants (``--conf KEY=V1,V2``): a pipeline x configuration table of verdicts."""
+    from chaos.queryconf import grid
+
+    table = grid(summary)
+    if table is None:
+        return
+    columns, cells = table
+    out.print("verdicts by configuration (pipeline x --conf variant; * = violates the expected guarantee):")
+    for k, column in enumerate(columns):
+        out.print(f"  [{k + 1}] {column}")
+    width = max(len(p) for p in cells)
+    out.print(" " * (width + 2) + "".join(f"[{k + 1}]".ljust(16) for k in range(len(columns))))
+    for pipeline, row in cells.items():
+        marks = [(row[c]["verdict"] or "-") + ("*" if row[c]["meets"] is False else "") if c in row else "not run"
+                 for c in columns]
+        out.print(f"  {pipeline:<{width}}" + "".join(m.ljust(16) for m in marks), markup=False)
 
 
 @app.command(epilog="\b\nExample: streamchaos replay runs/c1/trials/passthrough-append-000")

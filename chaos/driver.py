@@ -296,6 +296,7 @@ def await_trial(spark, folder: Path, signals: Signals) -> tuple[dict, int, bool]
 
 
 def run(spark, config: dict, incarnation: int, source=None) -> int:
+    from chaos.queryconf import REFUSED_RC, applied
     from pipelines_under_test import DriverContext, resolve
 
     controller = config["controller"]
@@ -312,7 +313,17 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
                         sink_dsn=config.get("sink_dsn"), controller=controller, feed=config.get("feed"),
                         events=config.get("events", 0), partitions=config.get("partitions", 1),
                         events_per_batch=config["events_per_batch"])
-    query = pipeline.start(ctx)
+    try:
+        with applied(spark, config.get("query_conf")):  # the trial's configuration variant, if any
+            query = pipeline.start(ctx)
+    except Exception as exc:
+        if not config.get("query_conf"):
+            raise
+        # Spark refuses the variant (a static setting, an option a stateful query cannot take): a verdict of
+        # its own, not a crash to restart from.
+        message = " ".join(str(exc).split())[:400]
+        print(f"streamchaos: refused: {type(exc).__name__}: {message}", flush=True)
+        return REFUSED_RC
 
     stop = threading.Event()
     over = threading.Event()

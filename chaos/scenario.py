@@ -40,6 +40,8 @@ class Scenario:
     workers: int = 2
     driver_downtime: float = 1.0
     recovery_timeout: float = 180.0
+    # A configuration variant (chaos/queryconf.py): Spark settings, the trigger, writeStream options.
+    conf: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.events < 1:
@@ -87,6 +89,8 @@ class Scenario:
                 parts += [option, shlex.quote(str(value))]
         for spec in self.faults:
             parts += ["--fault", spec]
+        for key, value in self.conf.items():
+            parts += ["--conf", shlex.quote(f"{key}={value}")]
         return " ".join(parts)
 
     def to_json(self) -> str:

@@ -195,6 +195,17 @@ def load_history(run_dir: Path) -> list[dict]:
     return records
 
 
+def _elements_ok(annotation: str, value: Any) -> bool:
+    """The insides of the containers a stored dataclass holds (fault specs, conf values, conf matrices)."""
+    if annotation == "list[str]":
+        return all(isinstance(v, str) for v in value)
+    if annotation == "dict[str, str]":
+        return all(isinstance(v, str) for v in value.values())
+    if annotation == "dict[str, list[str]] | None" and value is not None:
+        return all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in value.values())
+    return True
+
+
 def _is(value: Any, types: tuple) -> bool:
     if isinstance(value, bool):
         return bool in types
@@ -212,7 +223,8 @@ def _kind(value: Any) -> str:
 # A stored dataclass's field annotations (``from __future__ import annotations``: strings) as JSON types.
 _ANNOTATION_TYPES = {"str": (str,), "int": (int,), "float": NUMBER, "bool": (bool,), "list[str]": (list,),
                      "str | None": OPT_STR, "int | None": OPT_INT, "float | None": (int, float, type(None)),
-                     "bool | None": (bool, type(None)), "dict[str, list[str]] | None": OPT_DICT}
+                     "bool | None": (bool, type(None)), "dict[str, list[str]] | None": OPT_DICT,
+                     "dict[str, str]": (dict,)}
 
 
 def dataclass_fields(cls: type, data: Any, where: str, fix: str) -> dict:
@@ -229,7 +241,7 @@ def dataclass_fields(cls: type, data: Any, where: str, fix: str) -> dict:
                 raise UserError(f"{where} has no field {f.name!r}: it is damaged; {fix}")
             continue
         value, types = data[f.name], _ANNOTATION_TYPES[str(f.type)]
-        if not _is(value, types) or (str(f.type) == "list[str]" and not all(isinstance(v, str) for v in value)):
+        if not _is(value, types) or not _elements_ok(str(f.type), value):
             raise UserError(f"{where}: field {f.name!r} is {_kind(value)}, expected {f.type}: it is damaged; {fix}")
         out[f.name] = value
     return out

@@ -42,6 +42,7 @@ from chaos.nemesis import Nemesis
 from chaos.postgres import PostgresServer
 from chaos.procs import Group, Owned, reap_orphans, wait_until
 from chaos.pydaemon import import_home
+from chaos.queryconf import REFUSED_RC
 from chaos.scenario import Scenario, generate_events
 from chaos.socketfeed import SocketFeed
 from chaos.source import read_offsets_file
@@ -513,6 +514,7 @@ class Trial:
             "events": events.height,
             "partitions": self.scenario.partitions,
             "cores_max": self.scenario.workers,
+            "query_conf": self.scenario.conf,
             **self.h.start_settings(),
         }
         if self.h.recycle and self.h.next_trial and not self.pipeline.boot_conf():
@@ -580,6 +582,8 @@ class Trial:
                              killed_by=fault.spec if fault else None)
             if watcher.drained.is_set():
                 return "drained", ""
+            if fault is None and rc == REFUSED_RC:
+                return "refused", self._refusal()
             if fault is None:
                 unplanned += 1
                 if unplanned > MAX_UNPLANNED_EXITS:
@@ -629,6 +633,13 @@ class Trial:
                 self.driver.terminate(grace, sig=signal.SIGUSR2)
                 self.h.owned.forget(self.driver)
             self.driver = None
+
+    def _refusal(self) -> str:
+        """Spark's message for a refused configuration variant, as the driver printed it."""
+        log = self.dir / "logs" / f"driver-{self.incarnation}.log"
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        found = [ln.split("streamchaos: refused: ", 1)[1] for ln in lines if "streamchaos: refused: " in ln]
+        return (found or [self._log_tail()])[-1]
 
     def _log_tail(self) -> str:
         log = self.dir / "logs" / f"driver-{self.incarnation}.log"

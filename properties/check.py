@@ -20,7 +20,7 @@ from properties.attribution import attribute, batch_of_events, fault_before_comm
 from properties.classifier import Classification, classify
 from properties.consistent_cut import check_cut
 from properties.inference import Inference, infer_from_counts
-from properties.verdicts import STALLED, meets
+from properties.verdicts import REFUSED, STALLED, meets
 
 if TYPE_CHECKING:
     from pipelines_under_test import Pipeline
@@ -98,7 +98,8 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
         duplicated = attribute_keys(inf.duplicated[:SAMPLE], events, id_batches, history, redelivered)
         measured = inf.verdict
         dup_batches = {b for d in duplicated for b in d["batches"]}
-    verdict = measured if result.get("outcome") == "drained" else STALLED
+    outcome = result.get("outcome")
+    verdict = measured if outcome == "drained" else REFUSED if outcome == "refused" else STALLED
     report = {
         "pipeline": scenario.pipeline,
         "declared": pipeline.guarantee,
@@ -117,6 +118,8 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
     report["late_writes"] = _late_writes(pipeline, run_dir, output)
     if verdict == STALLED:
         report["effect"]["note"] = f"not drained ({result.get('reason', '')}): consistency not judged"
+    elif verdict == REFUSED:
+        report["effect"]["note"] = f"Spark refused the query as configured: {result.get('reason', '')}"
     write_json(run_dir / "verdict.json", report)
     return report
 

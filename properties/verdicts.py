@@ -1,7 +1,9 @@
 """The verdict vocabulary of docs/verdicts.md and its order of strength.
 
 exactly-once > at-least-once, at-most-once > none > incorrect; at-least-once and at-most-once are
-incomparable (their meet is none). ``stalled`` says nothing about consistency: it is inconclusive.
+incomparable (their meet is none). ``stalled`` says nothing about consistency: it is inconclusive; so does
+``refused``: Spark refused to run the query as configured (a configuration variant it does not support), with
+its message in the trial's result.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ AT_MOST_ONCE = "at-most-once"
 NONE = "none"
 INCORRECT = "incorrect"
 STALLED = "stalled"
+REFUSED = "refused"
 
-VERDICTS = (EXACTLY_ONCE, AT_LEAST_ONCE, AT_MOST_ONCE, NONE, INCORRECT, STALLED)
+VERDICTS = (EXACTLY_ONCE, AT_LEAST_ONCE, AT_MOST_ONCE, NONE, INCORRECT, STALLED, REFUSED)
+INCONCLUSIVE = (STALLED, REFUSED)
 
 # What each verdict still promises: no loss (L), no duplication (D), correct values (C).
 _PROMISES = {
@@ -44,17 +48,19 @@ def at_least_as_strong(measured: str, declared: str) -> bool:
 
 
 def weakest(verdicts: list[str]) -> str | None:
-    """The campaign verdict: the meet of the trials' verdicts (stalled trials are left out)."""
-    conclusive = [v for v in verdicts if v != STALLED]
+    """The campaign verdict: the meet of the trials' verdicts (stalled and refused trials are left out)."""
+    conclusive = [v for v in verdicts if v not in INCONCLUSIVE]
     if not conclusive:
-        return STALLED if verdicts else None
+        if not verdicts:
+            return None
+        return REFUSED if all(v == REFUSED for v in verdicts) else STALLED
     promises = frozenset.intersection(*(_PROMISES[v] for v in conclusive))
     return next(v for v, p in _PROMISES.items() if p == promises)
 
 
 def meets(measured: str, declared: str) -> bool | None:
-    """True/False, or None when the measurement is inconclusive (stalled)."""
-    if measured == STALLED:
+    """True/False, or None when the measurement is inconclusive (stalled, refused)."""
+    if measured in INCONCLUSIVE:
         return None
     return at_least_as_strong(measured, declared)
 
@@ -73,5 +79,6 @@ def aggregate(trials: list[dict]) -> dict[str, dict]:
         row["verdict"] = weakest(row["verdicts"])
         row["meets"] = meets(row["verdict"], row["declared"])
         row["stalled"] = row["verdicts"].count(STALLED)
+        row["refused"] = row["verdicts"].count(REFUSED)
         del row["verdicts"]
     return out

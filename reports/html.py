@@ -56,6 +56,24 @@ def _index(summary: dict) -> str:
             "<th>minimal counterexample</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
 
+def _grid(summary: dict) -> str:
+    """Configuration variants: a pipeline x configuration grid of verdict badges (nothing without variants)."""
+    from chaos.queryconf import grid
+
+    table = grid(summary)
+    if table is None:
+        return ""
+    columns, cells = table
+    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
+    body = "".join(
+        f"<tr><td>{escape(pipeline)}</td>" + "".join(
+            f"<td>{badge(row[c]['verdict'])} {_meets(row[c]['meets'])}</td>" if c in row
+            else "<td class=muted>not run</td>" for c in columns) + "</tr>"
+        for pipeline, row in cells.items())
+    return (f'<h2>Verdicts by configuration</h2><table id="grid"><thead><tr><th>pipeline</th>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>")
+
+
 def _weak(row: dict) -> str:
     """A pass that claims more than its trials exercised: a canonical window never opened, or no fault fired."""
     late = (f' <span class="bad" title="{escape(", ".join(row["late_writes"]))}">late writes in '
@@ -165,6 +183,7 @@ faults {escape(','.join(spec['kinds']))} · {summary['finished']}/{summary['plan
 {summary['seconds']}s of trials · <b id="outcome">{escape(verdict)}</b></div></header>
 <main>
 <h2>Pipelines: declared vs measured</h2>{_index(summary)}
+{_grid(summary)}
 {_conformance(view.get('conformance'))}
 <h2>Minimal counterexamples</h2>{_counterexamples(summary)}
 <h2>Fault coverage (fired faults by action and phase)</h2>{_coverage(summary['coverage'])}

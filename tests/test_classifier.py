@@ -131,6 +131,7 @@ def test_campaign_aggregation_takes_the_weakest_verdict_per_pipeline():
         {"pipeline": "c", "declared": AT_LEAST_ONCE, "verdict": AT_LEAST_ONCE},
     ]
     got = aggregate(trials)
-    assert got["a"] == {"declared": EXACTLY_ONCE, "trials": 2, "verdict": AT_LEAST_ONCE, "meets": False, "stalled": 0}
+    assert got["a"] == {"declared": EXACTLY_ONCE, "trials": 2, "verdict": AT_LEAST_ONCE, "meets": False, "stalled": 0,
+                        "refused": 0}
     assert got["b"]["verdict"] == EXACTLY_ONCE and got["b"]["meets"] is True and got["b"]["stalled"] == 1
     assert got["c"]["verdict"] == NONE and got["c"]["meets"] is False
