@@ -83,6 +83,7 @@ class Campaign:
         self.data = data
         self.spec = CampaignSpec(**data["spec"])
         self._memo: dict[str, tuple[bool | None, float]] = {}  # finished trials' (meets, seconds)
+        self._rows: dict[str, str] | None = None
 
     # -- creation and loading ---------------------------------------------------------------------
     @classmethod
@@ -330,12 +331,14 @@ class Campaign:
     def rows(self) -> dict[str, str]:
         """The summary's rows in plan order (a pipeline, or a pipeline under one configuration variant), each
         with the prefix of its trial ids (its shrink trials and record are named by it too)."""
-        return {_row(e): e["id"].rsplit("-", 1)[0] for e in self.plan}
+        if self._rows is None:  # the plan never changes once written
+            self._rows = {_row(e): e["id"].rsplit("-", 1)[0] for e in self.plan}
+        return self._rows
 
     def row_of(self, trial_id: str) -> str | None:
         """The row a planned or shrink trial belongs to."""
         prefix = trial_id.split("-shrink-")[0] if "-shrink-" in trial_id else trial_id.rsplit("-", 1)[0]
-        return next((row for row, p in self.rows().items() if p == prefix), None)
+        return {p: row for row, p in self.rows().items()}.get(prefix)
 
     def _pipelines(self) -> list[str]:
         return list(self.rows())

@@ -6,6 +6,10 @@
     def test_orders_survive_crashes(chaos_check):
         chaos_check("my_pipelines:ORDERS")
 
+``consistency(conf={"asyncProgressTrackingEnabled": ["false", "true"]})`` (or ``chaos_check(..., conf=...)``)
+runs the check under every combination of the settings (``--conf`` of ``campaign run``) and fails on any
+variant that violates the guarantee.
+
 ``chaos_check`` runs a small campaign (``--chaos-trials`` planned trials, ``--chaos-seed``) on the
 session's harness (one Spark cluster for the whole test session), shrinks a violation and fails
 the test with the minimal counterexample and its replay command. ``--chaos-report PATH`` writes
@@ -28,7 +32,8 @@ if TYPE_CHECKING:
 # Loaded by every pytest session where streamchaos is installed: the harness, polars and Spark
 # helpers are imported inside the fixtures, only by sessions that use them.
 
-MARKER = "consistency(expect=None, faults='kill', pipeline=None, examples=()): check a pipeline under faults"
+MARKER = ("consistency(expect=None, faults='kill', pipeline=None, examples=(), conf=None): check a pipeline under "
+          "faults (conf: {'KEY': ['V1', 'V2']} runs it under every combination)")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -93,7 +98,8 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
     config = request.config
 
     def check(pipeline: str | None = None, *, expect: str | None = None, faults: str | None = None,
-              examples: list[str] | tuple[str, ...] | None = None, trials: int | None = None) -> dict:
+              examples: list[str] | tuple[str, ...] | None = None, trials: int | None = None,
+              conf: dict | list[str] | None = None) -> dict:
         from chaos.campaign import Campaign, CampaignSpec, slug
         from properties.planning import parse_kinds
 
@@ -109,6 +115,7 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
             events=config.getoption("--chaos-events"), shrink_trials=config.getoption("--chaos-shrink-trials"),
             examples=list(examples if examples is not None else options.get("examples", ())),
             cluster=chaos_harness.cluster_spec, workers=chaos_harness.workers,
+            conf=conf_matrix(conf if conf is not None else options.get("conf")),
         )
         root = tmp_path_factory.mktemp(f"chaos-{slug(request.node.name)[:40]}")
         try:
@@ -118,22 +125,42 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
             pytest.fail(f"streamchaos: {exc}", pytrace=False)
         config._streamchaos_campaigns.append(campaign.root)
         summary = campaign.run(chaos_harness)
-        row = summary["pipelines"].get(pipeline)
-        if row is None:
+        rows = {name: row for name, row in summary["pipelines"].items() if row.get("pipeline", name) == pipeline}
+        if not rows:
             reason = "; ".join(s["reason"] for s in summary["skipped"]) or "no trial ran"
             pytest.skip(f"{pipeline}: {reason}")
-        if row["meets"] is False:
-            pytest.fail(describe_violation(pipeline, row, campaign.root), pytrace=False)
-        if row["meets"] is None:
-            pytest.fail(f"{pipeline}: inconclusive ({row['stalled']} stalled trial(s)); runs in {campaign.root}",
-                        pytrace=False)
-        if row.get("weak") or row.get("late_writes"):
-            import warnings
+        violations = [describe_violation(name, row, campaign.root) for name, row in rows.items()
+                      if row["meets"] is False]
+        if violations:
+            pytest.fail("\n".join(violations), pytrace=False)
+        for name, row in rows.items():
+            if row["meets"] is None:
+                why = (f"Spark refused the configuration in {row['refused']} trial(s)" if row.get("refused")
+                       else f"{row['stalled']} stalled trial(s)")
+                pytest.fail(f"{name}: inconclusive ({why}); runs in {campaign.root}", pytrace=False)
+            if row.get("weak") or row.get("late_writes"):
+                import warnings
 
-            warnings.warn(weak_evidence(pipeline, row), ChaosWeakEvidence, stacklevel=2)
-        return row
+                warnings.warn(weak_evidence(name, row), ChaosWeakEvidence, stacklevel=2)
+        # One row; with configuration variants, the rows by name (``pipeline [key=value, ...]``).
+        return next(iter(rows.values())) if len(rows) == 1 and not spec.conf else rows
 
     return check
+
+
+def conf_matrix(conf: dict | list[str] | tuple[str, ...] | None) -> dict[str, list[str]] | None:
+    """A check's configuration variants: ``{"KEY": ["V1", "V2"]}`` (or a single value), or ``["KEY=V1,V2"]``
+    as on the command line."""
+    from chaos.queryconf import parse_matrix
+
+    if not conf:
+        return None
+    try:
+        if isinstance(conf, dict):
+            return parse_matrix([f"{k}={','.join(v) if isinstance(v, list | tuple) else v}" for k, v in conf.items()])
+        return parse_matrix(list(conf))
+    except UserError as exc:
+        raise pytest.UsageError(f"streamchaos: {exc}") from None
 
 
 class ChaosWeakEvidence(UserWarning):

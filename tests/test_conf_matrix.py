@@ -109,3 +109,12 @@ def test_a_refused_variant_is_its_own_inconclusive_verdict(tmp_path):
     v = check_run(run_dir, for_run(run_dir))
     assert v["verdict"] == "refused" and v["meets"] is None
     assert "stateful operators are not supported" in v["effect"]["note"]
+
+
+def test_the_plugin_takes_variants_as_a_dict_or_as_on_the_command_line():
+    from chaos.pytest_plugin import conf_matrix
+
+    assert conf_matrix({"a": ["1", "2"], "trigger": "availableNow"}) == {"a": ["1", "2"], "trigger": ["availableNow"]}
+    assert conf_matrix(["a=1,2"]) == {"a": ["1", "2"]} and conf_matrix(None) is None
+    with pytest.raises(pytest.UsageError, match="trigger"):
+        conf_matrix({"trigger": "sometimes"})
