@@ -9,6 +9,7 @@ restarted by the trial loop. Heals run on timers and are all awaited before the 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 from collections.abc import Callable
@@ -169,17 +170,7 @@ class Nemesis:
         return {"done": True, "duration": fault.duration, **what}
 
     def _damage(self, fault: Fault, detail: dict) -> dict:
-        how, what = fault.mode.split("-", 1)
-        target = newest_checkpoint_file(self.checkpoint, what)
-        if target is None:
-            raise LookupError(f"no {what} file in the checkpoint yet")
-        if how == "truncate":
-            size = target.stat().st_size
-            with open(target, "r+b") as fh:
-                fh.truncate(size // 2)
-        else:
-            target.unlink()
-        return {"done": True, "file": str(target.relative_to(self.checkpoint)), "how": how}
+        return {"done": True, **damage_checkpoint(self.checkpoint, fault.mode)}
 
     def _channel(self, fault: Fault) -> dict:
         if self.channels is None:
@@ -216,6 +207,48 @@ class Nemesis:
         thread = threading.Thread(target=heal, name=f"heal {fault.spec}", daemon=True)
         self.heals.append(thread)
         thread.start()
+
+
+def damage_checkpoint(checkpoint: Path, mode: str) -> dict:
+    """Do ``mode`` (``chaos.spec.DAMAGE_MODES``) to the checkpoint; what was damaged, for the history."""
+    how, what = mode.split("-", 1)
+    if mode == "delete-metadata":
+        target = checkpoint / "metadata"
+        if not target.exists():
+            raise LookupError("no metadata file in the checkpoint yet")
+        target.unlink()
+        return {"file": "metadata", "how": how}
+    if how == "retain":  # every offsets/commits file but the newest: a retention that kept too little
+        folder = checkpoint / what
+        numbers = sorted(int(n) for n in os.listdir(folder) if n.isdigit()) if folder.is_dir() else []
+        if len(numbers) < 2:
+            raise LookupError(f"fewer than two {what} files in the checkpoint yet")
+        for n in numbers[:-1]:
+            (folder / str(n)).unlink()
+            crc = folder / f".{n}.crc"
+            crc.unlink(missing_ok=True)
+        return {"files": [f"{what}/{n}" for n in numbers[:-1]], "how": how}
+    target = newest_checkpoint_file(checkpoint, "state" if what == "operator" else what)
+    if target is None:
+        raise LookupError(f"no {'state' if what == 'operator' else what} file in the checkpoint yet")
+    rel = target.relative_to(checkpoint)
+    if what == "operator":  # state/<operator>/...: the whole operator's directory
+        operator = checkpoint / rel.parts[0] / rel.parts[1]
+        shutil.rmtree(operator)
+        return {"file": str(operator.relative_to(checkpoint)), "how": how}
+    if how == "truncate":
+        with open(target, "r+b") as fh:
+            fh.truncate(target.stat().st_size // 2)
+    elif how == "flip":  # 16 bytes in the middle of the file, inverted: a bit rot the file's format must catch
+        with open(target, "r+b") as fh:
+            middle = max(0, target.stat().st_size // 2 - 8)
+            fh.seek(middle)
+            data = fh.read(16)
+            fh.seek(middle)
+            fh.write(bytes(b ^ 0xFF for b in data))
+    else:
+        target.unlink()
+    return {"file": str(rel), "how": how}
 
 
 def newest_checkpoint_file(checkpoint: Path, what: str) -> Path | None:

@@ -23,8 +23,13 @@ CHANNELS = ("source", "sink")
 CHANNEL_KINDS = ("delay", "cut", "reset", "down")
 CHANNEL_DEFAULT_DURATION = 5.0
 DEFAULT_LATENCY_MS = 1000
-DAMAGE_MODES = tuple(
-    f"{how}-{what}" for what in ("offsets", "commits", "state") for how in ("truncate", "delete")
+# Checkpoint damage, in shrink order (a shrink tries the earlier modes): the newest file of a kind truncated to
+# half (a half-written file) or deleted; every offsets/commits file but the newest deleted (retention gone too
+# far); bytes of the newest state file flipped; one operator's state directory deleted; the query's metadata file
+# (its id) deleted.
+DAMAGE_MODES = (
+    *(f"{how}-{what}" for what in ("offsets", "commits", "state") for how in ("truncate", "delete")),
+    "retain-offsets", "retain-commits", "flip-state", "delete-operator", "delete-metadata",
 )
 ACTIONS = (
     *(f"kill-{t}" for t in TARGETS),

@@ -24,7 +24,7 @@ from hypothesis.errors import NoSuchExample
 
 from chaos.errors import UserError
 from chaos.scenario import Scenario
-from chaos.spec import PHASES, Fault, parse_fault
+from chaos.spec import DAMAGE_MODES, PHASES, Fault, parse_fault
 from properties.strategies import ACTION_ORDER, Schedule, StreamSpec, crash_schedules
 from properties.verdicts import meets
 
@@ -174,6 +174,10 @@ def _simplifications(faults: list[str], actions: tuple[str, ...], phases: tuple[
         for action in ACTION_ORDER[: ACTION_ORDER.index(f.action)]:
             if action in actions and action.split("-")[0] == f.action.split("-")[0]:
                 yield _replace(parsed, i, Fault(action, f.batch, f.phase, ()))
+    for i, f in enumerate(parsed):
+        if f.action == "damage-checkpoint":  # a simpler damage: DAMAGE_MODES is in shrink order
+            for mode in DAMAGE_MODES[: DAMAGE_MODES.index(f.mode)]:
+                yield _replace(parsed, i, Fault(f.action, f.batch, f.phase, (mode,)))
     for i, f in enumerate(parsed):
         for phase in PHASES[: PHASES.index(f.phase)]:
             if phase in phases:

@@ -1,0 +1,73 @@
+"""Checkpoint damage (``damage-checkpoint@N:PHASE/MODE``): what each mode does to a checkpoint laid out as Spark lays
+it out, and that a shrink tries the simpler modes first. No JVM; what Spark does with each damaged checkpoint
+on the next start is measured by trials (docs/faults.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos.nemesis import damage_checkpoint
+from chaos.spec import DAMAGE_MODES, parse_fault
+from properties.shrink import shrink_schedule
+
+
+def checkpoint(root):
+    """offsets/0..2, commits/0..2 (with Hadoop's .crc files), metadata, state of two operators."""
+    for kind in ("offsets", "commits"):
+        (root / kind).mkdir(parents=True)
+        for n in range(3):
+            (root / kind / str(n)).write_text(f'v1\n{{"n": {n}}}\n')
+            (root / kind / f".{n}.crc").write_bytes(b"crc")
+    (root / "metadata").write_text('{"id":"q"}')
+    for op in ("0", "1"):
+        for part in ("0", "1"):
+            d = root / "state" / op / part
+            d.mkdir(parents=True)
+            for v in (1, 2, 3):
+                (d / f"{v}.delta").write_bytes(bytes(range(64)))
+    return root
+
+
+@pytest.mark.parametrize("mode", DAMAGE_MODES)
+def test_each_damage_mode_does_what_it_says(tmp_path, mode):
+    root = checkpoint(tmp_path / "cp")
+    detail = damage_checkpoint(root, mode)
+    if mode == "delete-metadata":
+        assert not (root / "metadata").exists()
+    elif mode.startswith("retain-"):
+        kind = mode.split("-")[1]
+        assert sorted(p.name for p in (root / kind).iterdir()) == [".2.crc", "2"]
+        assert detail["files"] == [f"{kind}/0", f"{kind}/1"]
+    elif mode == "delete-operator":
+        assert detail["file"] in ("state/0", "state/1") and not (root / detail["file"]).exists()
+        assert len(list((root / "state").iterdir())) == 1
+    else:
+        target = root / detail["file"]
+        if mode.startswith("delete-"):
+            assert not target.exists()
+        elif mode.startswith("truncate-"):
+            assert target.stat().st_size < len('v1\n{"n": 2}\n') or target.stat().st_size == 32
+        else:  # flip-state: same size, 16 bytes inverted in the middle
+            data = target.read_bytes()
+            assert len(data) == 64 and data[24:40] == bytes(b ^ 0xFF for b in range(24, 40)) and data[:24] == \
+                bytes(range(24))
+
+
+def test_damage_of_what_is_not_there_yet_says_so(tmp_path):
+    (tmp_path / "empty" / "offsets").mkdir(parents=True)
+    (tmp_path / "empty" / "offsets" / "0").write_text("v1\n")
+    for mode in ("delete-metadata", "retain-offsets", "flip-state", "delete-operator"):
+        with pytest.raises(LookupError):
+            damage_checkpoint(tmp_path / "empty", mode)
+
+
+def test_a_shrink_tries_simpler_damage_first():
+    tried = []
+
+    def violates(faults):
+        tried.append(faults)
+        return any("damage-checkpoint" in f for f in faults) and any("kill-driver" in f for f in faults)
+
+    minimal = shrink_schedule(["damage-checkpoint@2:committed/delete-metadata", "kill-driver@3:planned"], violates,
+                              budget=40)
+    assert parse_fault(minimal[0]).mode == DAMAGE_MODES[0]
