@@ -15,11 +15,14 @@ verdict is a control whose verdict is not its truth; each is listed with its tri
 
 Drift, sampled as each trial ends: the trial's wall time, the peak summed RSS and PSS of every process the
 harness owns during it (``usage.Usage``), their open file descriptors and threads, how many there are, the
-bytes under the temp directory and under the harness's work directory, and the trial directory's bytes. Each
-series gets a least-squares line over trial index (the first ``WARMUP`` trials left out: page cache and JIT
-warm up there; and the last: no spare driver is booted for a trial that nothing follows); a slope above
-twice its standard error that adds more than ``LEAK_SHARE`` of the mean over the run is printed as an
-upward slope. Everything is stored in ``<out>/soak.json``.
+bytes under the temp directory, under the harness's work directory (its kept logs apart: one set per
+application and spare driver, a rate, not a leak), and the trial directory's bytes. The sample is taken
+once the harness is at rest (spare drivers ready, its process count unchanged for two seconds; that wait
+is left out of trials per hour), with its processes counted by kind. Each series gets a least-squares line
+over trial index (the first ``WARMUP`` trials left out: page cache and JIT warm up there; and the last: no
+spare driver is booted for a trial that nothing follows); a slope above twice its standard error that adds
+more than ``LEAK_SHARE`` of the mean over the run is printed as an upward slope. Everything is stored in
+``<out>/soak.json``.
 """
 
 from __future__ import annotations
@@ -43,10 +46,10 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from usage import Usage  # noqa: E402  (benchmarks/)
+from usage import Usage, role  # noqa: E402  (benchmarks/)
 
 from chaos.campaign import Campaign, CampaignSpec, Progress, parse_time_budget  # noqa: E402
-from chaos.procs import OWNER_VAR  # noqa: E402
+from chaos.procs import OWNER_VAR, wait_until  # noqa: E402
 from chaos.scenario import Scenario  # noqa: E402
 from chaos.trial import Harness  # noqa: E402
 
@@ -114,6 +117,26 @@ def owned(pid: int) -> list[psutil.Process]:
     return found
 
 
+def kept_logs(workdir: Path) -> int:
+    """Bytes of the logs a harness keeps by design, one set per application and per driver: its workers'
+    ``app-*`` directories (each executor's stdout and stderr) and the spare drivers' folders, whose logs the
+    trials' ``logs/driver-N.log`` link to."""
+    folders = [*workdir.glob("cluster/worker-*/app-*"), workdir / "spares"]
+    return sum(dir_bytes(f) for f in folders)
+
+
+def roles(procs: list[psutil.Process]) -> dict[str, int]:
+    """How many of each kind (usage.role): a leak names its kind."""
+    found: dict[str, int] = {}
+    for proc in procs:
+        try:
+            name = role(proc.cmdline())
+        except (psutil.Error, OSError):
+            continue
+        found[name] = found.get(name, 0) + 1
+    return dict(sorted(found.items()))
+
+
 def fds_and_threads(procs: list[psutil.Process]) -> tuple[int, int]:
     fds = threads = 0
     for proc in procs:
@@ -125,23 +148,45 @@ def fds_and_threads(procs: list[psutil.Process]) -> tuple[int, int]:
     return fds, threads
 
 
+def settle(harness: Harness, limit: float = 60.0) -> float:
+    """Wait until the harness is at rest between trials: its spare drivers (booted in the trial's tail) ready,
+    and the number of its processes unchanged for two seconds. A count taken while a spare's JVM, executors
+    and Python workers come up depends on timing, not on leaks. Returns the seconds waited."""
+    t0 = time.monotonic()
+    spares = [s for s in (harness.spare, harness.standby_spare) if s is not None]
+    wait_until(lambda: all(not s.group.alive() or (s.folder / "ready").exists() for s in spares), limit, 0.2)
+    counts: list[int] = []
+    while time.monotonic() - t0 < limit:
+        counts.append(len(owned(os.getpid())))
+        if len(counts) >= 3 and counts[-1] == counts[-2] == counts[-3]:
+            break
+        time.sleep(1.0)
+    return time.monotonic() - t0
+
+
 class Sampler(Progress):
-    """Takes the drift sample as each trial ends (the campaign's progress hook)."""
+    """Takes the drift sample as each trial ends (the campaign's progress hook), once the harness is at rest."""
 
     def __init__(self, campaign: Campaign, usage: Usage, workdir: Path) -> None:
         self.campaign, self.usage, self.workdir = campaign, usage, workdir
+        self.harness: Harness | None = None
         self.rows: list[dict] = []
+        self.settling = 0.0  # seconds spent waiting for rest: not trial time
 
     def trial_done(self, trial_id: str, scenario: Scenario, verdict: dict, result: dict) -> None:
         rss, pss = self.usage.take_window()
+        waited = settle(self.harness) if self.harness is not None else 0.0
+        self.settling += waited
         procs = owned(os.getpid())
         fds, threads = fds_and_threads([psutil.Process(), *procs])
+        logs = kept_logs(self.workdir)
         row = {"trial": trial_id, "pipeline": scenario.pipeline, "faults": scenario.faults,
                "verdict": verdict["verdict"], "truth": TRUTH[scenario.pipeline], "seconds": result["seconds"],
                "peak_rss_mib": rss >> 20, "peak_pss_mib": pss >> 20, "fds": fds, "threads": threads,
                "processes": len(procs), "tmp_mib": dir_bytes(Path(tempfile.gettempdir())) / 2**20,
-               "workdir_mib": dir_bytes(self.workdir) / 2**20,
-               "trial_dir_mib": dir_bytes(self.campaign.trial_dir(trial_id)) / 2**20}
+               "workdir_mib": (dir_bytes(self.workdir) - logs) / 2**20, "logs_mib": logs / 2**20,
+               "trial_dir_mib": dir_bytes(self.campaign.trial_dir(trial_id)) / 2**20, "settle_s": round(waited, 1),
+               "roles": roles(procs)}
         self.rows.append(row)
         mark = "" if row["verdict"] == row["truth"] else f"  FALSE (truth {row['truth']})"
         print(f"{len(self.rows):>4} {trial_id:<30} {row['seconds']:>6.1f}s {row['verdict']:<14} "
@@ -188,7 +233,7 @@ def soak(out: Path, trials: int, budget: float | None, seed: int, events: int, p
     t0 = time.monotonic()
     with Usage() as usage:
         sampler = Sampler(campaign, usage, workdir)
-        harness = Harness(workdir=workdir).__enter__()
+        harness = sampler.harness = Harness(workdir=workdir).__enter__()
         try:
             print(f"harness up in {time.monotonic() - t0:.1f}s; {len(plan)} trials planned"
                   + (f", time budget {budget:.0f}s" if budget else ""), flush=True)
@@ -209,14 +254,15 @@ def soak(out: Path, trials: int, budget: float | None, seed: int, events: int, p
                     print(f"     harness error in {entry['id']}: {errors[-1]['error']} (harness restarted)",
                           flush=True)
                     harness.__exit__(None, None, None)
-                    harness = Harness(workdir=workdir).__enter__()
+                    harness = sampler.harness = Harness(workdir=workdir).__enter__()
                     usage.take_window()
         finally:
             harness.__exit__(None, None, None)
         wall = time.monotonic() - t0
     time.sleep(2)
     left = [f"{p.pid} {' '.join(p.cmdline())[:120]}" for p in owned(os.getpid())]
-    return {"rows": sampler.rows, "errors": errors, "wall_s": wall, "left": left, "skipped": skipped,
+    return {"rows": sampler.rows, "errors": errors, "wall_s": wall - sampler.settling, "settling_s": sampler.settling,
+            "left": left, "skipped": skipped,
             "peak_rss_mib": usage.peak >> 20, "peak_pss_mib": usage.peak_pss >> 20,
             "cpu_s_per_trial": usage.cpu_seconds / max(len(sampler.rows), 1)}
 
@@ -227,7 +273,8 @@ def report_soak(res: dict, out: Path) -> bool:
     stalled = [r for r in rows if r["verdict"] == "stalled"]
     per_hour = 3600 * len(rows) / res["wall_s"] if res["wall_s"] else 0.0
     print(f"\nsoak: {len(rows)} trials in {res['wall_s'] / 60:.1f} min ({per_hour:.0f} trials/hour, harness start "
-          f"included), {res['cpu_s_per_trial']:.1f} CPU-s per trial, peak {res['peak_rss_mib']} MiB RSS / "
+          f"included, the {res['settling_s'] / 60:.1f} min spent waiting for rest before each sample left out), "
+          f"{res['cpu_s_per_trial']:.1f} CPU-s per trial, peak {res['peak_rss_mib']} MiB RSS / "
           f"{res['peak_pss_mib']} MiB PSS")
     by_pipeline: dict[str, dict[str, int]] = {}
     for r in rows:
@@ -248,10 +295,18 @@ def report_soak(res: dict, out: Path) -> bool:
     print(f"drift (least squares over trial index, the first {WARMUP} trials and the last left out: warm-up, and "
           f"no spare after the last; slope per trial ± standard error; growth = slope x trials):")
     for key in ("seconds", "peak_rss_mib", "peak_pss_mib", "fds", "threads", "processes", "tmp_mib",
-                "workdir_mib", "trial_dir_mib"):
+                "workdir_mib", "trial_dir_mib", "logs_mib"):
         f = fits[key] = fit([float(r[key]) for r in rows[WARMUP:-1]])
+        mark = "UPWARD" if f["upward"] else "flat"
+        if key == "logs_mib":  # kept on purpose, one set per trial: a rate, not a leak
+            mark = f"kept by design: {f['slope'] * 1024:.0f} KiB of logs per trial"
+            f["upward"] = False
         print(f"  {key:<14} mean {f['mean']:>9.1f}  slope {f['slope']:>+9.4f} ± {f['stderr']:.4f}  growth "
-              f"{f.get('growth_over_run', 0.0):>+9.1f}  {'UPWARD' if f['upward'] else 'flat'}")
+              f"{f.get('growth_over_run', 0.0):>+9.1f}  {mark}")
+    for name in sorted({n for r in rows for n in r.get("roles", {})}):  # a leak names its kind
+        f = fit([float(r.get("roles", {}).get(name, 0)) for r in rows[WARMUP:-1]])
+        if f["upward"]:
+            print(f"  processes that grew: {name} (slope {f['slope']:+.4f} ± {f['stderr']:.4f} per trial)")
     res["fits"] = fits
     res["false_verdicts"] = false
     return not false and not res["errors"] and not res["left"] and not any(f["upward"] for f in fits.values())
