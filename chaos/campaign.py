@@ -438,6 +438,8 @@ class Campaign:
             row["covered"] |= covered_windows(f["spec"] for f in fired)
             if v.get("late_writes"):
                 row["late_writes"].append(trial_id)
+            if v["verdict"] == "refused":
+                row.setdefault("refusal", str(result.get("reason", "")))  # Spark's message, as the driver saw it
             for f in fired:
                 action = f["spec"].split("@")[0]
                 coverage.setdefault(action, {})

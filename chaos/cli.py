@@ -275,7 +275,10 @@ def _execute(campaign, toxiproxy: str | None = None, finish=None, standby: bool 
 
 
 def print_summary(summary: dict) -> None:
+    from rich.markup import escape
+
     for name, row in summary["pipelines"].items():
+        name = escape(name)  # a configuration variant's row name holds brackets: text, not markup
         counts = (f"{row['trials']} trial(s) ({row.get('faulted_trials', 0)} with a fired fault), "
                   f"{row.get('faults_fired', 0)} faults fired, {row.get('stalled', 0)} stalled, "
                   + (f"{row['refused']} refused by Spark, " if row.get("refused") else "") + f"{row.get('seconds')}s")
@@ -285,7 +288,9 @@ def print_summary(summary: dict) -> None:
         else:
             meets = {False: "VIOLATES", None: "inconclusive for"}[row["meets"]]
             out.print(f"[bold]{name}[/]: {row['verdict']} ({meets} {row['declared']}) over {counts}")
-        if "not_covered" in row:
+        if row.get("refusal"):
+            out.print(f"  Spark refused the query: {escape(row['refusal'])}")
+        elif "not_covered" in row:
             out.print(f"  windows covered: {', '.join(row['covered']) or 'none'}"
                       + (f"; not covered: {', '.join(row['not_covered'])}" if row["not_covered"] else ""))
         if row.get("late_writes"):
@@ -316,13 +321,13 @@ def print_grid(summary: dict) -> None:
     columns, cells = table
     out.print("verdicts by configuration (pipeline x --conf variant; * = violates the expected guarantee):")
     for k, column in enumerate(columns):
-        out.print(f"  [{k + 1}] {column}")
+        out.print(f"  [{k + 1}] {column}", markup=False)
     width = max(len(p) for p in cells)
-    out.print(" " * (width + 2) + "".join(f"[{k + 1}]".ljust(16) for k in range(len(columns))))
+    out.print(" " * (width + 4) + "".join(f"[{k + 1}]".ljust(16) for k in range(len(columns))), markup=False)
     for pipeline, row in cells.items():
         marks = [(row[c]["verdict"] or "-") + ("*" if row[c]["meets"] is False else "") if c in row else "not run"
                  for c in columns]
-        out.print(f"  {pipeline:<{width}}" + "".join(m.ljust(16) for m in marks), markup=False)
+        out.print(f"  {pipeline:<{width}}  " + "".join(m.ljust(16) for m in marks), markup=False)
 
 
 @app.command(epilog="\b\nExample: streamchaos replay runs/c1/trials/passthrough-append-000")
