@@ -208,3 +208,39 @@ def test_local_cluster_mode_runs_with_real_executor_processes(tmp_path):
     assert r["faults"][0]["fired"] and r["faults"][0]["detail"]["executor_id"]
     assert r["verdict"] == "exactly-once" and r["multiplicity"]["1"] == 1000 and r["restarts"] == 0
     assert left_by(run.pid) == []
+
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def test_a_configuration_variant_reaches_the_pipelines_query(spark_cluster, tmp_path):
+    r = trial(spark_cluster, tmp_path, "key-count", "--events", "600", "--seed", "3", "--json",
+              "--conf", f"spark.sql.streaming.stateStore.providerClass={ROCKSDB}", "--conf", "trigger=processingTime:0",
+              "--fault", "kill-driver@1:sink-done")
+    run_dir = Path(r["run_dir"])
+    assert r["verdict"] == "exactly-once" and r["faults"][0]["fired"]
+    assert json.loads((run_dir / "scenario.json").read_text())["conf"]["trigger"] == "processingTime:0"
+    assert list((run_dir / "checkpoint" / "state").rglob("*.zip")), "RocksDB writes N.zip state files"
+    logs = " ".join(p.read_text(errors="replace") for p in (run_dir / "logs").glob("driver-*.log"))
+    assert logs.count("query started with providerClass=RocksDBStateStoreProvider, trigger=processingTime:0") == 2
+
+
+def test_a_variant_spark_refuses_is_refused_with_its_message(spark_cluster, tmp_path):
+    run = cli("trial", "passthrough-idempotent", "--cluster", spark_cluster.master_url, "--events", "600",
+              "--keep", str(tmp_path / "run"), "--conf", "asyncProgressTrackingEnabled=true", "--json", cwd=tmp_path)
+    assert run.rc == 3, run.stderr[-2000:]
+    r = run.json
+    assert r["outcome"] == "refused" and r["verdict"] == "refused" and r["meets"] is None
+    assert "does not support async progress tracking" in r["reason"]
+    assert r["restarts"] == 0 and left_by(run.pid) == []
+
+
+def test_spark_refuses_a_checkpoint_without_its_metadata_file(spark_cluster, tmp_path):
+    run = cli("trial", "key-count", "--cluster", spark_cluster.master_url, "--events", "1000", "--seed", "5",
+              "--keep", str(tmp_path / "run"), "--fault", "damage-checkpoint@2:committed/delete-metadata",
+              "--fault", "kill-driver@3:planned", "--recovery-timeout", "60", "--json", cwd=tmp_path)
+    assert run.rc == 3, run.stderr[-2000:]
+    r = run.json
+    assert [f["fired"] for f in r["faults"]] == [True, True] and r["faults"][0]["detail"]["file"] == "metadata"
+    assert r["outcome"] == "failed" and "STREAMING_CHECKPOINT_MISSING_METADATA_FILE" in r["reason"]
+    assert r["verdict"] == "stalled" and left_by(run.pid) == []
