@@ -83,7 +83,8 @@ class Campaign:
         self.data = data
         self.spec = CampaignSpec(**data["spec"])
         self._memo: dict[str, tuple[bool | None, float]] = {}  # finished trials' (meets, seconds)
-        self._rows: dict[str, str] | None = None
+        self._rows: dict[str, str] | None = None  # row -> trial id prefix, and back (the plan never changes)
+        self._row_by_prefix: dict[str, str] | None = None
 
     # -- creation and loading ---------------------------------------------------------------------
     @classmethod
@@ -166,7 +167,7 @@ class Campaign:
         root = Path(root)
         if not root.is_dir():
             raise UserError(f"{root} is not a directory: give a campaign directory (the --out of `campaign run`)")
-        from chaos.stored import dataclass_fields, load_json, require, require_each
+        from chaos.stored import all_of, dataclass_fields, load_json, require, require_each
 
         path = root / "campaign.json"
         if not path.exists():
@@ -180,7 +181,7 @@ class Campaign:
                             f"reads version {VERSION}: re-run the campaign with this version")
         require(data, {"spec": (dict,), "plan": (list,), "skipped": (list,), "windows": (dict,)}, str(path), fix)
         require_each(data["skipped"], {"pipeline": (str,), "reason": (str,)}, f"{path}: skipped", fix)
-        if not all(isinstance(w, list) and all(isinstance(x, str) for x in w) for w in data["windows"].values()):
+        if not all(isinstance(w, list) and all_of(w, (str,)) for w in data["windows"].values()):
             raise UserError(f"{path}: windows holds something other than lists of names: {fix}")
         dataclass_fields(CampaignSpec, data["spec"], f"{path}: spec", fix)
         unknown = set(data["spec"]) - set(CampaignSpec.__dataclass_fields__)
@@ -331,14 +332,16 @@ class Campaign:
     def rows(self) -> dict[str, str]:
         """The summary's rows in plan order (a pipeline, or a pipeline under one configuration variant), each
         with the prefix of its trial ids (its shrink trials and record are named by it too)."""
-        if self._rows is None:  # the plan never changes once written
+        if self._rows is None:
             self._rows = {_row(e): e["id"].rsplit("-", 1)[0] for e in self.plan}
         return self._rows
 
     def row_of(self, trial_id: str) -> str | None:
         """The row a planned or shrink trial belongs to."""
+        if self._row_by_prefix is None:
+            self._row_by_prefix = {p: row for row, p in self.rows().items()}
         prefix = trial_id.split("-shrink-")[0] if "-shrink-" in trial_id else trial_id.rsplit("-", 1)[0]
-        return {p: row for row, p in self.rows().items()}.get(prefix)
+        return self._row_by_prefix.get(prefix)
 
     def _pipelines(self) -> list[str]:
         return list(self.rows())

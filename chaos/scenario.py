@@ -104,11 +104,10 @@ class Scenario:
         from chaos.stored import dataclass_fields, load_json
 
         fix = "restore it from the campaign's campaign.json or re-run the trial"
+        fields = dataclass_fields(cls, load_json(path, fix), str(path), fix)  # each of its errors names the file
         try:
-            return cls(**dataclass_fields(cls, load_json(path, fix), str(path), fix))
-        except UserError as exc:
-            if str(path) in str(exc):
-                raise
+            return cls(**fields)
+        except UserError as exc:  # well-typed values no trial can run (__post_init__ speaks of options)
             raise UserError(f"{path} holds a scenario no trial can run ({exc}): {fix}") from None
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +136,7 @@ def load_result(run_dir: Path) -> dict:
     for k, entry in enumerate(result["offsets"]):
         for side in ("start", "end"):
             ends = entry[side] or {}
-            if not all(isinstance(v, int) and not isinstance(v, bool) for v in ends.values()):
+            if not all_of(ends.values(), (int,)):
                 raise UserError(f"{path}: offsets[{k}].{side} holds a non-integer offset: it is damaged; {fix}")
     require_each(result["faults"], RESULT_FAULT_FIELDS, f"{path}: faults", fix)
     if result["deliveries"] is not None:
@@ -154,7 +154,7 @@ def load_verdict(run_dir: Path) -> dict:
     if v["verdict"] not in VERDICTS:
         raise UserError(f"{path}: verdict {str(v['verdict'])[:40]!r} is none of {', '.join(VERDICTS)}: {fix}")
     counts = require(v["effect"], {"counts": (dict,)}, f"{path}: effect", fix)["counts"]
-    if not all(type(n) is int for n in counts.values()):
+    if not all_of(counts.values(), (int,)):
         raise UserError(f"{path}: effect.counts holds something other than integers: {fix}")
     for name in ("lost", "duplicated", "unexpected"):
         require_each(v[name], {}, f"{path}: {name}", fix)
@@ -168,11 +168,11 @@ def load_verdict(run_dir: Path) -> dict:
 def load_shrink(path: Path, fix: str) -> dict:
     record = load_object(path, SHRINK_FIELDS, fix)
     for name in ("from_faults", "minimal"):
-        if not all(isinstance(f, str) for f in record[name]):
+        if not all_of(record[name], (str,)):
             raise UserError(f"{path}: {name} holds something other than fault specs: {fix}")
     require_each(record["path"], {"trial": (str,), "faults": (list,), "verdict": (str,), "violates": (bool,)},
                  f"{path}: path", fix)
-    if not all(isinstance(f, str) for step in record["path"] for f in step["faults"]):
+    if not all_of((f for step in record["path"] for f in step["faults"]), (str,)):
         raise UserError(f"{path}: a shrink step's faults hold something other than fault specs: {fix}")
     return record
 
@@ -198,11 +198,11 @@ def load_history(run_dir: Path) -> list[dict]:
 def _elements_ok(annotation: str, value: Any) -> bool:
     """The insides of the containers a stored dataclass holds (fault specs, conf values, conf matrices)."""
     if annotation == "list[str]":
-        return all(isinstance(v, str) for v in value)
+        return all_of(value, (str,))
     if annotation == "dict[str, str]":
-        return all(isinstance(v, str) for v in value.values())
+        return all_of(value.values(), (str,))
     if annotation == "dict[str, list[str]] | None" and value is not None:
-        return all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in value.values())
+        return all(isinstance(v, list) and all_of(v, (str,)) for v in value.values())
     return True
 
 
@@ -210,6 +210,11 @@ def _is(value: Any, types: tuple) -> bool:
     if isinstance(value, bool):
         return bool in types
     return isinstance(value, types)
+
+
+def all_of(values: Iterable[Any], types: tuple) -> bool:
+    """Every value of one of ``types`` (a bool is not an integer)."""
+    return all(_is(v, types) for v in values)
 
 
 _TYPE_NAMES = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "an integer",

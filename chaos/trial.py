@@ -636,14 +636,17 @@ class Trial:
 
     def _refusal(self) -> str:
         """Spark's message for a refused configuration variant, as the driver printed it."""
-        log = self.dir / "logs" / f"driver-{self.incarnation}.log"
-        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        lines = self._log_lines()
         found = [ln.split("streamchaos: refused: ", 1)[1] for ln in lines if "streamchaos: refused: " in ln]
-        return (found or [self._log_tail()])[-1]
+        return (found or [self._log_tail(lines)])[-1]
 
-    def _log_tail(self) -> str:
+    def _log_lines(self) -> list[str]:
+        """The current driver incarnation's log, its non-blank lines."""
         log = self.dir / "logs" / f"driver-{self.incarnation}.log"
-        lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()] if log.exists() else []
+        return [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()] if log.exists() else []
+
+    def _log_tail(self, lines: list[str] | None = None) -> str:
+        lines = self._log_lines() if lines is None else lines
         errors = [ln for ln in lines if "Error" in ln or "Exception" in ln]
         return (errors or lines or ["(empty log)"])[-1][:300]
 
