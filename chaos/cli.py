@@ -34,6 +34,16 @@ def _terminate(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+@app.callback()
+def _options(
+    spark: Annotated[str | None, typer.Option(
+        "--spark", help="run the command on this PySpark version (added with `streamchaos spark add VERSION`; "
+                        "default: the installed one)")] = None,
+) -> None:
+    """Fault injection and consistency testing for PySpark Structured Streaming."""
+    # --spark is taken out of the command line before this runs (main): shown here for --help only.
+
+
 @app.command(epilog="\b\nExample: streamchaos trial passthrough-append --events 2000 --fault kill-driver@3:sink-done")
 def trial(
     pipeline: Annotated[str, typer.Argument(help="catalogue name or module:attribute")],
@@ -559,11 +569,47 @@ def print_result(result: dict) -> None:
     if "verdict" in result:
         print_verdict(result)
     for rec in result.get("recoveries", []):
-        out.print(f"  recovery after {rec['spec']}: {rec['seconds']}s from the kill to the next committed batch")
+        took = (f"{rec['seconds']}s from the kill to the next committed batch" if rec["seconds"] is not None
+                else "no batch committed after the kill")
+        out.print(f"  recovery after {rec['spec']}: {took}")
     for d in result.get("drivers", []):
         if d["incarnation"] > 0 or d["driver_start"] != "cold":
             out.print(f"  driver {d['incarnation']}: {d['driver_start']}" + (f" ({d['why']})" if d.get("why") else ""))
     out.print(f"  run directory: {result['run_dir']}")
+
+
+spark_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                        help="Other PySpark versions to run trials on (--spark VERSION).")
+app.add_typer(spark_app, name="spark")
+
+
+@spark_app.command("add", epilog="\b\nExample: streamchaos spark add 4.1.0")
+def spark_add(version: Annotated[str, typer.Argument(help="a PySpark release, 4.0.0 or later")]) -> None:
+    """Install PySpark VERSION into an environment of its own (once), for `streamchaos --spark VERSION ...`."""
+    from chaos.sparkenv import add
+
+    python = add(version, echo=err.print)
+    out.print(f"pyspark {version} ready: {python} (run a trial on it: streamchaos --spark {version} trial ...)")
+
+
+@spark_app.command("list", epilog="\b\nExample: streamchaos spark list")
+def spark_list() -> None:
+    """The installed PySpark and every added version."""
+    from chaos.sparkenv import current_version, installed
+
+    out.print(f"{current_version()}  (installed, the default)")
+    for version, python in installed().items():
+        out.print(f"{version}  {python}")
+
+
+@spark_app.command("remove", epilog="\b\nExample: streamchaos spark remove 4.1.0")
+def spark_remove(version: Annotated[str, typer.Argument(help="an added PySpark version")]) -> None:
+    """Delete an added version's environment."""
+    from chaos.sparkenv import remove
+
+    if not remove(version):
+        raise UserError(f"pyspark {version} was not added: `streamchaos spark list` shows what was")
+    out.print(f"removed pyspark {version}")
 
 
 @app.command(epilog="\b\nExample: streamchaos reap")
@@ -574,11 +620,24 @@ def reap() -> None:
     out.print(f"reaped {reap_orphans()} orphan process(es)")
 
 
+def _switch_spark() -> None:
+    """``--spark VERSION``: run this very command on that version's environment (chaos/sparkenv.py)."""
+    if not any(a == "--spark" or a.startswith("--spark=") for a in sys.argv[1:]):
+        return
+    from chaos.sparkenv import current_version, run_on, split_spark_option
+
+    version, rest = split_spark_option(sys.argv[1:])
+    if version != current_version():
+        run_on(version, rest)  # does not return
+    sys.argv[1:] = rest
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     # A shell that starts us in the background sets SIGINT to "ignore"; Ctrl-C must still stop us.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        _switch_spark()
         # Not standalone: typer then returns exit codes (typer.Exit, and 130 for Ctrl-C) instead of
         # exiting, and raises usage errors, so every way out passes through here.
         rc = app(standalone_mode=False)

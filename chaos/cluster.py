@@ -59,6 +59,28 @@ def scratch_option(tmp: Path | str | None) -> str:
     return f"-Djava.io.tmpdir={tmp}" if tmp else ""
 
 
+DRIVER_SCRATCH_PREFIX = "driver-"
+
+
+def driver_scratch(tmp: Path | str, pid: int) -> Path:
+    """The driver process ``pid``'s own part of ``tmp``, for its JVM and its executors' JVMs. Every
+    SIGKILLed driver JVM leaves its extracted lz4 library (147 KiB) and empty Spark directories behind;
+    in a directory of its own they go as soon as the harness sees that driver gone
+    (``sweep_driver_scratch``), not only when the harness closes."""
+    return Path(tmp) / f"{DRIVER_SCRATCH_PREFIX}{pid}"
+
+
+def sweep_driver_scratch(tmp: Path, live: set[int]) -> int:
+    """Remove the scratch directories in ``tmp`` of drivers whose pid is not in ``live``; how many."""
+    removed = 0
+    for folder in tmp.glob(f"{DRIVER_SCRATCH_PREFIX}*"):
+        pid = folder.name[len(DRIVER_SCRATCH_PREFIX):]
+        if pid.isdigit() and int(pid) not in live:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+    return removed
+
+
 def spark_env(java_options: str = "", tmp: Path | None = None) -> dict[str, str]:
     """Environment for every Spark process we start: loopback only, this Python for workers, and
     ``java_options`` for the master's and workers' JVMs (``SPARK_DAEMON_JAVA_OPTS``); ``tmp``: their

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -34,7 +35,7 @@ from pathlib import Path
 
 from chaos import barrier
 from chaos.atomic import write_json
-from chaos.cluster import APP_HEAP_START, scratch_option
+from chaos.cluster import APP_HEAP_START, driver_scratch, scratch_option
 
 
 def quick_heap(config: dict) -> str:
@@ -82,6 +83,10 @@ def boot(config: dict, incarnation: int = 0):
     from pipelines_under_test import resolve
 
     pipeline = config.get("pipeline")
+    if config.get("tmp_dir"):  # this driver's own part of the harness's scratch directory
+        scratch = driver_scratch(config["tmp_dir"], os.getpid())
+        scratch.mkdir(parents=True, exist_ok=True)
+        config = {**config, "tmp_dir": str(scratch)}
     builder = (
         SparkSession.builder.master(config["master"])
         .appName(f"streamchaos-{pipeline or 'spare'}")
@@ -110,7 +115,7 @@ def boot(config: dict, incarnation: int = 0):
             # The harness's own workers: one executor with all the application's cores instead of one
             # 1-core executor per worker (one JVM and one Python daemon, ~0.4 GiB, less per application).
             builder = builder.config("spark.executor.cores", str(config["cores_max"]))
-    if config.get("tmp_dir"):  # the driver's block manager and pyspark's files: gone with the harness
+    if config.get("tmp_dir"):  # the driver's block manager and pyspark's files: gone with the driver
         builder = builder.config("spark.local.dir", config["tmp_dir"])
     if config.get("python_daemon"):  # chaos/pydaemon.py: pyspark from cached bytecode in every daemon
         builder = builder.config("spark.python.daemon.module", config["python_daemon"])
@@ -317,10 +322,10 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
         with applied(spark, config.get("query_conf")):  # the trial's configuration variant, if any
             query = pipeline.start(ctx)
     except Exception as exc:
-        if not config.get("query_conf"):
+        if not config.get("query_conf") and not checkpoint_refusal(str(exc)):
             raise
-        # Spark refuses the variant (a static setting, an option a stateful query cannot take): a verdict of
-        # its own, not a crash to restart from.
+        # Spark refuses the variant (a static setting, an option a stateful query cannot take) or the
+        # checkpoint (see ``checkpoint_refusal``): a verdict of its own, not a crash to restart from.
         message = " ".join(str(exc).split())[:400]
         print(f"streamchaos: refused: {type(exc).__name__}: {message}", flush=True)
         return REFUSED_RC
@@ -355,9 +360,24 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
         return 0
     error = query.exception()
     if error is not None:
+        if query.lastProgress is None and checkpoint_refusal(str(error)):
+            print(f"streamchaos: refused: {' '.join(str(error).split())[:400]}", flush=True)
+            return REFUSED_RC
         print(f"streamchaos: query failed: {error}", file=sys.stderr, flush=True)
         return 1
     return 0
+
+
+# Spark's error conditions for a checkpoint it will not continue from (a missing metadata file, a stateful
+# operator without its state, an incompatible state store): it stops instead of risking wrong output.
+CHECKPOINT_REFUSAL = re.compile(r"\[(STREAMING_CHECKPOINT_[A-Z_]+|STREAMING_STATEFUL_OPERATOR_[A-Z_]+|"
+                                r"STATE_STORE_[A-Z_]+)[].]")
+
+
+def checkpoint_refusal(message: str) -> str | None:
+    """The error condition in ``message`` if it is Spark refusing the checkpoint, else None."""
+    match = CHECKPOINT_REFUSAL.search(message)
+    return match[1] if match else None
 
 
 class Signals:

@@ -19,7 +19,11 @@ from datetime import UTC, datetime
 from urllib.parse import quote
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadMaxRows
+
+try:  # Spark 4.2+: latestOffset(start, limit), with admission control
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+except ImportError:  # 4.0 and 4.1: latestOffset() (``EventLogStreamReader.latestOffset``)
+    ReadMaxRows = None
 
 from chaos import barrier
 from chaos.schema import EVENT_SCHEMA
@@ -105,14 +109,31 @@ class EventLogStreamReader(DataSourceStreamReader):
     def initialOffset(self) -> dict:
         return {str(p): 0 for p in range(self.partition_count)}
 
-    def getDefaultReadLimit(self):
+    def getDefaultReadLimit(self):  # called by Spark 4.2+ only
         return ReadMaxRows(self.max_rows) if self.max_rows else super().getDefaultReadLimit()
 
-    def latestOffset(self, start: dict, limit) -> dict:
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        if start is None:
+            # Spark 4.0/4.1 passes neither: the next batch starts where the newest one in the write-ahead
+            # log ends (offsets/N is written before batch N runs, and a restart reruns a logged batch before
+            # it asks), and reads at most maxRowsPerBatch. One source per query.
+            start, most = self._logged_end(), self.max_rows
+        else:
+            most = limit.max_rows if ReadMaxRows is not None and isinstance(limit, ReadMaxRows) else None
         query = f"from={quote(json.dumps(start))}"
-        if isinstance(limit, ReadMaxRows):
-            query += f"&max={limit.max_rows}"
+        if most:
+            query += f"&max={most}"
         return _get(f"{self.url}/advance?{query}")
+
+    def _logged_end(self) -> dict:
+        folder = os.path.join(self.checkpoint, "offsets")
+        names = sorted((int(n) for n in os.listdir(folder) if n.isdigit()), reverse=True) \
+            if os.path.isdir(folder) else []
+        for n in names:
+            ends = read_offsets_file(os.path.join(folder, str(n)))
+            if ends:
+                return {str(k): int(v) for k, v in ends[0].items()}
+        return self.initialOffset()
 
     def partitions(self, start: dict, end: dict) -> list[BatchPartition]:
         batch = batch_of(self.checkpoint, end)

@@ -30,7 +30,7 @@ import polars as pl
 
 from chaos.atomic import write_json
 from chaos.channels import Channels
-from chaos.cluster import QUICK_JVM_OPTIONS, Cluster, make_cluster, spark_env, spark_home
+from chaos.cluster import QUICK_JVM_OPTIONS, Cluster, make_cluster, spark_env, spark_home, sweep_driver_scratch
 from chaos.controller import Controller, History
 from chaos.errors import UserError
 from chaos.eventlog import EventLogServer
@@ -47,6 +47,7 @@ from chaos.scenario import Scenario, generate_events
 from chaos.socketfeed import SocketFeed
 from chaos.source import read_offsets_file
 from chaos.spare import Spare, recycle_folder
+from chaos.sparkenv import current_version as spark_version
 from chaos.watcher import CheckpointWatcher
 from pipelines_under_test import Pipeline, resolve
 
@@ -299,7 +300,10 @@ class Harness:
             self.cluster.heal()
         if pipeline.database:
             self._ensure_database()
-        result = Trial(self, pipeline, scenario, Path(run_dir).resolve()).run()
+        try:
+            result = Trial(self, pipeline, scenario, Path(run_dir).resolve()).run()
+        finally:  # the scratch files of this trial's dead drivers (and their executors): a spare stays
+            sweep_driver_scratch(self.tmp, {group.pid for group in self.owned.groups})
         self.boot_spare(scenario.workers)  # if the trial's tail did not (it drained before its last driver committed)
         return result
 
@@ -718,5 +722,6 @@ def summarize(trial: Trial, events: pl.DataFrame, outcome: str, reason: str, sec
                            "executor": str(trial.h.executor_archive) if trial.h.executor_archive else None},
         "run_dir": str(trial.dir),
         "seed": trial.scenario.seed,
+        "spark": spark_version(),  # the PySpark this trial ran on (``streamchaos --spark VERSION``)
     }
 

@@ -18,7 +18,12 @@ from pipelines_under_test.files import PASSTHROUGH_FILE, PASSTHROUGH_FILE_RAW
 from pipelines_under_test.join import STREAM_JOIN
 from pipelines_under_test.keyed_state import KEYED_STATE_LIST, KEYED_STATE_MAP, KEYED_STATE_VALUE
 from pipelines_under_test.nondeterministic import NondeterministicKey
-from pipelines_under_test.passthrough import FOREACH_WRITER, PASSTHROUGH_APPEND, PASSTHROUGH_IDEMPOTENT
+from pipelines_under_test.passthrough import (
+    FOREACH_WRITER,
+    PASSTHROUGH_APPEND,
+    PASSTHROUGH_IDEMPOTENT,
+    QUERY_BATCH_DEDUP,
+)
 from pipelines_under_test.postgres import PG_APPEND, PG_TWO_PHASE, PG_UPSERT_BY_BATCH
 from pipelines_under_test.socket_source import SOCKET_SOURCE
 
@@ -28,7 +33,8 @@ CATALOGUE: dict[str, Pipeline] = {
                         PG_APPEND, PG_UPSERT_BY_BATCH, PG_TWO_PHASE, WINDOWED_COUNT, WINDOWED_COUNT_ROCKSDB,
                         WINDOWED_COUNT_CHANGELOG, DEDUP_WITHIN_WATERMARK, NondeterministicKey(), PASSTHROUGH_FILE,
                         PASSTHROUGH_FILE_RAW, FOREACH_WRITER, KEYED_STATE_VALUE,
-                        KEYED_STATE_LIST, KEYED_STATE_MAP, STREAM_JOIN, SOCKET_SOURCE, RESCALE, CONTINUOUS_MAP)
+                        KEYED_STATE_LIST, KEYED_STATE_MAP, STREAM_JOIN, SOCKET_SOURCE, RESCALE, CONTINUOUS_MAP,
+                        QUERY_BATCH_DEDUP)
 }
 
 __all__ = ["CATALOGUE", "DriverContext", "Pipeline", "for_run", "resolve"]

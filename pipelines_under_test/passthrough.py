@@ -98,3 +98,8 @@ PASSTHROUGH_IDEMPOTENT = SqlitePassthrough(
     "passthrough-idempotent", "idempotent", "exactly-once",
     "foreachBatch DELETE+INSERT keyed by batch id in one transaction: replays overwrite.",
 )
+QUERY_BATCH_DEDUP = SqlitePassthrough(
+    "query-batch-dedup", "query-batch", "exactly-once",
+    "foreachBatch skipping a (query id, batch id) it already wrote, in the same transaction: exactly-once "
+    "while the checkpoint keeps the query id (SPARK-55058: a lost metadata file gave a new one up to 4.1).",
+)

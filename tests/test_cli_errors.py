@@ -27,6 +27,11 @@ from tests.conftest import cli, left_by
         (["trial", "pg-append", "--fault", "delay-sink@1:sink-write/latency=x"], "unknown argument 'latency=x'"),
         (["trial", "rescale", "--fault", "stop-driver@1:sink-done"], "goes at :committed"),
         (["conformance", "--only", "nope"], "no conformance row for nope"),
+        (["--spark", "3.5.1", "trial", "key-count"], "no Python data source API"),
+        (["--spark", "four", "trial", "key-count"], "is not X.Y.Z"),
+        (["trial", "key-count", "--spark"], "--spark needs a version"),
+        (["trial", "key-count", "--spark=4.0.9"], "pyspark 4.0.9 is not added: run `streamchaos spark add 4.0.9`"),
+        (["spark", "remove", "4.0.9"], "pyspark 4.0.9 was not added"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):

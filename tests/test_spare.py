@@ -7,6 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
+from chaos.cluster import driver_scratch, sweep_driver_scratch
 from chaos.procs import Owned, wait_until
 from chaos.spare import Spare, can_renice
 
@@ -192,3 +193,20 @@ def test_a_recycled_driver_is_kept_a_bounded_number_of_times_and_only_when_asked
         assert harness.spare is None and not other.alive()
     finally:
         harness.owned.stop_all()
+
+
+def test_a_dead_drivers_scratch_directory_is_swept_a_live_ones_stays(tmp_path):
+    """Each driver JVM (and its executors) keeps temporary files in a directory named by its pid; a SIGKILLed
+    one deletes nothing, so the harness removes the directories of drivers it no longer runs."""
+    owned = Owned()
+    live = owned.spawn("live", [sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        for pid in (live.pid, 999_999_999):
+            folder = driver_scratch(tmp_path, pid)
+            (folder / "blockmgr-1").mkdir(parents=True)
+            (folder / "liblz4-java-1.so").write_bytes(b"\0" * 1024)
+        (tmp_path / "spark-other").mkdir()  # not a driver's: left to the harness's close
+        assert sweep_driver_scratch(tmp_path, {g.pid for g in owned.groups}) == 1
+        assert sorted(p.name for p in tmp_path.iterdir()) == [f"driver-{live.pid}", "spark-other"]
+    finally:
+        owned.stop_all()

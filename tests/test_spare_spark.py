@@ -66,6 +66,8 @@ def test_a_trials_last_driver_is_recycled_as_the_next_trials_first(spark_cluster
                                faults=["kill-driver@1:sink-done"]), first)
         kept = harness.spare
         assert kept is not None and kept.group.alive() and kept.folder.name.startswith("recycled-")
+        # The killed driver's scratch files (its lz4 library, blockmgr-*) went with it; the kept one's stay.
+        assert sorted(p.name for p in harness.tmp.iterdir()) == [f"driver-{kept.group.pid}"]
         harness.trial(Scenario(pipeline="passthrough-append", events=600, events_per_batch=200, seed=4), second)
         harness.trial(Scenario(pipeline="passthrough-file", events=400, events_per_batch=200, seed=5), hooked,
                       last=True)

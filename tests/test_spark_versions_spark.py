@@ -1,0 +1,41 @@
+"""A trial on another PySpark version (``--spark``), and the Spark bug it finds there: SPARK-55058.
+
+Up to 4.1, a query whose checkpoint lost its ``metadata`` file restarts under a new query id, so a sink that
+skips a (query id, batch id) it already wrote writes the replayed batch again; 4.2 refuses such a checkpoint
+(tests/test_trials_spark.py::test_spark_refuses_a_checkpoint_without_its_metadata_file). The version's
+environment is added once (~30 s, ~0.5 GB from PyPI) and kept under the user's cache.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from chaos.sparkenv import installed
+from tests.conftest import cli, left_by
+
+pytestmark = pytest.mark.spark
+
+OLD = "4.1.0"
+
+
+def test_a_lost_metadata_file_duplicates_a_batch_on_spark_4_1(tmp_path):
+    if OLD not in installed():
+        added = cli("spark", "add", OLD, cwd=tmp_path)
+        assert added.rc == 0, added.stderr[-2000:]
+    run = cli("--spark", OLD, "trial", "query-batch-dedup", "--events", "1000", "--seed", "5",
+              "--keep", str(tmp_path / "run"), "--fault", "damage-checkpoint@2:committed/delete-metadata",
+              "--fault", "kill-driver@3:sink-done", "--recovery-timeout", "60", "--json", cwd=tmp_path)
+    assert run.rc == 1, run.stderr[-2000:]  # a violation of the declared exactly-once
+    r = run.json
+    assert r["spark"] == OLD
+    assert r["outcome"] == "drained" and r["verdict"] == "at-least-once" and r["meets"] is False
+    # The batch the killed driver had written (3) was written again, by the same query under a new id.
+    assert {d["batch_id"] for d in r["deliveries"] if d["batch_id"] == 3} == {3}
+    assert sum(d["batch_id"] == 3 for d in r["deliveries"]) == 2
+    with sqlite3.connect(tmp_path / "run" / "sink" / "sink.sqlite") as conn:
+        ids = conn.execute("SELECT query_id, min(batch_id), max(batch_id) FROM applied GROUP BY query_id "
+                           "ORDER BY 2").fetchall()
+    assert len(ids) == 2 and ids[0][1:] == (0, 3) and ids[1][1] == 3, ids
+    assert left_by(run.pid) == []
