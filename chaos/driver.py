@@ -130,6 +130,7 @@ def boot(config: dict, incarnation: int = 0):
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    print(f"streamchaos: Spark {spark.version} ({spark.sparkContext.master})", flush=True)
     spark.dataSource.register(EventLogSource)
     spark.dataSource.register(WarmSource)
     return spark
@@ -322,7 +323,7 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
         with applied(spark, config.get("query_conf")):  # the trial's configuration variant, if any
             query = pipeline.start(ctx)
     except Exception as exc:
-        if not config.get("query_conf") and not checkpoint_refusal(str(exc)):
+        if not (config.get("query_conf") or config.get("upgraded") or checkpoint_refusal(str(exc))):
             raise
         # Spark refuses the variant (a static setting, an option a stateful query cannot take) or the
         # checkpoint (see ``checkpoint_refusal``): a verdict of its own, not a crash to restart from.
@@ -360,7 +361,7 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
         return 0
     error = query.exception()
     if error is not None:
-        if query.lastProgress is None and checkpoint_refusal(str(error)):
+        if query.lastProgress is None and (checkpoint_refusal(str(error)) or config.get("upgraded")):
             print(f"streamchaos: refused: {' '.join(str(error).split())[:400]}", flush=True)
             return REFUSED_RC
         print(f"streamchaos: query failed: {error}", file=sys.stderr, flush=True)
@@ -457,6 +458,14 @@ def _pipeline_boot_conf(config: dict) -> dict:
     return resolve(config["pipeline"]).boot_conf()
 
 
+def upgraded(config: dict) -> dict:
+    """``config`` for a driver on another PySpark than the harness's (stop-driver/upgrade=V): the cluster's
+    master and workers run the harness's Spark, so this one runs its query in local mode, without the
+    class path, class archives and Python daemon built for that Spark, and is not recycled."""
+    return {**config, "master": "local[2]", "class_path": "", "class_archive": None, "executor_archive": None,
+            "python_daemon": None, "cores_max": None, "recycle": None, "upgraded": True}
+
+
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "--spare":
         return spare_main(Path(argv[1]))
@@ -467,6 +476,8 @@ def main(argv: list[str]) -> int:
     for arg in argv[2:]:
         if arg.startswith("--cores-max="):  # a restart after a rescale (stop-driver@N:committed/C)
             config["cores_max"] = int(arg.split("=", 1)[1])
+    if "--local" in argv[2:]:
+        config = upgraded(config)
     try:
         spark = boot(config, incarnation)  # imports the pipeline's module too (a standby: not after the kill)
         source = stand_by(spark, config, incarnation, signals, 1) if signals is not None else None

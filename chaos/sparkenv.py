@@ -26,6 +26,8 @@ from chaos.jvm import cache_dir
 VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 READY = "ready"  # written last: a half-made environment (interrupted, failed install) is not listed
 ENV_VAR = "STREAMCHAOS_SPARK"  # set in the re-executed command: the version it runs on
+# ... and where it came from: an upgrade from an added version back to the installed one runs there.
+BASE_PYTHON_VAR, BASE_SPARK_VAR = "STREAMCHAOS_BASE_PYTHON", "STREAMCHAOS_BASE_SPARK"
 
 
 def current_version() -> str:
@@ -121,14 +123,26 @@ def split_spark_option(argv: list[str]) -> tuple[str | None, list[str]]:
     return version, rest
 
 
-def run_on(version: str, argv: list[str]) -> None:
-    """Replace this process by ``streamchaos ARGV`` on ``version``'s environment (nothing runs here after)."""
+def python_for(version: str) -> Path:
+    """The interpreter whose pyspark is ``version``: this one, the installed one, or an added one."""
     check_version(version)
+    if version == current_version():
+        return Path(sys.executable)
+    if os.environ.get(BASE_SPARK_VAR) == version and os.environ.get(BASE_PYTHON_VAR):
+        return Path(os.environ[BASE_PYTHON_VAR])
     python = installed().get(version)
     if python is None:
         raise UserError(f"pyspark {version} is not added: run `streamchaos spark add {version}` first "
                         f"(added: {', '.join(installed()) or 'none'})")
+    return python
+
+
+def run_on(version: str, argv: list[str]) -> None:
+    """Replace this process by ``streamchaos ARGV`` on ``version``'s environment (nothing runs here after)."""
+    python = python_for(version)
     env = {**os.environ, ENV_VAR: version}
+    if BASE_PYTHON_VAR not in env:
+        env.update({BASE_PYTHON_VAR: sys.executable, BASE_SPARK_VAR: current_version()})
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(str(python), [str(python), "-m", "chaos", *argv], env)

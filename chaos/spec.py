@@ -44,6 +44,7 @@ _SPEC = re.compile(r"^(?P<action>[a-z-]+)@(?P<batch>\d+):(?P<phase>[a-z-]+)(?P<a
 _DURATION = re.compile(r"^(?P<n>\d+(\.\d+)?)(?P<unit>ms|s|m)$")
 _ATTRIBUTE = re.compile(r"^(?P<key>latency|jitter)=(?P<value>\d+)$")
 _UNTIL = re.compile(r"^until=(?P<phase>[a-z-]+)$")
+_UPGRADE = re.compile(r"^upgrade=(?P<version>\d+\.\d+\.\d+)$")
 UNTIL_MAX_S = 60.0  # a channel fault "until PHASE" is healed after this at the latest (no deadlock)
 
 
@@ -126,6 +127,14 @@ class Fault:
         return None
 
     @property
+    def upgrade(self) -> str | None:
+        """``upgrade=VERSION`` of stop-driver: the query resumes on that PySpark (chaos/sparkenv.py)."""
+        for arg in self.args:
+            if match := _UPGRADE.match(arg):
+                return match["version"]
+        return None
+
+    @property
     def mode(self) -> str | None:
         """The damage mode of damage-checkpoint."""
         for arg in self.args:
@@ -154,11 +163,11 @@ def parse_fault(text: str) -> Fault:
     fault = Fault(action, batch, phase, args)
     for arg in args:
         known = (_DURATION.match(arg) or arg.isdigit() or arg in DAMAGE_MODES or _ATTRIBUTE.match(arg)
-                 or _UNTIL.match(arg))
+                 or _UNTIL.match(arg) or _UPGRADE.match(arg))
         if not known:
             raise UserError(
-                f"unknown argument {arg!r} in {text!r}: use a duration (3s, 500ms), "
-                f"an index (0, 1, ...), latency=MS, jitter=MS, until=PHASE or a damage mode ({', '.join(DAMAGE_MODES)})"
+                f"unknown argument {arg!r} in {text!r}: use a duration (3s, 500ms), an index (0, 1, ...), "
+                f"latency=MS, jitter=MS, until=PHASE, upgrade=X.Y.Z or a damage mode ({', '.join(DAMAGE_MODES)})"
             )
     if fault.until is not None:
         if fault.until not in PHASES:
@@ -184,7 +193,13 @@ def parse_fault(text: str) -> Fault:
             raise UserError(f"{text!r}: a clean stop waits for the batch in flight, so it goes at :committed "
                             f"(e.g. stop-driver@{batch}:committed/1)")
         if fault.duration is not None or fault.mode is not None:
-            raise UserError(f"{text!r}: stop-driver takes only the restarted application's executor cores, e.g. /1")
-    elif fault.target == "driver" and fault.index is not None:
+            raise UserError(f"{text!r}: stop-driver takes the restarted application's executor cores (e.g. /1) "
+                            "or upgrade=VERSION")
+        if fault.index is not None and fault.upgrade is not None:
+            raise UserError(f"{text!r}: give executor cores or upgrade=VERSION, not both")
+    elif fault.upgrade is not None:
+        raise UserError(f"{text!r}: upgrade=VERSION only goes with stop-driver (e.g. stop-driver@{batch}:committed/"
+                        f"{fault.args[-1]})")
+    if fault.action != "stop-driver" and fault.target == "driver" and fault.index is not None:
         raise UserError(f"{text!r}: there is one driver; drop the index")
     return fault

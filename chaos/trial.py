@@ -76,6 +76,20 @@ def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
                     if fault.phase == "state-commit" else "")
             raise UserError(f"{fault.spec}: {pipeline.name}'s batches never reach phase {fault.phase!r}; "
                             f"use one of {', '.join(pipeline.phases)}{hint}")
+    schedule = scenario.schedule
+    upgrade = next((f for f in schedule if f.upgrade is not None), None)
+    if upgrade is not None:
+        from chaos.sparkenv import python_for
+
+        python_for(upgrade.upgrade)  # added, or one line saying how to add it
+        if pipeline.boot_conf() or pipeline.own_source:
+            raise UserError(f"{upgrade.spec}: {pipeline.name} has JVM hooks or a source of its own, built for "
+                            "the running Spark; upgrade a pipeline that reads the harness's event log")
+        later = [f for f in schedule if f.batch >= upgrade.batch and f is not upgrade
+                 and (f.target in ("executor", "worker") or f.action == "stop-driver")]
+        if later:
+            raise UserError(f"{later[0].spec}: after {upgrade.spec} the query runs in one local-mode driver (the "
+                            "cluster stays on the running Spark): no executor, worker or second stop to fault")
     if pipeline.database:
         from chaos.postgres import require_postgres
 
@@ -334,6 +348,7 @@ class Trial:
         self.incarnation = -1
         self.restarts = 0
         self.cores_max: int | None = None  # executor cores of the next applications, after a stop-driver rescale
+        self.upgraded: str | None = None  # the PySpark every incarnation runs on after stop-driver/upgrade=V
         self.history: History | None = None
         self.config: dict = {}  # driver.json
         self.spares_booted = False  # the next trial's spares, once per trial (``_keep_spare``)
@@ -370,14 +385,23 @@ class Trial:
 
     def _spawn_driver(self, incarnation: int, standby: bool = False) -> Group:
         argv = driver_argv() + [str(self.dir), str(incarnation)]
+        env, cwd = driver_env(), self.h.driver_cwd
         if self.cores_max is not None:  # rescaled by a stop-driver fault
             argv.append(f"--cores-max={self.cores_max}")
+        if self.upgraded is not None:  # another PySpark, in local mode, away from this one's import home
+            from chaos.sparkenv import python_for
+
+            python = str(python_for(self.upgraded))
+            argv = [python, *argv[1:], "--local"]
+            env.update(PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python)
+            env.pop("SPARK_HOME", None)
+            cwd = self.dir
         return self.h.owned.spawn(
             f"driver-{incarnation}",
             argv + ["--standby"] if standby else argv,
-            env=driver_env(),
+            env=env,
             log_path=self.dir / "logs" / f"driver-{incarnation}.log",
-            cwd=self.h.driver_cwd,
+            cwd=cwd,
         )
 
     def _start_driver(self) -> None:
@@ -389,7 +413,10 @@ class Trial:
         why = ""
         if stop is not None and stop.action == "stop-driver":
             why = (f"{stop.spec}: a rescale restarts with other executor cores" if stop.index is not None
+                   else f"{stop.spec}: the query resumes on PySpark {stop.upgrade}, in local mode"
+                   if stop.upgrade is not None
                    else f"{stop.spec}: a clean stop restarts the query as a new deployment would")
+            self.upgraded = stop.upgrade or self.upgraded
             # A rescale: the next application gets other executor cores, so no pre-booted standby serves it.
             if stop.index is not None:
                 self.cores_max = stop.index
@@ -419,7 +446,8 @@ class Trial:
         self.driver = self._spawn_driver(self.incarnation)
         self.history.add("driver", event="start", incarnation=self.incarnation, pid=self.driver.pid,
                          driver_start="cold", why=why or self._cold_reason(),
-                         **({"cores_max": self.cores_max} if self.cores_max is not None else {}))
+                         **({"cores_max": self.cores_max} if self.cores_max is not None else {}),
+                         **({"spark": self.upgraded} if self.upgraded is not None else {}))
 
     def _cold_reason(self) -> str:
         """Why this incarnation boots a JVM and a session now (recorded with its start)."""
@@ -440,7 +468,7 @@ class Trial:
         driver has committed a batch (not beside its recovery, which it would slow down on 2 cores), and
         only while a driver kill is still ahead: a standby nobody takes over from costs a JVM, a session
         and executors on the 2 cores the trial runs on."""
-        if (self.standby is None and self.wants_standby
+        if (self.standby is None and self.wants_standby and self.upgraded is None
                 and any(f.action == "kill-driver" for f in self.controller.unfired())
                 and (self.incarnation == 0 or self.committed_by == self.incarnation)):
             incarnation = self.incarnation + 1
@@ -630,7 +658,7 @@ class Trial:
             grace = STOP_GRACE + (STATE_DUMP_GRACE if self.pipeline.state else 0.0)
             if self.config.get("recycle") and self.driver.alive():  # it waits as a spare instead of exiting
                 # Not after a worker kill: its application may hold fewer executors than a spare would.
-                keep = recycle and self.h.cluster.healthy() and self.cores_max is None
+                keep = recycle and self.h.cluster.healthy() and self.cores_max is None and self.upgraded is None
                 log = self.dir / "logs" / f"driver-{self.incarnation}.log"
                 self.h.recycle_driver(self.driver, log, grace, keep)
             else:
@@ -714,7 +742,8 @@ def summarize(trial: Trial, events: pl.DataFrame, outcome: str, reason: str, sec
         # How each incarnation's driver started: "cold" (a JVM and a session booted then, with why),
         # "standby" (a warm standby took over), "spare" or "recycled" (booted ahead, chaos/spare.py).
         "drivers": [{"incarnation": r["detail"]["incarnation"], "driver_start": r["detail"].get("driver_start"),
-                     **({"why": r["detail"]["why"]} if r["detail"].get("why") else {})}
+                     **({"why": r["detail"]["why"]} if r["detail"].get("why") else {}),
+                     **({"spark": r["detail"]["spark"]} if r["detail"].get("spark") else {})}
                     for r in records if r["kind"] == "driver" and r["detail"].get("event") == "start"],
         "cluster": trial.h.cluster.describe(),
         # Whether this trial's JVMs booted on the class archives (chaos/jvm/archive.py): None = without.

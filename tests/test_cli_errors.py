@@ -32,6 +32,16 @@ from tests.conftest import cli, left_by
         (["trial", "key-count", "--spark"], "--spark needs a version"),
         (["trial", "key-count", "--spark=4.0.9"], "pyspark 4.0.9 is not added: run `streamchaos spark add 4.0.9`"),
         (["spark", "remove", "4.0.9"], "pyspark 4.0.9 was not added"),
+        (["trial", "key-count", "--fault", "stop-driver@2:committed/upgrade=4.0.9"],
+         "pyspark 4.0.9 is not added: run `streamchaos spark add 4.0.9`"),
+        (["trial", "key-count", "--fault", "kill-driver@2:planned/upgrade=4.0.9"],
+         "upgrade=VERSION only goes with stop-driver"),
+        (["trial", "key-count", "--fault", "stop-driver@2:committed/1/upgrade=4.0.9"],
+         "give executor cores or upgrade=VERSION, not both"),
+        (["trial", "passthrough-file", "--fault", "stop-driver@2:committed/upgrade=4.3.0"],
+         "has JVM hooks or a source of its own"),
+        (["trial", "key-count", "--fault", "stop-driver@2:committed/upgrade=4.3.0", "--fault",
+          "kill-executor@3:reading"], "runs in one local-mode driver"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
