@@ -336,7 +336,10 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a clean stop (the stop-driver fault)
     signal.signal(signal.SIGUSR2, lambda *_: (over.set(), stop.set()))  # the harness's stop: the trial is over
     while not stop.is_set():
-        if query.awaitTermination(0.5):
+        try:
+            if query.awaitTermination(0.5):
+                break
+        except Exception:  # it failed: query.exception() below, once the stop is ruled out, says how
             break
     if stop.is_set():
         t0 = time.monotonic()
