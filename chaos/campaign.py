@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from chaos.atomic import write_json
@@ -59,6 +59,9 @@ class CampaignSpec:
     # Configuration matrix (``--conf KEY=V1,V2``, chaos/queryconf.py): every pipeline runs under every combination,
     # each a variant with its own row (verdict, counterexample) and the same schedules and seeds.
     conf: dict[str, list[str]] | None = None
+    # The PySpark every trial runs on (``streamchaos --spark VERSION``; set at creation): a resume on another
+    # one would mix two Sparks in one campaign's verdicts.
+    spark: str | None = None
 
 
 def slug(name: str) -> str:
@@ -157,6 +160,9 @@ class Campaign:
                 ]
         # Round robin over pipelines: a time budget is shared fairly.
         plan = [entry for group in _round_robin(list(plans.values())) for entry in group]
+        from chaos.sparkenv import current_version
+
+        spec = replace(spec, spark=spec.spark or current_version())
         data = {"format": FORMAT, "version": VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
                 "spec": asdict(spec), "plan": plan, "skipped": skipped, "windows": windows}
         write_json(root / "campaign.json", data)
@@ -235,6 +241,14 @@ class Campaign:
         return v
 
     # -- running ----------------------------------------------------------------------------------
+    def require_spark(self) -> None:
+        """Refuse to run this campaign's trials on another PySpark than the one it was created on."""
+        from chaos.sparkenv import current_version
+
+        if self.spec.spark and self.spec.spark != current_version():
+            raise UserError(f"{self.root} runs on PySpark {self.spec.spark}, this is {current_version()}: "
+                            f"run it with `streamchaos --spark {self.spec.spark} ...`")
+
     def run(self, harness, progress: Progress | None = None) -> dict:
         """Run every unfinished planned trial, then shrink each violation; returns (and stores) the summary."""
         progress = progress or Progress()

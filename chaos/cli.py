@@ -267,6 +267,7 @@ def _execute(campaign, toxiproxy: str | None = None, finish=None, standby: bool 
     from reports.html import write_report
 
     spec = campaign.spec
+    campaign.require_spark()
     for s in campaign.data.get("skipped", []):
         err.print(f"skipped {s['pipeline']}: {s['reason']}")
     if not campaign.plan:
@@ -362,6 +363,14 @@ def replay(
     if cluster:
         scenario = replace(scenario, cluster=cluster)
     stored = load_verdict(trial_dir) if (trial_dir / "verdict.json").exists() else None
+    if (trial_dir / "result.json").exists():
+        from chaos.sparkenv import current_version
+        from chaos.stored import load_result
+
+        ran_on = load_result(trial_dir).get("spark")
+        if isinstance(ran_on, str) and ran_on != current_version():
+            raise UserError(f"{trial_dir} ran on PySpark {ran_on}, this is {current_version()}: replay it with "
+                            f"`streamchaos --spark {ran_on} replay {trial_dir}`")
     if out_dir is None:
         base = trial_dir.parent.parent / "replays" if (trial_dir.parent.parent / "campaign.json").exists() \
             else trial_dir.parent

@@ -13,8 +13,9 @@ import pytest
 
 from chaos.campaign import Campaign, CampaignSpec, Progress, remove_unfinished
 from chaos.errors import UserError
+from chaos.scenario import Scenario
 from reports.html import write_report
-from tests.campaign_samples import HOSTILE, make_campaign
+from tests.campaign_samples import HOSTILE, make_campaign, write_trial
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -60,6 +61,30 @@ def test_other_version_and_corrupt_files_are_one_line_errors(tmp_path):
     assert r.returncode == 2 and r.stderr.startswith("error: unknown fault kind")
     r = cli("campaign", "run", "--pipeline", "nope", cwd=tmp_path)
     assert r.returncode == 2 and "unknown pipeline 'nope'" in r.stderr
+
+
+def test_a_campaign_runs_only_on_the_spark_it_was_created_on(tmp_path):
+    """A campaign records its PySpark; resuming it on another would mix two Sparks in one set of verdicts."""
+    from chaos.sparkenv import current_version
+
+    c = Campaign.create(tmp_path / "c", CampaignSpec(pipelines=["passthrough-append"], trials=1))
+    assert c.spec.spark == current_version() == Campaign.load(tmp_path / "c").spec.spark
+    data = json.loads((tmp_path / "c" / "campaign.json").read_text())
+    data["spec"]["spark"] = "4.0.9"
+    (tmp_path / "c" / "campaign.json").write_text(json.dumps(data))
+    r = cli("campaign", "resume", "c", cwd=tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "runs on PySpark 4.0.9" in r.stderr and "streamchaos --spark 4.0.9" in r.stderr
+    assert not (tmp_path / "c" / "harness").exists(), "nothing was started"
+    # A trial stored by a run on that Spark is replayed on it, not here.
+    trial = tmp_path / "t"
+    write_trial(trial, Scenario(pipeline="passthrough-append", events=100, seed=1), "exactly-once", "at-least-once")
+    result = json.loads((trial / "result.json").read_text())
+    (trial / "result.json").write_text(json.dumps({**result, "spark": "4.0.9"}))
+    r = cli("replay", "t", cwd=tmp_path)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "ran on PySpark 4.0.9" in r.stderr and "streamchaos --spark 4.0.9 replay t" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "t"]
 
 
 def test_summary_judges_against_the_expectation(tmp_path):
