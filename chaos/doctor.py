@@ -47,6 +47,16 @@ def check_pyspark() -> Check:
     return Check("pyspark", "ok", f"pyspark {pyspark.__version__} with its Spark jars ({home})")
 
 
+def check_spark_versions() -> Check:
+    """The PySpark versions added beside the installed one (``streamchaos spark add``, finished installs)."""
+    from chaos.sparkenv import installed
+
+    added = installed()
+    if not added:
+        return Check("spark versions", "ok", "none added (streamchaos spark add VERSION runs trials on another)")
+    return Check("spark versions", "ok", f"added: {', '.join(added)} (streamchaos --spark VERSION ...)")
+
+
 def check_postgres() -> Check:
     from chaos.postgres import find_bindir
 
@@ -162,6 +172,6 @@ def check_chromium() -> Check:
 
 
 def run_checks(workdir: Path | None = None) -> list[Check]:
-    return [check_java(), check_javac(), check_pyspark(), check_postgres(), check_loopback(),
+    return [check_java(), check_javac(), check_pyspark(), check_spark_versions(), check_postgres(), check_loopback(),
             check_disk(Path(workdir or os.getcwd())), check_memory(), check_leftovers(), check_class_archive(),
             check_chromium()]
