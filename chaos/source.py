@@ -37,18 +37,20 @@ def _get(url: str):
         return json.loads(resp.read())
 
 
-def batch_of(checkpoint: str, end: dict) -> int:
-    """The id of the batch whose write-ahead entry (offsets/N) ends at ``end``; -1 if none."""
+def logged_offsets(checkpoint: str):
+    """``(N, offsets/N's source offsets)`` for every write-ahead entry, newest first."""
     offsets_dir = os.path.join(checkpoint, "offsets")
     try:
         names = sorted((int(n) for n in os.listdir(offsets_dir) if n.isdigit()), reverse=True)
     except FileNotFoundError:
-        return -1
+        return
     for n in names:
-        for offset in read_offsets_file(os.path.join(offsets_dir, str(n))):
-            if offset == end:
-                return n
-    return -1
+        yield n, read_offsets_file(os.path.join(offsets_dir, str(n)))
+
+
+def batch_of(checkpoint: str, end: dict) -> int:
+    """The id of the batch whose write-ahead entry (offsets/N) ends at ``end``; -1 if none."""
+    return next((n for n, ends in logged_offsets(checkpoint) if end in ends), -1)
 
 
 def read_offsets_file(path: str) -> list[dict]:
@@ -126,14 +128,8 @@ class EventLogStreamReader(DataSourceStreamReader):
         return _get(f"{self.url}/advance?{query}")
 
     def _logged_end(self) -> dict:
-        folder = os.path.join(self.checkpoint, "offsets")
-        names = sorted((int(n) for n in os.listdir(folder) if n.isdigit()), reverse=True) \
-            if os.path.isdir(folder) else []
-        for n in names:
-            ends = read_offsets_file(os.path.join(folder, str(n)))
-            if ends:
-                return {str(k): int(v) for k, v in ends[0].items()}
-        return self.initialOffset()
+        ends = next((ends[0] for _, ends in logged_offsets(self.checkpoint) if ends), None)
+        return {str(k): int(v) for k, v in ends.items()} if ends else self.initialOffset()
 
     def partitions(self, start: dict, end: dict) -> list[BatchPartition]:
         batch = batch_of(self.checkpoint, end)
