@@ -48,6 +48,7 @@ from chaos.socketfeed import SocketFeed
 from chaos.source import read_offsets_file
 from chaos.spare import Spare, recycle_folder
 from chaos.sparkenv import current_version as spark_version
+from chaos.spec import PHASES
 from chaos.watcher import CheckpointWatcher
 from pipelines_under_test import Pipeline, resolve
 
@@ -343,8 +344,13 @@ class Trial:
         self.standby: Group | None = None  # booted, waiting for SIGUSR1 (``--standby``), incarnation + 1
         self.next_standby: Group | None = None  # incarnation + 2's, booted while the standby takes over
         self.committed_by = -1  # the last incarnation seen committing a batch
-        # A standby costs a second application's driver and executors: only when a driver kill is planned.
-        self.wants_standby = harness.standby and any(f.action == "kill-driver" for f in scenario.schedule)
+        # A standby costs a second application's driver and executors: only when a driver kill is planned
+        # before any upgrade (after one, drivers run another Spark, in local mode: no standby serves them).
+        schedule = scenario.schedule
+        upgrade = min(((f.batch, PHASES.index(f.phase)) for f in schedule if f.upgrade is not None), default=None)
+        self.wants_standby = harness.standby and any(
+            f.action == "kill-driver" and (upgrade is None or (f.batch, PHASES.index(f.phase)) < upgrade)
+            for f in schedule)
         self.incarnation = -1
         self.restarts = 0
         self.cores_max: int | None = None  # executor cores of the next applications, after a stop-driver rescale
@@ -453,6 +459,8 @@ class Trial:
         """Why this incarnation boots a JVM and a session now (recorded with its start)."""
         if not self.h.standby:
             return "pre-warmed drivers are off (--no-standby)"
+        if self.upgraded is not None:
+            return f"it runs on PySpark {self.upgraded} after the upgrade: no standby is booted on another Spark"
         if self.incarnation == 0:
             if self.pipeline.boot_conf():
                 return "the pipeline sets JVM options at boot (boot_conf): no spare was booted with them"

@@ -44,19 +44,22 @@ def test_a_lost_metadata_file_duplicates_a_batch_on_spark_4_1(tmp_path):
 @pytest.mark.parametrize("start, to", [(None, OLD), (OLD, None)], ids=["4.3-to-4.1", "4.1-to-4.3"])
 def test_a_query_stopped_on_one_spark_resumes_on_another_exactly_once(tmp_path, start, to):
     """stop-driver/upgrade=V: a clean stop at a committed batch, then the same checkpoint on the other
-    version (in local mode: the cluster runs the first one); the verdict and the consistent cut cover both."""
+    version (in local mode: the cluster runs the first one); the verdict and the consistent cut cover both.
+    A driver killed after the upgrade restarts on the new version, and no standby was booted for it."""
     from chaos.sparkenv import current_version
 
     if OLD not in installed():
         assert cli("spark", "add", OLD, cwd=tmp_path).rc == 0
     first, second = start or current_version(), to or current_version()
     run = cli(*(["--spark", start] if start else []), "trial", "key-count", "--events", "2000",
-              "--keep", str(tmp_path / "run"), "--fault", f"stop-driver@4:committed/upgrade={second}", "--json",
-              cwd=tmp_path)
+              "--keep", str(tmp_path / "run"), "--fault", f"stop-driver@4:committed/upgrade={second}",
+              "--fault", "kill-driver@6:sink-done", "--json", cwd=tmp_path)
     assert run.rc == 0, run.stderr[-2000:]
     r = run.json
     assert r["spark"] == first and r["verdict"] == "exactly-once" and r["consistent_cut"]["ok"] is True
     assert r["drivers"][1]["spark"] == second and "resumes on PySpark" in r["drivers"][1]["why"]
-    logs = [(tmp_path / "run" / "logs" / f"driver-{k}.log").read_text() for k in (0, 1)]
-    assert f"streamchaos: Spark {first} (spark://" in logs[0] and f"streamchaos: Spark {second} (local[2])" in logs[1]
+    assert r["drivers"][2]["spark"] == second and "no standby" in r["drivers"][2]["why"]
+    logs = [(tmp_path / "run" / "logs" / f"driver-{k}.log").read_text() for k in (0, 1, 2)]
+    assert f"streamchaos: Spark {first} (spark://" in logs[0]
+    assert all(log.count("streamchaos: Spark ") == 1 and f"Spark {second} (local[2])" in log for log in logs[1:])
     assert left_by(run.pid) == []
