@@ -79,7 +79,7 @@ def add(version: str, echo=print) -> Path:
     try:
         subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(target)], check=True,
                        capture_output=True, text=True)
-        echo(f"installing pyspark {version} into {target} (a few minutes: it is ~450 MB)")
+        echo(f"installing pyspark {version} into {target} (~450 MB from PyPI, about half a minute)")
         done = subprocess.run([str(python_of(version)), "-m", "pip", "install", "--quiet",
                                "--disable-pip-version-check", f"pyspark=={version}"], capture_output=True, text=True)
         if done.returncode != 0:

@@ -80,6 +80,11 @@ class Fault:
         return self.spec
 
     @property
+    def point(self) -> tuple[int, int]:
+        """Where it fires, comparable: (batch, the phase's place in ``PHASES``)."""
+        return self.batch, PHASES.index(self.phase)
+
+    @property
     def kind(self) -> str:
         """kill, pause, damage, or a channel fault: delay, cut, reset, down."""
         return self.action.split("-", 1)[0]

@@ -48,7 +48,6 @@ from chaos.socketfeed import SocketFeed
 from chaos.source import read_offsets_file
 from chaos.spare import Spare, recycle_folder
 from chaos.sparkenv import current_version as spark_version
-from chaos.spec import PHASES
 from chaos.watcher import CheckpointWatcher
 from pipelines_under_test import Pipeline, resolve
 
@@ -78,7 +77,7 @@ def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
             raise UserError(f"{fault.spec}: {pipeline.name}'s batches never reach phase {fault.phase!r}; "
                             f"use one of {', '.join(pipeline.phases)}{hint}")
     schedule = scenario.schedule
-    upgrade = next((f for f in schedule if f.upgrade is not None), None)
+    upgrade = min((f for f in schedule if f.upgrade is not None), key=lambda f: f.point, default=None)
     if upgrade is not None:
         from chaos.sparkenv import python_for
 
@@ -86,7 +85,7 @@ def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
         if pipeline.boot_conf() or pipeline.own_source:
             raise UserError(f"{upgrade.spec}: {pipeline.name} has JVM hooks or a source of its own, built for "
                             "the running Spark; upgrade a pipeline that reads the harness's event log")
-        later = [f for f in schedule if f.batch >= upgrade.batch and f is not upgrade
+        later = [f for f in schedule if f.point >= upgrade.point and f is not upgrade
                  and (f.target in ("executor", "worker") or f.action == "stop-driver")]
         if later:
             raise UserError(f"{later[0].spec}: after {upgrade.spec} the query runs in one local-mode driver (the "
@@ -347,10 +346,9 @@ class Trial:
         # A standby costs a second application's driver and executors: only when a driver kill is planned
         # before any upgrade (after one, drivers run another Spark, in local mode: no standby serves them).
         schedule = scenario.schedule
-        upgrade = min(((f.batch, PHASES.index(f.phase)) for f in schedule if f.upgrade is not None), default=None)
+        upgrade = min((f.point for f in schedule if f.upgrade is not None), default=None)
         self.wants_standby = harness.standby and any(
-            f.action == "kill-driver" and (upgrade is None or (f.batch, PHASES.index(f.phase)) < upgrade)
-            for f in schedule)
+            f.action == "kill-driver" and (upgrade is None or f.point < upgrade) for f in schedule)
         self.incarnation = -1
         self.restarts = 0
         self.cores_max: int | None = None  # executor cores of the next applications, after a stop-driver rescale
