@@ -47,6 +47,35 @@ def check_pyspark() -> Check:
     return Check("pyspark", "ok", f"pyspark {pyspark.__version__} with its Spark jars ({home})")
 
 
+def check_worker_imports() -> Check:
+    """Spark's Python workers are this interpreter started elsewhere (an executor's work directory): they
+    must import the harness (``chaos.pydaemon``, the pipelines) from the same place as this process, or every
+    task of every trial fails and the trial only ends ``stalled``. An editable install re-pointed at another
+    checkout (or removed) is the usual cause."""
+    import subprocess
+    import sys
+    import tempfile
+
+    import chaos
+    from chaos.cluster import spark_env
+
+    mine = Path(chaos.__file__).resolve().parent
+    probe = "import chaos.pydaemon, pipelines_under_test, chaos; print(chaos.__file__)"
+    with tempfile.TemporaryDirectory() as elsewhere:
+        done = subprocess.run([sys.executable, "-c", probe], cwd=elsewhere, env=spark_env(), capture_output=True,
+                              text=True, timeout=60)
+    fix = f"pip install -e {mine.parent} (the harness's Python workers import it from site-packages)"
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return Check("worker imports", "fail", f"a Python worker started outside {mine.parent} cannot import "
+                     f"the harness ({last})", fix)
+    theirs = Path(done.stdout.strip()).resolve().parent
+    if theirs != mine:
+        return Check("worker imports", "fail", f"Python workers would import the harness from {theirs}, "
+                     f"this is {mine}", fix)
+    return Check("worker imports", "ok", f"Spark's Python workers import the harness from {mine}")
+
+
 def check_spark_versions() -> Check:
     """The PySpark versions added beside the installed one (``streamchaos spark add``, finished installs)."""
     from chaos.sparkenv import installed
@@ -172,6 +201,7 @@ def check_chromium() -> Check:
 
 
 def run_checks(workdir: Path | None = None) -> list[Check]:
-    return [check_java(), check_javac(), check_pyspark(), check_spark_versions(), check_postgres(), check_loopback(),
+    return [check_java(), check_javac(), check_pyspark(), check_worker_imports(), check_spark_versions(),
+            check_postgres(), check_loopback(),
             check_disk(Path(workdir or os.getcwd())), check_memory(), check_leftovers(), check_class_archive(),
             check_chromium()]
