@@ -77,8 +77,12 @@ def add(version: str, echo=print) -> Path:
     shutil.rmtree(target, ignore_errors=True)  # a half-made one
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(target)], check=True,
-                       capture_output=True, text=True)
+        made = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(target)],
+                              capture_output=True, text=True)
+        if made.returncode != 0:
+            last = [ln for ln in (made.stderr or made.stdout).splitlines() if ln.strip()]
+            raise UserError(f"{sys.executable} -m venv failed: {last[-1] if last else 'no output'} "
+                            "(Debian/Ubuntu: apt-get install python3-venv)")
         echo(f"installing pyspark {version} into {target} (~450 MB from PyPI, about half a minute)")
         done = subprocess.run([str(python_of(version)), "-m", "pip", "install", "--quiet",
                                "--disable-pip-version-check", f"pyspark=={version}"], capture_output=True, text=True)
