@@ -75,7 +75,11 @@ def add(version: str, echo=print) -> Path:
     if (target / READY).exists():
         return python_of(version)
     shutil.rmtree(target, ignore_errors=True)  # a half-made one
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot make {target.parent} ({exc.strerror}): set XDG_CACHE_HOME to a writable "
+                        "directory") from None
     try:
         made = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(target)],
                               capture_output=True, text=True)

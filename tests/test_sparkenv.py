@@ -29,3 +29,11 @@ def test_only_finished_environments_are_listed(tmp_path, monkeypatch):
     assert sparkenv.installed() == {"4.1.0": sparkenv.python_of("4.1.0")}
     with pytest.raises(UserError, match="is the installed one"):
         sparkenv.add(sparkenv.current_version())
+
+
+def test_an_unwritable_cache_is_one_line(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    with pytest.raises(UserError, match="set XDG_CACHE_HOME to a writable directory"):
+        sparkenv.add("4.0.9")
