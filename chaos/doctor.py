@@ -58,6 +58,7 @@ def check_worker_imports() -> Check:
 
     import chaos
     from chaos.cluster import spark_env
+    from chaos.sparkenv import last_line
 
     mine = Path(chaos.__file__).resolve().parent
     probe = "import chaos.pydaemon, pipelines_under_test, chaos; print(chaos.__file__)"
@@ -66,9 +67,8 @@ def check_worker_imports() -> Check:
                               text=True, timeout=60)
     fix = f"pip install -e {mine.parent} (the harness's Python workers import it from site-packages)"
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return Check("worker imports", "fail", f"a Python worker started outside {mine.parent} cannot import "
-                     f"the harness ({last})", fix)
+                     f"the harness ({last_line(done)})", fix)
     theirs = Path(done.stdout.strip()).resolve().parent
     if theirs != mine:
         return Check("worker imports", "fail", f"Python workers would import the harness from {theirs}, "

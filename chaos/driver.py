@@ -302,7 +302,7 @@ def await_trial(spark, folder: Path, signals: Signals) -> tuple[dict, int, bool]
 
 
 def run(spark, config: dict, incarnation: int, source=None) -> int:
-    from chaos.queryconf import REFUSED_RC, applied
+    from chaos.queryconf import applied
     from pipelines_under_test import DriverContext, resolve
 
     controller = config["controller"]
@@ -327,9 +327,7 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
             raise
         # Spark refuses the variant (a static setting, an option a stateful query cannot take) or the
         # checkpoint (see ``checkpoint_refusal``): a verdict of its own, not a crash to restart from.
-        message = " ".join(str(exc).split())[:400]
-        print(f"streamchaos: refused: {type(exc).__name__}: {message}", flush=True)
-        return REFUSED_RC
+        return refused(str(exc), kind=type(exc).__name__)
 
     stop = threading.Event()
     over = threading.Event()
@@ -365,8 +363,7 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     error = query.exception()
     if error is not None:
         if query.lastProgress is None and (checkpoint_refusal(str(error)) or config.get("upgraded")):
-            print(f"streamchaos: refused: {' '.join(str(error).split())[:400]}", flush=True)
-            return REFUSED_RC
+            return refused(str(error))
         print(f"streamchaos: query failed: {error}", file=sys.stderr, flush=True)
         return 1
     return 0
@@ -376,6 +373,14 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
 # operator without its state, an incompatible state store): it stops instead of risking wrong output.
 CHECKPOINT_REFUSAL = re.compile(r"\[(STREAMING_CHECKPOINT_[A-Z_]+|STREAMING_STATEFUL_OPERATOR_[A-Z_]+|"
                                 r"STATE_STORE_[A-Z_]+)[].]")
+
+
+def refused(message: str, kind: str = "") -> int:
+    """Say why Spark refused (one line, what chaos.trial.Trial._refusal reads back); the driver's exit code."""
+    from chaos.queryconf import REFUSED_RC
+
+    print(f"streamchaos: refused: {kind + ': ' if kind else ''}{' '.join(message.split())[:400]}", flush=True)
+    return REFUSED_RC
 
 
 def checkpoint_refusal(message: str) -> str | None:

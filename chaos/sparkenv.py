@@ -25,8 +25,8 @@ from chaos.jvm import cache_dir
 
 VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
 READY = "ready"  # written last: a half-made environment (interrupted, failed install) is not listed
-ENV_VAR = "STREAMCHAOS_SPARK"  # set in the re-executed command: the version it runs on
-# ... and where it came from: an upgrade from an added version back to the installed one runs there.
+# Set in a command re-run on another version: where it came from (an upgrade from an added version back to
+# the installed one runs there).
 BASE_PYTHON_VAR, BASE_SPARK_VAR = "STREAMCHAOS_BASE_PYTHON", "STREAMCHAOS_BASE_SPARK"
 
 
@@ -66,6 +66,12 @@ def installed() -> dict[str, Path]:
             if VERSION.match(d.name) and (d / READY).exists() and python_of(d.name).exists()}
 
 
+def last_line(done: subprocess.CompletedProcess) -> str:
+    """What a failed command said last (stderr, else stdout): the line a one-line error quotes."""
+    lines = [ln for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else "no output"
+
+
 def add(version: str, echo=print) -> Path:
     """Make ``version``'s environment (once); its interpreter. A failed install leaves nothing behind."""
     check_version(version)
@@ -84,21 +90,19 @@ def add(version: str, echo=print) -> Path:
         made = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(target)],
                               capture_output=True, text=True)
         if made.returncode != 0:
-            last = [ln for ln in (made.stderr or made.stdout).splitlines() if ln.strip()]
-            raise UserError(f"{sys.executable} -m venv failed: {last[-1] if last else 'no output'} "
+            raise UserError(f"{sys.executable} -m venv failed: {last_line(made)} "
                             "(Debian/Ubuntu: apt-get install python3-venv)")
         echo(f"installing pyspark {version} into {target} (~450 MB from PyPI, about half a minute)")
         done = subprocess.run([str(python_of(version)), "-m", "pip", "install", "--quiet",
                                "--disable-pip-version-check", f"pyspark=={version}"], capture_output=True, text=True)
         if done.returncode != 0:
-            last = [ln for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
-            raise UserError(f"pip could not install pyspark=={version}: {last[-1] if last else 'no output'} "
+            raise UserError(f"pip could not install pyspark=={version}: {last_line(done)} "
                             "(check the version exists on PyPI and the network reaches it)")
         got = subprocess.run([str(python_of(version)), "-c", "import pyspark, chaos; print(pyspark.__version__)"],
                              capture_output=True, text=True)
         if got.returncode != 0 or got.stdout.strip() != version:
             raise UserError(f"the environment for {version} imports pyspark {got.stdout.strip() or '?'} "
-                            f"({(got.stderr.strip().splitlines() or [''])[-1]}): remove {target} and add it again")
+                            f"({last_line(got)}): remove {target} and add it again")
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
@@ -148,7 +152,7 @@ def python_for(version: str) -> Path:
 def run_on(version: str, argv: list[str]) -> None:
     """Replace this process by ``streamchaos ARGV`` on ``version``'s environment (nothing runs here after)."""
     python = python_for(version)
-    env = {**os.environ, ENV_VAR: version}
+    env = dict(os.environ)
     if BASE_PYTHON_VAR not in env:
         env.update({BASE_PYTHON_VAR: sys.executable, BASE_SPARK_VAR: current_version()})
     sys.stdout.flush()

@@ -48,6 +48,7 @@ from chaos.socketfeed import SocketFeed
 from chaos.source import read_offsets_file
 from chaos.spare import Spare, recycle_folder
 from chaos.sparkenv import current_version as spark_version
+from chaos.spec import Fault
 from chaos.watcher import CheckpointWatcher
 from pipelines_under_test import Pipeline, resolve
 
@@ -58,6 +59,11 @@ STATE_DUMP_GRACE = 120.0
 # leaves a stopped query and a session behind in its JVM (Spark keeps a session's listener bus registered).
 MAX_RECYCLED_TRIALS = 20
 STANDBY_WAIT = 90.0  # longest a held driver waits for its standby to be warm before the kill
+
+
+def first_upgrade(schedule: list[Fault]) -> Fault | None:
+    """The schedule's earliest stop-driver/upgrade=V: from it on, drivers run another Spark."""
+    return min((f for f in schedule if f.upgrade is not None), key=lambda f: f.point, default=None)
 
 
 def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
@@ -77,7 +83,7 @@ def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
             raise UserError(f"{fault.spec}: {pipeline.name}'s batches never reach phase {fault.phase!r}; "
                             f"use one of {', '.join(pipeline.phases)}{hint}")
     schedule = scenario.schedule
-    upgrade = min((f for f in schedule if f.upgrade is not None), key=lambda f: f.point, default=None)
+    upgrade = first_upgrade(schedule)
     if upgrade is not None:
         from chaos.sparkenv import python_for
 
@@ -346,9 +352,9 @@ class Trial:
         # A standby costs a second application's driver and executors: only when a driver kill is planned
         # before any upgrade (after one, drivers run another Spark, in local mode: no standby serves them).
         schedule = scenario.schedule
-        upgrade = min((f.point for f in schedule if f.upgrade is not None), default=None)
+        upgrade = first_upgrade(schedule)
         self.wants_standby = harness.standby and any(
-            f.action == "kill-driver" and (upgrade is None or f.point < upgrade) for f in schedule)
+            f.action == "kill-driver" and (upgrade is None or f.point < upgrade.point) for f in schedule)
         self.incarnation = -1
         self.restarts = 0
         self.cores_max: int | None = None  # executor cores of the next applications, after a stop-driver rescale

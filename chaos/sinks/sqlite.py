@@ -53,11 +53,13 @@ class SqliteBatchSink:
 
     def __call__(self, batch_df, batch_id: int) -> None:
         rows = [tuple(_plain(v) for v in r) for r in batch_df.select(*self.columns).collect()]  # executors read here
-        # Spark sets the running query's id as a local property of the micro-batch thread, which this
-        # call runs on (pinned py4j threads).
-        query_id = batch_df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
-        if self.mode == "query-batch" and not query_id:
-            raise RuntimeError("no streaming query id on the micro-batch thread: the sink cannot deduplicate")
+        query_id = None
+        if self.mode == "query-batch":
+            # Spark sets the running query's id as a local property of the micro-batch thread, which this
+            # call runs on (pinned py4j threads).
+            query_id = batch_df.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+            if not query_id:
+                raise RuntimeError("no streaming query id on the micro-batch thread: the sink cannot deduplicate")
         self.phase(batch_id, "sink-write", rows=len(rows), mode=self.mode)
         conn = sqlite3.connect(self.path, timeout=60)
         skipped = False
