@@ -405,10 +405,12 @@ class Signals:
             time.sleep(0.05)
 
 
-def stand_by(spark, config: dict, incarnation: int, signals: Signals, count: int, warm_read: bool = True):
+def stand_by(spark, config: dict, incarnation: int, signals: Signals, count: int, warm_read: bool = True,
+             rehearsed: str | None = None):
     """Warm up as ``incarnation``'s standby, say so, and wait for the ``count``-th SIGUSR1 (the active
     driver died); returns the query's source, made ahead too. ``warm_read``: its executors' Python
-    workers are not started yet (a spare started them at its boot)."""
+    workers are not started yet (a spare started them at its boot). ``rehearsed``: the pipeline a standby
+    spare rehearsed before its hand-over (``rehearse_ahead``): if it is this trial's, it is ready at once."""
     from pipelines_under_test import resolve
 
     source = None if resolve(config["pipeline"]).own_source else make_source(spark, config)
@@ -419,7 +421,9 @@ def stand_by(spark, config: dict, incarnation: int, signals: Signals, count: int
         warm_up(spark, wait=0)
     rehearsable = can_rehearse(config)
     app = spark.sparkContext.applicationId
-    if warm and rehearsable:
+    if warm and rehearsable and rehearsed == config["pipeline"]:
+        state = "rehearsed ahead"
+    elif warm and rehearsable:
         print(f"streamchaos: standby incarnation {incarnation} ({app}) rehearses the query", flush=True)
         done = rehearse(spark, config, until=lambda: signals.count >= count)
         state = "rehearsed" if done else "cut short" if signals.count >= count else "not rehearsed"
@@ -449,15 +453,39 @@ def spare_main(spare_dir: Path) -> int:
         print(f"streamchaos: {'standby spare' if standby else 'spare driver'} booted, "
               f"{'warm' if warm else 'not warmed'} ({spark.sparkContext.applicationId}), waiting for a trial",
               flush=True)
+        rehearsed = rehearse_ahead(spark, spare, spare_dir, signals) if standby and warm else None
         handed = await_trial(spark, spare_dir, signals)
         if handed is None:
             return 2
         config, incarnation, as_standby = handed
-        source = stand_by(spark, config, incarnation, signals, 2, warm_read=not warm) if as_standby else None
+        source = stand_by(spark, config, incarnation, signals, 2, warm_read=not warm,
+                          rehearsed=rehearsed) if as_standby else None
         return serve(spark, config, incarnation, source)
     except Exception:
         traceback.print_exc()
         return 1
+
+
+def rehearse_ahead(spark, spare: dict, spare_dir: Path, signals: Signals) -> str | None:
+    """A standby spare's rehearsal before its hand-over, of the pipeline of the trial that booted it
+    (``rehearse`` in spare.json), in its own folder. Handed the next trial, it is warm and rehearsed before
+    that trial's first driver kill, which a rehearsal started at the hand-over (beside the trial's first
+    batches, on 2 cores) held for 2-3 s. The hand-over (the first SIGUSR1) does not cut it short: what it
+    has done is not done twice; the takeover (the second) does. Returns the pipeline, if rehearsed. A
+    campaign's next trial runs the same pipeline as a rule; for another one, ``stand_by`` rehearses."""
+    ahead = spare.get("rehearse")
+    if not ahead or not can_rehearse(ahead):
+        return None
+    config = {**ahead, "controller": "", "sink_dir": str(spare_dir / "rehearsal" / "sink")}
+    Path(config["sink_dir"]).parent.mkdir(exist_ok=True)
+    try:
+        done = rehearse(spark, config, until=lambda: signals.count > 1)
+    except Exception as exc:  # the event log swapped for the next trial under it, say: it rehearses then
+        print(f"streamchaos: rehearsal ahead failed: {str(exc).splitlines()[0][:200]}", flush=True)
+        return None
+    print(f"streamchaos: standby spare {'rehearsed' if done else 'did not rehearse'} {ahead['pipeline']} ahead",
+          flush=True)
+    return ahead["pipeline"] if done else None
 
 
 def _pipeline_boot_conf(config: dict) -> dict:

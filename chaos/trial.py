@@ -58,6 +58,8 @@ STATE_DUMP_GRACE = 120.0
 # A recycled driver runs at most this many more trials, then a freshly booted spare takes its place: each trial
 # leaves a stopped query and a session behind in its JVM (Spark keeps a session's listener bus registered).
 MAX_RECYCLED_TRIALS = 20
+# What a standby spare needs of a trial's config to rehearse its pipeline (chaos.driver.rehearse_ahead).
+REHEARSAL_KEYS = ("pipeline", "eventlog", "events", "partitions")
 STANDBY_WAIT = 90.0  # longest a held driver waits for its standby to be warm before the kill
 
 
@@ -217,12 +219,14 @@ class Harness:
         self.owned.stop_all()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def boot_spare(self, cores_max: int, driver: bool = True) -> list[tuple[Spare, str]]:
+    def boot_spare(self, cores_max: int, driver: bool = True, rehearse: dict | None = None) -> list[tuple[Spare, str]]:
         """With ``spare``: boot the next trial's first driver now, in the background (chaos/spare.py); with
         ``standby`` too, its first standby beside it (``standby_spares``: on a third core per worker). Its
         session runs at a lower priority until the next trial hands it over; it then rehearses as a standby,
         its JVM, session and executors booted already: that boot is what kept a first driver kill waiting.
-        ``driver=False``: the standby only (the trial's last driver will be recycled). Returns what it booted."""
+        ``driver=False``: the standby only (the trial's last driver will be recycled). ``rehearse``: the config
+        of the trial that boots it, whose pipeline the standby spare rehearses before its hand-over
+        (chaos.driver.rehearse_ahead). Returns what it booted."""
         if not self.use_spare or not self.next_trial:
             return []
         settings = {"master": self.cluster.master_url, **self.start_settings(), "cores_max": cores_max}
@@ -231,7 +235,8 @@ class Harness:
             self.spare = self._boot_one(settings)
             booted.append((self.spare, "driver"))
         if self.standby_spares and (self.standby_spare is None or not self.standby_spare.group.alive()):
-            self.standby_spare = self._boot_one({**settings, "role": "standby"})
+            ahead = {k: rehearse[k] for k in REHEARSAL_KEYS if k in rehearse} if rehearse else None
+            self.standby_spare = self._boot_one({**settings, "role": "standby", "rehearse": ahead})
             booted.append((self.standby_spare, "standby"))
         return booted
 
@@ -320,11 +325,13 @@ class Harness:
             self.cluster.heal()
         if pipeline.database:
             self._ensure_database()
+        trial = Trial(self, pipeline, scenario, Path(run_dir).resolve())
         try:
-            result = Trial(self, pipeline, scenario, Path(run_dir).resolve()).run()
+            result = trial.run()
         finally:  # the scratch files of this trial's dead drivers (and their executors): a spare stays
             sweep_driver_scratch(self.tmp, {group.pid for group in self.owned.groups})
-        self.boot_spare(scenario.workers)  # if the trial's tail did not (it drained before its last driver committed)
+        # If the trial's tail did not (it drained before its last driver committed).
+        self.boot_spare(scenario.workers, rehearse=trial.config)
         return result
 
 
@@ -527,7 +534,7 @@ class Trial:
         if any(f.action == "kill-driver" for f in self.controller.unfired()):  # checked last: it runs every 0.1 s
             return
         self.spares_booted = True
-        for spare, role in self.h.boot_spare(self.scenario.workers, driver=not recycled):
+        for spare, role in self.h.boot_spare(self.scenario.workers, driver=not recycled, rehearse=self.config):
             self.history.add("driver", event="spare", folder=spare.folder.name, pid=spare.group.pid, role=role)
 
     # -- the loop -----------------------------------------------------------------------------
