@@ -222,8 +222,8 @@ class Harness:
     def boot_spare(self, cores_max: int, driver: bool = True, rehearse: dict | None = None) -> list[tuple[Spare, str]]:
         """With ``spare``: boot the next trial's first driver now, in the background (chaos/spare.py); with
         ``standby`` too, its first standby beside it (``standby_spares``: on a third core per worker). Its
-        session runs at a lower priority until the next trial hands it over; it then rehearses as a standby,
-        its JVM, session and executors booted already: that boot is what kept a first driver kill waiting.
+        session runs at a lower priority until the next trial hands it over; the standby has its JVM, session
+        and executors booted and its query rehearsed by then: what kept a first driver kill waiting.
         ``driver=False``: the standby only (the trial's last driver will be recycled). ``rehearse``: the config
         of the trial that boots it, whose pipeline the standby spare rehearses before its hand-over
         (chaos.driver.rehearse_ahead). Returns what it booted."""
