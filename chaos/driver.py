@@ -415,10 +415,11 @@ def stand_by(spark, config: dict, incarnation: int, signals: Signals, count: int
 
     source = None if resolve(config["pipeline"]).own_source else make_source(spark, config)
     warm = warm_up(spark, read=False)
-    rehearsable = can_rehearse(config)
-    if warm and warm_read and not rehearsable and signals.count < count:
-        # A rehearsal's first read starts the Python workers; without one, a tiny read does.
+    if warm and warm_read and signals.count < count:
+        # The Python workers first: a takeover that cuts the rehearsal short before its first read would
+        # start them itself (2 s after planning its batch, measured, on a busy machine).
         warm_up(spark, wait=0)
+    rehearsable = can_rehearse(config)
     app = spark.sparkContext.applicationId
     if warm and rehearsable and rehearsed == config["pipeline"]:
         state = "rehearsed ahead"
@@ -448,20 +449,16 @@ def spare_main(spare_dir: Path) -> int:
     standby = spare.get("role") == "standby"
     try:
         spark = boot({**spare, "controller": ""})
-        ahead = spare.get("rehearse") if standby else None
-        ahead = ahead if ahead and can_rehearse(ahead) else None
-        # A standby spare that rehearses ahead starts its Python workers with the rehearsal's first read.
-        warm = warm_up(spark, read=ahead is None, until=lambda: signals.count > 0)
+        warm = warm_up(spark, until=lambda: signals.count > 0)
         print(f"streamchaos: {'standby spare' if standby else 'spare driver'} booted, "
               f"{'warm' if warm else 'not warmed'} ({spark.sparkContext.applicationId}), waiting for a trial",
               flush=True)
-        rehearsed = rehearse_ahead(spark, ahead, spare_dir, signals) if ahead and warm else None
+        rehearsed = rehearse_ahead(spark, spare, spare_dir, signals) if standby and warm else None
         handed = await_trial(spark, spare_dir, signals)
         if handed is None:
             return 2
         config, incarnation, as_standby = handed
-        workers_warm = warm and (ahead is None or rehearsed is not None)
-        source = stand_by(spark, config, incarnation, signals, 2, warm_read=not workers_warm,
+        source = stand_by(spark, config, incarnation, signals, 2, warm_read=not warm,
                           rehearsed=rehearsed) if as_standby else None
         return serve(spark, config, incarnation, source)
     except Exception:
@@ -469,13 +466,16 @@ def spare_main(spare_dir: Path) -> int:
         return 1
 
 
-def rehearse_ahead(spark, ahead: dict, spare_dir: Path, signals: Signals) -> str | None:
+def rehearse_ahead(spark, spare: dict, spare_dir: Path, signals: Signals) -> str | None:
     """A standby spare's rehearsal before its hand-over, of the pipeline of the trial that booted it
     (``rehearse`` in spare.json), in its own folder. Handed the next trial, it is warm and rehearsed before
     that trial's first driver kill, which a rehearsal started at the hand-over (beside the trial's first
     batches, on 2 cores) held for 2-3 s. The hand-over (the first SIGUSR1) does not cut it short: what it
     has done is not done twice; the takeover (the second) does. Returns the pipeline, if rehearsed. A
     campaign's next trial runs the same pipeline as a rule; for another one, ``stand_by`` rehearses."""
+    ahead = spare.get("rehearse")
+    if not ahead:
+        return None
     config = {**ahead, "controller": "", "sink_dir": str(spare_dir / "sink")}  # its scratch: in spare_dir
     try:
         done = rehearse(spark, config, until=lambda: signals.count > 1)
