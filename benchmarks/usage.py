@@ -5,10 +5,17 @@ process (the harness itself) and reads, for each, RSS, PSS and CPU times. Summed
 N processes (a forked Python worker's copy-on-write pages, the class archive every driver maps, libjvm) N
 times; PSS counts it once in total. Both are budgets (``docs/performance.md``). The peak sample is kept
 whole, so a benchmark can say where the memory lives (``breakdown``: per role, e.g. driver JVM, executor,
-executor Python, master)."""
+executor Python, master).
+
+Per-process sampling misses the CPU of processes that live less than a second (the Python worker each
+reader task forks, the planners' forks) and the kernel's work for them (loopback sockets, the file
+system): ``machine_cpu_seconds`` is what the whole machine was busy for over the same span, from
+/proc/stat, minus the sampler's own thread. On an otherwise idle machine that is the harness's true
+CPU, and the floor its wall time cannot go below."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import defaultdict
@@ -42,6 +49,15 @@ def role(args: list[str]) -> str:
     return "harness and others"
 
 
+def machine_busy() -> float:
+    """CPU seconds the whole machine has been busy since boot: user, nice, system, irq and softirq time
+    (not idle, I/O wait or steal), summed over its cores."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:8]]
+    user, nice, system, _idle, _iowait, irq, softirq = fields
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 class Usage:
     """Samples the harness's processes (those tagged by this process, and this process) once a second:
     peak summed RSS and PSS, the sample they peaked in, and the CPU seconds all of them used (each
@@ -57,6 +73,7 @@ class Usage:
         self._roles: dict[tuple[int, float], str] = {}
         self._own = 0.0
         self._start = 0.0
+        self._busy = (0.0, 0.0)  # machine_busy() when the sampling started and when it stopped
         self._pid = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -64,6 +81,11 @@ class Usage:
     @property
     def cpu_seconds(self) -> float:
         return sum(self._cpu.values()) - self._start - self._own
+
+    @property
+    def machine_cpu_seconds(self) -> float:
+        """What the machine was busy for while sampling, the sampler's own thread left out."""
+        return self._busy[1] - self._busy[0] - self._own
 
     def cpu_by_role(self) -> list[tuple[str, int, float]]:
         """(role, processes, CPU seconds) over the whole run, largest first (the harness's own before the start
@@ -126,9 +148,11 @@ class Usage:
             self._own = time.thread_time()
 
     def __enter__(self) -> Usage:
+        self._busy = (machine_busy(), 0.0)
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+        self._busy = (self._busy[0], machine_busy())
