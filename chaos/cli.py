@@ -25,6 +25,14 @@ Standby = Annotated[bool, typer.Option("--standby/--no-standby",
                                        help="pre-warmed drivers: a standby takes over a killed driver and each "
                                             "trial's first driver boots ahead (--no-standby: cold restarts)")]
 
+# A user's job as written (module:function): what the harness needs beside it (chaos/jobspec.py).
+JobSchema = Annotated[str | None, typer.Option(
+    "--schema", help="your job: the payload's fields as Spark DDL, e.g. 'customer STRING, amount LONG, ts TIMESTAMP'")]
+JobSink = Annotated[str | None, typer.Option(
+    "--sink", help="your job: where it writes, postgres:TABLE (handed DATABASE_URL) or parquet (its file sink)")]
+JobKey = Annotated[str | None, typer.Option(
+    "--key", help="your job: columns of an upsert sink's key, compared as the final row per key")]
+
 EXIT_VIOLATION = 1
 EXIT_BAD_INPUT = 2
 EXIT_INCONCLUSIVE = 3
@@ -72,13 +80,17 @@ def trial(
         help="KEY=VALUE for the pipeline's query (repeatable): a spark.* setting, trigger=processingTime:3s|"
              "availableNow|once, or a writeStream option")] = None,
     standby: Standby = True,
+    schema: JobSchema = None,
+    sink: JobSink = None,
+    key: JobKey = None,
 ) -> None:
-    """Run one trial of PIPELINE under a fault schedule and print what happened."""
+    """Run one trial of PIPELINE (or your job's module:function) under a fault schedule and print what happened."""
     from chaos.queryconf import parse_conf
     from chaos.scenario import Scenario
     from chaos.trial import Harness
     from pipelines_under_test import resolve
 
+    pipeline = job_ref(pipeline, schema, sink, key)
     chosen = resolve(pipeline)
     given = {"partitions": partitions, "late_fraction": late_fraction, "resent_fraction": resent_fraction}
     stream = {**chosen.stream_defaults, **{k: v for k, v in given.items() if v is not None}}
@@ -164,6 +176,9 @@ def campaign_run(
         help="KEY=V1,V2: run every pipeline under each value (repeatable: every combination), e.g. "
              "spark.sql.streaming.stateStore.providerClass=A,B or asyncProgressTrackingEnabled=false,true")] = None,
     standby: Standby = True,
+    schema: JobSchema = None,
+    sink: JobSink = None,
+    key: JobKey = None,
 ) -> None:
     """Generate scenarios, run them, shrink every violation, store everything, write the HTML report."""
     from chaos.campaign import Campaign, CampaignSpec, parse_time_budget
@@ -171,7 +186,8 @@ def campaign_run(
     from properties.planning import parse_kinds
 
     spec = CampaignSpec(
-        pipelines=list(pipeline or []), expect=expect, kinds=list(parse_kinds(faults)),
+        pipelines=[job_ref(p, schema, sink, key) for p in pipeline or []], expect=expect,
+        kinds=list(parse_kinds(faults)),
         trials=trials if trials is not None or time_budget else 3, time_budget_s=parse_time_budget(time_budget),
         seed=seed, events=events, events_per_batch=events_per_batch, max_faults=max_faults, shrink=shrink,
         shrink_trials=shrink_trials, examples=list(example or []), cluster=cluster, workers=workers,
@@ -250,6 +266,18 @@ def conformance(
         raise typer.Exit(1)
     if any(r["agrees"] is None for r in found["rows"]):
         raise typer.Exit(3)
+
+
+def job_ref(pipeline: str, schema: str | None, sink: str | None, key: str | None) -> str:
+    """A user's job with its --schema/--sink/--key folded into the reference scenarios store (chaos/jobspec.py);
+    catalogue names and Pipeline classes as they are."""
+    from chaos.jobspec import JobSpec, canonical_entry, parse_ref
+
+    if ":" not in pipeline or "?" in pipeline or not (schema or sink or key or ".py:" in pipeline):
+        return pipeline
+    given = parse_ref(pipeline)
+    keys = tuple(k.strip() for k in (key or "").split(",") if k.strip()) or given.key
+    return JobSpec(canonical_entry(given.entry), schema or given.schema, sink or given.sink, keys).ref
 
 
 def _require_java() -> None:

@@ -182,7 +182,7 @@ def can_rehearse(config: dict) -> bool:
     from pipelines_under_test import resolve
 
     pipeline = resolve(config["pipeline"])
-    return not (pipeline.database or pipeline.own_source or pipeline.boot_conf())
+    return pipeline.rehearsable and not (pipeline.database or pipeline.own_source or pipeline.boot_conf())
 
 
 def rehearse(spark, config: dict, timeout: float = 60.0, until=lambda: False) -> bool:
@@ -307,7 +307,7 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
 
     controller = config["controller"]
     pipeline = resolve(config["pipeline"])
-    if source is None and not pipeline.own_source:
+    if source is None and pipeline.source_frame and not pipeline.own_source:
         source = make_source(spark, config)
 
     def phase(batch: int, name: str, **detail) -> None:
@@ -318,7 +318,7 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     ctx = DriverContext(spark, source, config["checkpoint"], Path(config["sink_dir"]), incarnation, phase,
                         sink_dsn=config.get("sink_dsn"), controller=controller, feed=config.get("feed"),
                         events=config.get("events", 0), partitions=config.get("partitions", 1),
-                        events_per_batch=config["events_per_batch"])
+                        events_per_batch=config["events_per_batch"], eventlog=config.get("eventlog", ""))
     try:
         with applied(spark, config.get("query_conf")):  # the trial's configuration variant, if any
             query = pipeline.start(ctx)
@@ -349,6 +349,10 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
             done = dump_state(spark, pipeline, config["checkpoint"], Path(config["state_dir"]))
             print(f"streamchaos: state of {len(done['batches'])} batches dumped ({done.get('how', 'none')}) "
                   f"in {done['seconds']}s", flush=True)
+        if over.is_set() and pipeline.spark_oracle and config.get("oracle_dir"):
+            t0 = time.monotonic()
+            pipeline.run_oracle(spark, config)  # the trial's expected output: the job as one batch query
+            print(f"streamchaos: batch oracle written in {time.monotonic() - t0:.2f}s", flush=True)
         if over.is_set():
             if config.get("recycle"):
                 return RECYCLE
@@ -413,7 +417,8 @@ def stand_by(spark, config: dict, incarnation: int, signals: Signals, count: int
     spare rehearsed before its hand-over (``rehearse_ahead``): if it is this trial's, it is ready at once."""
     from pipelines_under_test import resolve
 
-    source = None if resolve(config["pipeline"]).own_source else make_source(spark, config)
+    pipeline = resolve(config["pipeline"])
+    source = make_source(spark, config) if pipeline.source_frame and not pipeline.own_source else None
     warm = warm_up(spark, read=False)
     if warm and warm_read and signals.count < count:
         # The Python workers first: a takeover that cuts the rehearsal short before its first read would

@@ -561,6 +561,8 @@ class Trial:
             "sink_dsn": self.h.sink_dsn if self.pipeline.database else None,
             "feed": feed.address if feed else None,
             "state_dir": str(self.dir / "state"),
+            "oracle_dir": str(self.dir / "oracle") if self.pipeline.spark_oracle else None,
+            "oracle_dsn": self.pipeline.oracle_dsn(self.h.database.dsn) if self.pipeline.database else None,
             "events_per_batch": self.scenario.events_per_batch,
             "events": events.height,
             "partitions": self.scenario.partitions,
@@ -674,7 +676,7 @@ class Trial:
         if self.driver is not None:
             # A stateful pipeline's driver reads the state of every committed batch before it exits. SIGUSR2,
             # not a fault's SIGTERM: it exits without stopping its session, which the group kill ends.
-            grace = STOP_GRACE + (STATE_DUMP_GRACE if self.pipeline.state else 0.0)
+            grace = STOP_GRACE + (STATE_DUMP_GRACE if self.pipeline.state or self.pipeline.spark_oracle else 0.0)
             if self.config.get("recycle") and self.driver.alive():  # it waits as a spare instead of exiting
                 # Not after a worker kill: its application may hold fewer executors than a spare would.
                 keep = recycle and self.h.cluster.healthy() and self.cores_max is None and self.upgraded is None

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import sys
+from pathlib import Path
 
 from chaos.errors import UserError
 from pipelines_under_test.base import DriverContext, Pipeline
@@ -50,11 +52,20 @@ def for_run(run_dir) -> Pipeline:
 
 
 def resolve(name: str) -> Pipeline:
-    """A catalogue name, or ``package.module:attribute`` naming a user's Pipeline (instance or class)."""
+    """A catalogue name; ``package.module:attribute`` naming a user's Pipeline (instance or class); or a user's
+    job as written, ``module:function?schema=...&sink=...`` (``chaos.jobspec``)."""
     if name in CATALOGUE:
         return CATALOGUE[name]
     if ":" in name:
-        module_name, _, attr = name.partition(":")
+        from chaos.jobspec import entry_module, parse_ref
+        from pipelines_under_test.user_job import UserJob
+
+        entry, _, query = name.partition("?")
+        module_name, attr, directory = entry_module(entry)
+        if directory is not None and str(directory) not in sys.path:  # path/to/job.py:function
+            sys.path.insert(0, str(directory))
+        if str(Path.cwd()) not in sys.path:  # as for the drivers, whose PYTHONPATH starts with it
+            sys.path.append(str(Path.cwd()))
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
@@ -62,10 +73,14 @@ def resolve(name: str) -> Pipeline:
         obj = getattr(module, attr, None)
         if isinstance(obj, type) and issubclass(obj, Pipeline):
             obj = obj()
-        if not isinstance(obj, Pipeline):
-            raise UserError(f"{name!r} is not a streamchaos Pipeline (subclass pipelines_under_test.Pipeline)")
-        obj.ref = name  # what a scenario names it by, to be resolved again on replay
-        return obj
+        if isinstance(obj, Pipeline) and not query:
+            obj.ref = name  # what a scenario names it by, to be resolved again on replay
+            return obj
+        if callable(obj) and not isinstance(obj, type | Pipeline):
+            return UserJob(parse_ref(name))
+        raise UserError(f"{entry!r} is neither a streamchaos Pipeline (subclass pipelines_under_test.Pipeline) "
+                        "nor a job's function")
     raise UserError(
-        f"unknown pipeline {name!r}: use one of {', '.join(sorted(CATALOGUE))} or module:attribute"
+        f"unknown pipeline {name!r}: use one of {', '.join(sorted(CATALOGUE))}, module:attribute or your job's "
+        "module:function"
     )

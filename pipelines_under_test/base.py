@@ -36,6 +36,7 @@ class DriverContext:
     events: int = 0  # how many events the trial's stream holds (pipelines with their own source stop there)
     partitions: int = 1  # the stream's partitions
     events_per_batch: int = 200
+    eventlog: str = ""  # the event log's URL (a user's job: its substituted source reads it)
 
 
 class Pipeline:
@@ -87,6 +88,12 @@ class Pipeline:
     # whose committed offsets can name rows it never wrote (continuous processing), so rows a restart
     # still delivers count as delayed, not lost. 0: the drain is final (micro-batch queries).
     settle_commits: int = 0
+    rehearsable: bool = True  # a standby may run the query once on a scratch checkpoint (chaos.driver.rehearse)
+    source_frame: bool = True  # ``DriverContext.source`` is made for it (a user's job makes its own reads)
+    # The expected output is what a Spark batch query wrote (``run_oracle`` in the trial's last driver,
+    # ``expected_output`` from the run directory): compared as rows, not through ``oracle``/``expected_counts``.
+    spark_oracle: bool = False
+    compare_key: tuple[str, ...] = ()  # with spark_oracle: the final row per key is compared, not the multiset
 
     @property
     def ref(self) -> str:
@@ -205,6 +212,18 @@ class Pipeline:
     def unexplained(self, output: pl.DataFrame, events: pl.DataFrame) -> list[dict]:
         """Output rows that no loss or duplication of inputs explains (wrong values)."""
         return []
+
+    def expected_output(self, run_dir: Path) -> pl.DataFrame | None:
+        """``spark_oracle`` pipelines: the batch oracle's output stored in the run directory."""
+        return None
+
+    def run_oracle(self, spark, config: dict) -> None:
+        """``spark_oracle`` pipelines, in the trial's last driver: run the batch oracle into the run directory."""
+        raise NotImplementedError
+
+    def oracle_dsn(self, dsn: str) -> str | None:
+        """``spark_oracle`` database pipelines: the database the batch oracle writes to."""
+        return None
 
     def read_deliveries(self, sink_dir: Path) -> pl.DataFrame | None:
         """The sink's write history (batch_id, incarnation, rows), if it keeps one."""

@@ -20,6 +20,7 @@ from properties.attribution import attribute, batch_of_events, fault_before_comm
 from properties.classifier import Classification, classify
 from properties.consistent_cut import check_cut
 from properties.inference import Inference, infer_from_counts
+from properties.rows import infer_from_rows
 from properties.verdicts import REFUSED, STALLED, meets
 
 if TYPE_CHECKING:
@@ -59,8 +60,12 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
 
 
-def judge(pipeline: Pipeline, events: pl.DataFrame, output: pl.DataFrame) -> Classification | Inference:
-    """The effect view: the classifier on provenance, or per-key inference for plain counts."""
+def judge(pipeline: Pipeline, events: pl.DataFrame, output: pl.DataFrame,
+          expected: pl.DataFrame | None = None) -> Classification | Inference:
+    """The effect view: the classifier on provenance, per-key inference for plain counts, or rows against the
+    Spark batch query's output (``expected``, pipelines with ``spark_oracle``)."""
+    if pipeline.spark_oracle:
+        return infer_from_rows(expected if expected is not None else pl.DataFrame(), output, pipeline.compare_key)
     if pipeline.provenance:
         effects = pipeline.effect_ids(output, events)
         return classify(pipeline.oracle(events), effects, pipeline.unexplained(output, events))
@@ -82,7 +87,11 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
     # Event-time oracles need the batch each event was read in (the watermark moves per batch).
     events = events.join(id_batches, on="id", how="left").with_columns(pl.col("batch").fill_null(-1))
 
-    judged = judge(pipeline, events, output)
+    expected = pipeline.expected_output(run_dir) if pipeline.spark_oracle else None
+    if pipeline.spark_oracle and expected is None and result.get("outcome") == "drained":
+        raise UserError(f"{run_dir} has no oracle/ (the batch query's output, written by the trial's last driver): "
+                        "see its last driver log, re-run the trial")
+    judged = judge(pipeline, events, output, expected)
     if isinstance(judged, Classification):
         c = judged
         effect = c.to_dict(sample=SAMPLE)

@@ -1,0 +1,355 @@
+"""A user's job run as written, in a driver: its source, sink and checkpoint rerouted through the harness.
+
+The job is a plain PySpark function. While it runs, the driver stands in its way instead of asking it to
+call anything:
+
+* ``spark.readStream.format("kafka"|"json"|"parquet"|"csv"|"orc"|"rate")...load()`` (and ``.json(path)``
+  and the like) returns the harness's replayable event log shaped as that source (``chaos.jobsource``);
+* ``foreachBatch(f)`` reports the sink phases around ``f`` (``sink-write`` before, ``sink-done`` after), so
+  faults land inside the job's own sink;
+* ``start()`` runs on the trial's checkpoint (a file sink on the trial's sink directory), whatever the job
+  says; ``awaitTermination`` and ``spark.stop()`` return at once, so the harness keeps the query;
+* ``DATABASE_URL`` names the harness's PostgreSQL, through the sink channel's proxy.
+
+The oracle (``run_batch``) runs the same function again as a Spark **batch** query over every record the
+stream served, each ``foreachBatch`` called once with the whole result and ``DATABASE_URL`` on a database
+of its own: what exactly-once output is, by Spark's own semantics, with no model written by the user.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+from chaos.errors import UserError
+from chaos.jobsource import JOB_SOURCE_NAME, JobSource
+from chaos.jobspec import JobSpec, entry_module
+
+FILE_FORMATS = ("json", "parquet", "csv", "orc", "text")
+
+
+def entry_function(spec: JobSpec) -> Callable:
+    """The job's function, imported as a driver imports it."""
+    module_name, func, directory = entry_module(spec.entry)
+    if directory is not None and str(directory) not in sys.path:
+        sys.path.insert(0, str(directory))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UserError(f"cannot import the job's module {module_name!r}: {exc}") from None
+    fn = getattr(module, func, None)
+    if not callable(fn):
+        raise UserError(f"{spec.entry}: {module_name} has no function {func!r}")
+    return fn
+
+
+def database_url(dsn: str) -> str:
+    """A libpq key=value DSN as the URL jobs take from ``DATABASE_URL``."""
+    parts = dict(item.split("=", 1) for item in dsn.split())
+    extra = "&".join(f"{k}={v}" for k, v in parts.items() if k not in ("host", "port", "user", "dbname"))
+    return (f"postgresql://{parts.get('user', '')}@{parts['host']}:{parts['port']}/{parts.get('dbname', 'postgres')}"
+            + (f"?{extra}" if extra else ""))
+
+
+@contextmanager
+def _patched(owner: Any, name: str, value: Any) -> Iterator[None]:
+    old = owner.__dict__[name]
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, old)
+
+
+def _seen(obj) -> dict:
+    """What a reader or writer was told (format, options, schema): PySpark keeps it only in the JVM."""
+    if "_streamchaos" not in obj.__dict__:
+        obj.__dict__["_streamchaos"] = {"format": None, "options": {}, "schema": None}
+    return obj.__dict__["_streamchaos"]
+
+
+def _ddl(schema) -> str | None:
+    if schema is None or isinstance(schema, str):
+        return schema
+    return ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
+
+
+class _Reads:
+    """``spark.readStream`` answers with the event log in the shape of the job's source (a streaming
+    DataFrame in a trial, a batch one for the oracle)."""
+
+    NAMES = ("format", "option", "options", "schema", "load")
+
+    def __init__(self, spark, spec: JobSpec, log_options: dict[str, str], streaming: bool) -> None:
+        from pyspark.sql.streaming.readwriter import DataStreamReader
+
+        self.spark = spark
+        self.spec = spec
+        self.log_options = log_options
+        self.streaming = streaming
+        self.orig = {n: DataStreamReader.__dict__[n] for n in self.NAMES}
+        self.formats: list[str] = []
+
+    def substitute(self, fmt: str, options: dict, schema) -> Any:
+        fmt = fmt.lower()
+        if fmt == "kafka":
+            topics = [t.strip() for t in str(options.get("subscribe", "")).split(",") if t.strip()]
+            self.spec.fields()  # the payload's schema is needed: one line if it is missing
+            shape = {"shape": "kafka", "payload": self.spec.schema, "topics": ",".join(topics)}
+        elif fmt == "rate":
+            shape = {"shape": "rate"}
+        elif fmt in FILE_FORMATS:
+            ddl = _ddl(schema) or self.spec.schema
+            if not ddl:
+                raise UserError(f"the job reads a {fmt} directory without a schema: give it with --schema")
+            shape = {"shape": "records", "payload": ddl}
+        else:
+            raise UserError(f"the job reads a {fmt!r} stream: streamchaos stands in for kafka, "
+                            f"{', '.join(FILE_FORMATS)} and rate sources")
+        self.formats.append(fmt)
+        opts = {**self.log_options, **shape}
+        if not self.streaming:
+            return self.spark.read.format(JOB_SOURCE_NAME).options(**opts).load()
+        reader = self.spark.readStream
+        self.orig["format"](reader, JOB_SOURCE_NAME)
+        self.orig["options"](reader, **opts)
+        return self.orig["load"](reader)
+
+    def install(self, stack: ExitStack) -> None:
+        from pyspark.sql.streaming.readwriter import DataStreamReader
+
+        orig, reads = self.orig, self
+
+        def format(self, source):
+            _seen(self)["format"] = source
+            return orig["format"](self, source)
+
+        def option(self, key, value):
+            _seen(self)["options"][key] = value
+            return orig["option"](self, key, value)
+
+        def options(self, **opts):
+            _seen(self)["options"].update(opts)
+            return orig["options"](self, **opts)
+
+        def schema(self, schema):
+            _seen(self)["schema"] = schema
+            return orig["schema"](self, schema)
+
+        def load(self, path=None, format=None, schema=None, **opts):
+            seen = _seen(self)
+            fmt = format or seen["format"] or reads.spark.conf.get("spark.sql.sources.default")
+            return reads.substitute(fmt, {**seen["options"], **opts}, schema or seen["schema"])
+
+        def file_reader(fmt: str):
+            def read(self, path=None, schema=None, *args, **kwargs):
+                return reads.substitute(fmt, _seen(self)["options"], schema or _seen(self)["schema"])
+            return read
+
+        replaced = {"format": format, "option": option, "options": options, "schema": schema, "load": load,
+                    **{fmt: file_reader(fmt) for fmt in FILE_FORMATS}}
+        for name, fn in replaced.items():
+            stack.enter_context(_patched(DataStreamReader, name, fn))
+
+
+def bracketed(func: Callable, phase: Callable[..., None]) -> Callable:
+    """The job's foreachBatch function between the sink phases the harness's faults land on."""
+
+    def in_phases(batch_df, batch_id):
+        phase(batch_id, "sink-write")
+        func(batch_df, batch_id)
+        phase(batch_id, "sink-done")
+
+    return in_phases
+
+
+def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Callable[..., None],
+                   started: list) -> None:
+    """``writeStream``: the sink phases around foreachBatch, the trial's checkpoint and file sink path."""
+    from pyspark.sql.streaming.readwriter import DataStreamWriter as W
+
+    orig = {n: W.__dict__[n] for n in ("format", "option", "options", "foreachBatch", "start", "toTable")}
+
+    def format(self, source):
+        _seen(self)["format"] = source
+        return orig["format"](self, source)
+
+    def option(self, key, value):
+        _seen(self)["options"][key] = value
+        return orig["option"](self, key, value)
+
+    def options(self, **opts):
+        _seen(self)["options"].update(opts)
+        return orig["options"](self, **opts)
+
+    def foreach_batch(self, func):
+        _seen(self)["format"] = "foreachBatch"
+        return orig["foreachBatch"](self, bracketed(func, phase))
+
+    def start(self, path=None, format=None, outputMode=None, partitionBy=None, queryName=None, **opts):
+        opts.pop("checkpointLocation", None)
+        orig["option"](self, "checkpointLocation", checkpoint)
+        fmt = (format or _seen(self)["format"] or "").lower()
+        if fmt in FILE_FORMATS or (fmt == "" and (path or "path" in _seen(self)["options"])):
+            opts.pop("path", None)
+            path = str(file_sink)
+        query = orig["start"](self, path, format, outputMode, partitionBy, queryName, **opts)
+        started.append(query)
+        return query
+
+    def to_table(self, *args, **kwargs):
+        raise UserError("the job writes with toTable: streamchaos reads back foreachBatch sinks (postgres:TABLE) "
+                        "and file sinks (parquet); write to one of those")
+
+    for name, fn in (("format", format), ("option", option), ("options", options), ("foreachBatch", foreach_batch),
+                     ("start", start), ("toTable", to_table)):
+        stack.enter_context(_patched(W, name, fn))
+
+
+class Finished:
+    """What ``start()`` returns for the oracle's batch run: a query that is already over."""
+
+    isActive = False
+    id = runId = "batch-oracle"
+    name = None
+    lastProgress = None
+    recentProgress: list = []  # noqa: RUF012
+
+    def awaitTermination(self, timeout=None):
+        return True
+
+    def stop(self) -> None:
+        pass
+
+    def exception(self):
+        return None
+
+    def processAllAvailable(self) -> None:
+        pass
+
+
+class BatchWriter:
+    """``df.writeStream`` in the oracle's run: every call of the job's chain is taken, ``start()`` writes the
+    whole batch result once (foreachBatch with batch id 0, or the file format into ``file_sink``)."""
+
+    def __init__(self, df, file_sink: Path) -> None:
+        self.df = df
+        self.file_sink = file_sink
+        self.fmt = None
+        self.func = None
+        self.opts: dict = {}
+        self.partition_by: list = []
+
+    def __getattr__(self, name):  # trigger, queryName, outputMode, ...: nothing a batch write needs
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: self
+
+    def format(self, source):
+        self.fmt = source
+        return self
+
+    def option(self, key, value):
+        self.opts[key] = value
+        return self
+
+    def options(self, **opts):
+        self.opts.update(opts)
+        return self
+
+    def partitionBy(self, *cols):
+        self.partition_by = list(cols[0]) if len(cols) == 1 and isinstance(cols[0], list | tuple) else list(cols)
+        return self
+
+    def foreachBatch(self, func):
+        self.func = func
+        return self
+
+    def start(self, path=None, format=None, outputMode=None, partitionBy=None, queryName=None, **opts):
+        if self.func is not None:
+            self.func(self.df, 0)
+            return Finished()
+        fmt = (format or self.fmt or "parquet").lower()
+        if fmt not in FILE_FORMATS:
+            raise UserError(f"the job writes to a {fmt!r} sink: streamchaos reads back foreachBatch and file sinks")
+        writer = self.df.write.format(fmt).mode("append")
+        opts = {k: v for k, v in {**self.opts, **opts}.items() if k not in ("path", "checkpointLocation")}
+        if opts:
+            writer = writer.options(**opts)
+        if partitionBy or self.partition_by:
+            writer = writer.partitionBy(*(partitionBy or self.partition_by))
+        writer.save(str(self.file_sink))
+        return Finished()
+
+    def toTable(self, *args, **kwargs):
+        raise UserError("the job writes with toTable: streamchaos reads back foreachBatch and file sinks")
+
+
+def _blocking_calls_return(stack: ExitStack) -> None:
+    """A job's ``awaitTermination()`` and ``spark.stop()`` return at once: the harness holds the query."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery, StreamingQueryManager
+
+    stack.enter_context(_patched(StreamingQuery, "awaitTermination", lambda self, timeout=None: None))
+    stack.enter_context(_patched(StreamingQueryManager, "awaitAnyTermination", lambda self, timeout=None: None))
+    stack.enter_context(_patched(SparkSession, "stop", lambda self: None))
+
+
+def call_entry(fn: Callable, spark) -> Any:
+    """The job's function with the session if it takes one (else it builds it: ``getOrCreate`` finds ours)."""
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    return fn(spark) if params else fn()
+
+
+def start_job(spark, spec: JobSpec, ctx, eventlog: str) -> Any:
+    """Start the job's streaming query for a trial incarnation and return it."""
+    from pyspark.sql.streaming.query import StreamingQuery
+
+    spark.dataSource.register(JobSource)
+    fn = entry_function(spec)
+    if ctx.sink_dsn:
+        os.environ["DATABASE_URL"] = database_url(ctx.sink_dsn)
+    log_options = {"eventlog": eventlog, "controller": ctx.controller or "", "checkpoint": ctx.checkpoint,
+                   "maxRowsPerBatch": str(ctx.events_per_batch)}
+    started: list = []
+    with ExitStack() as stack:
+        _Reads(spark, spec, log_options, streaming=True).install(stack)
+        _stream_writes(stack, ctx.checkpoint, Path(ctx.sink_dir) / "files", ctx.phase, started)
+        _blocking_calls_return(stack)
+        returned = call_entry(fn, spark)
+    query = returned if isinstance(returned, StreamingQuery) else started[-1] if started else None
+    if query is None:
+        raise UserError(f"{spec.entry} started no streaming query (it must call writeStream...start())")
+    return query
+
+
+def run_batch(spark, spec: JobSpec, eventlog: str, oracle_dir: Path, database: str | None) -> None:
+    """The oracle: the same job as one Spark batch query over the whole log, into ``oracle_dir`` (a file sink)
+    or the database ``database`` (a libpq DSN, handed to the job as ``DATABASE_URL``)."""
+    from pyspark.sql.classic.dataframe import DataFrame
+
+    spark.dataSource.register(JobSource)
+    fn = entry_function(spec)
+    saved = os.environ.get("DATABASE_URL")
+    if database:
+        os.environ["DATABASE_URL"] = database_url(database)
+    oracle_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with ExitStack() as stack:
+            _Reads(spark, spec, {"eventlog": eventlog}, streaming=False).install(stack)
+            stack.enter_context(_patched(DataFrame, "writeStream",
+                                         property(lambda df: BatchWriter(df, oracle_dir / "files"))))
+            _blocking_calls_return(stack)
+            call_entry(fn, spark)
+    finally:
+        if saved is None:
+            os.environ.pop("DATABASE_URL", None)
+        else:
+            os.environ["DATABASE_URL"] = saved

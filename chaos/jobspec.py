@@ -1,0 +1,223 @@
+"""A user's own streaming job, named as a pipeline: its entry point, the payload schema and its sink.
+
+A job as written is a plain PySpark function (``module:function`` or ``path/to/job.py:function``) that
+starts a streaming query; it does not import streamchaos. What the harness needs beside it travels in
+the pipeline reference itself, so a stored scenario names everything a replay needs::
+
+    examples.orders_upsert:run?schema=customer STRING, amount LONG, ts TIMESTAMP&sink=postgres:totals&key=customer
+
+This module is imported by the executors' Python workers that serve the job's source: it imports
+nothing heavier than the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import parse_qsl, quote
+
+from chaos.errors import UserError
+
+# Spark's DDL type names the generator can fill, by the Python value a row holds.
+_TYPES = {
+    "string": "string", "varchar": "string", "char": "string",
+    "int": "int", "integer": "int", "bigint": "int", "long": "int", "smallint": "int", "short": "int",
+    "tinyint": "int", "byte": "int",
+    "double": "float", "float": "float", "real": "float", "decimal": "float",
+    "boolean": "bool", "bool": "bool",
+    "timestamp": "timestamp", "timestamp_ntz": "timestamp", "timestamp_ltz": "timestamp",
+    "date": "date",
+}
+SINK_KINDS = ("postgres", "parquet")
+SOURCE_SHAPES = ("kafka", "json", "parquet", "csv", "orc", "rate")
+# Spark's Kafka source schema (without headers, which need includeHeaders).
+KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset LONG, timestamp TIMESTAMP, "
+                "timestampType INT")
+RATE_SCHEMA = "timestamp TIMESTAMP, value LONG"
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: str  # string | int | float | bool | timestamp | date
+    ddl_type: str
+
+
+def parse_schema(ddl: str) -> list[Field]:
+    """``name TYPE, ...`` (Spark DDL, flat) into fields; one clear error for what it cannot fill."""
+    fields = []
+    for part in _split_top_level(ddl):
+        words = part.strip().split(None, 1)
+        if len(words) != 2:
+            raise UserError(f"--schema: {part.strip()!r} is not 'name TYPE' (e.g. 'customer STRING, amount LONG')")
+        name, type_ = words[0].strip("`"), words[1].strip()
+        base = re.split(r"[(<\s]", type_.lower(), maxsplit=1)[0]
+        if base not in _TYPES:
+            raise UserError(f"--schema: field {name} has type {type_}; records can be generated for flat fields of "
+                            f"{', '.join(sorted({t.upper() for t in _TYPES}))}")
+        fields.append(Field(name, _TYPES[base], type_))
+    if not fields:
+        raise UserError("--schema is empty: give the payload's fields as Spark DDL, e.g. "
+                        "'customer STRING, amount LONG'")
+    return fields
+
+
+def _split_top_level(ddl: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for ch in ddl:
+        if ch in "(<":
+            depth += 1
+        elif ch in ")>":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        parts.append(current)
+    return parts
+
+
+def roles(fields: list[Field]) -> dict[str, str]:
+    """Which scenario column fills each field, so the scenario's keys, skew, values and event-time disorder
+    (late records included) reach the job: a field named like an id gets the event's unique id; the first
+    other string field gets the event's key, the first other number its value, every timestamp or date its
+    event time; the rest are derived from the id. Documented in docs/jobs.md."""
+    out: dict[str, str] = {}
+    for f in fields:
+        idlike = (f.name.lower() in ("id", "uuid") or f.name.lower().endswith("_id") or f.name.endswith("Id")) \
+            and f.kind in ("string", "int")
+        if idlike:
+            out[f.name] = "id"
+        elif f.kind == "string" and "key" not in out.values():
+            out[f.name] = "key"
+        elif f.kind in ("int", "float") and "value" not in out.values():
+            out[f.name] = "value"
+        elif f.kind in ("timestamp", "date"):
+            out[f.name] = "event_time"
+        else:
+            out[f.name] = "derived"
+    return out
+
+
+def record(fields: list[Field], role: dict[str, str], id_: int, key: str, value: int, ms: int) -> dict:
+    """One payload as the job's producer would have written it (JSON-ready values)."""
+    row = {}
+    for f in fields:
+        r = role[f.name]
+        if f.kind == "timestamp":
+            row[f.name] = datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        elif f.kind == "date":
+            row[f.name] = datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d")
+        elif f.kind == "string":
+            row[f.name] = f"{f.name}-{id_}" if r == "id" else key if r == "key" else f"{f.name}-{id_ % 7}"
+        elif f.kind == "int":
+            row[f.name] = id_ if r == "id" else value if r == "value" else id_ % 97
+        elif f.kind == "float":
+            row[f.name] = value / 100 if r == "value" else (id_ % 97) / 4
+        else:
+            row[f.name] = id_ % 2 == 0
+    return row
+
+
+def typed(fields: list[Field], row: dict) -> tuple:
+    """A payload as a Spark row of the job's schema (a file source's records)."""
+    out = []
+    for f in fields:
+        v = row[f.name]
+        if f.kind == "timestamp":
+            v = datetime.strptime(v, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        elif f.kind == "date":
+            v = datetime.strptime(v, "%Y-%m-%d").date()
+        out.append(v)
+    return tuple(out)
+
+
+def kafka_row(fields: list[Field], role: dict[str, str], topics: list[str], id_: int, key: str, value: int,
+              ms: int, partition: int, offset: int) -> tuple:
+    """One event as Spark's Kafka source gives it: the payload as JSON bytes in ``value``, the event's key as
+    the record key, its partition and offset as the record's provenance."""
+    payload = json.dumps(record(fields, role, id_, key, value, ms), separators=(",", ":")).encode()
+    topic = topics[partition % len(topics)]
+    return (key.encode(), payload, topic, partition, offset, datetime.fromtimestamp(ms / 1000, tz=UTC), 0)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    entry: str  # module:function, or path/to/file.py:function
+    schema: str | None = None  # the payload's Spark DDL (kafka and file sources)
+    sink: str = ""  # postgres:TABLE | parquet
+    key: tuple[str, ...] = ()  # upsert sinks: the final row per key is compared
+
+    @property
+    def ref(self) -> str:
+        query = [(k, v) for k, v in (("schema", self.schema), ("sink", self.sink), ("key", ",".join(self.key)))
+                 if v]
+        return self.entry + ("?" + "&".join(f"{k}={quote(v, safe=' :,()')}" for k, v in query) if query else "")
+
+    @property
+    def sink_kind(self) -> str:
+        return self.sink.split(":", 1)[0]
+
+    @property
+    def table(self) -> str:
+        return self.sink.split(":", 1)[1] if ":" in self.sink else ""
+
+    def fields(self) -> list[Field]:
+        if not self.schema:
+            raise UserError(f"{self.entry} reads a kafka or file stream: give the payload's schema with --schema "
+                            "'name TYPE, ...' (Spark DDL)")
+        return parse_schema(self.schema)
+
+    def validate(self) -> JobSpec:
+        if self.sink_kind not in SINK_KINDS:
+            raise UserError(f"--sink {self.sink or '(none)'}: say where the job writes, one of postgres:TABLE "
+                            "(through DATABASE_URL) or parquet (a file sink, its path redirected)")
+        if self.sink_kind == "postgres" and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?",
+                                                             self.table):
+            raise UserError(f"--sink {self.sink}: name the job's table, e.g. postgres:customer_totals")
+        if self.schema:
+            parse_schema(self.schema)
+        return self
+
+
+def parse_ref(ref: str) -> JobSpec:
+    """The job a pipeline reference names (``entry?schema=...&sink=...&key=...``)."""
+    entry, _, query = ref.partition("?")
+    opts = dict(parse_qsl(query, keep_blank_values=True))
+    unknown = set(opts) - {"schema", "sink", "key"}
+    if unknown:
+        raise UserError(f"{ref!r}: unknown job option(s) {', '.join(sorted(unknown))}: use schema, sink, key")
+    key = tuple(k.strip() for k in opts.get("key", "").split(",") if k.strip())
+    return JobSpec(entry, opts.get("schema") or None, opts.get("sink", ""), key)
+
+
+def entry_module(entry: str) -> tuple[str, str, Path | None]:
+    """``(module, function, directory to put on sys.path or None)`` of an entry point."""
+    target, _, func = entry.rpartition(":")
+    if not target or not func:
+        raise UserError(f"{entry!r}: name the job's entry point as module:function or path/to/job.py:function")
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_absolute():
+            parts = path.with_suffix("").parts
+            if all(p.isidentifier() for p in parts):
+                return ".".join(parts), func, None
+            path = path.resolve()
+        return path.stem, func, path.parent
+    return target, func, None
+
+
+def canonical_entry(entry: str) -> str:
+    """A file path under the working directory as a dotted module (drivers import it from there)."""
+    module, func, directory = entry_module(entry)
+    target = entry.rpartition(":")[0]
+    if directory is not None:
+        return f"{directory / (module + '.py')}:{func}"
+    if target.endswith(".py") and not Path(target).exists():
+        raise UserError(f"{target} does not exist: give the job's file relative to this directory")
+    return f"{module}:{func}"
