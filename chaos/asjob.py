@@ -198,7 +198,8 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
         fmt = (format or _seen(self)["format"] or "").lower()
         if fmt in FILE_FORMATS or (fmt == "" and (path or "path" in _seen(self)["options"])):
             opts.pop("path", None)
-            path = str(file_sink)
+            orig["option"](self, "path", str(file_sink))
+            path = None
         query = orig["start"](self, path, format, outputMode, partitionBy, queryName, **opts)
         started.append(query)
         return query

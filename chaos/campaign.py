@@ -16,6 +16,7 @@ and takes its finished candidates from disk, so a resumed shrink walks the same 
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import time
@@ -65,7 +66,10 @@ class CampaignSpec:
 
 
 def slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+    """A pipeline's name as a trial id's prefix: a user's job by its entry point and a digest of its options."""
+    entry, _, options = name.partition("?")
+    tail = f"-{hashlib.sha256(options.encode()).hexdigest()[:6]}" if options else ""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", entry) + tail
 
 
 def parse_time_budget(text: str | None) -> float | None:

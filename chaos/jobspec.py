@@ -124,6 +124,23 @@ def record(fields: list[Field], role: dict[str, str], id_: int, key: str, value:
     return row
 
 
+def id_field(fields: list[Field]) -> Field | None:
+    """The payload field that carries each event's unique id (``roles``), if the schema has one: output rows
+    that keep it name the event they came from."""
+    role = roles(fields)
+    return next((f for f in fields if role[f.name] == "id"), None)
+
+
+def event_id(field: Field, value) -> int | None:
+    """The event id in a value of ``id_field`` as the sink stored it (``order_id-600`` or 600), or None."""
+    if value is None:
+        return None
+    text = str(value)
+    prefix = f"{field.name}-"
+    digits = text[len(prefix):] if field.kind == "string" and text.startswith(prefix) else text
+    return int(digits) if digits.isdigit() else None
+
+
 def typed(fields: list[Field], row: dict) -> tuple:
     """A payload as a Spark row of the job's schema (a file source's records)."""
     out = []

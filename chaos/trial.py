@@ -173,6 +173,9 @@ class Harness:
         self.workdir.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
         self.tmp.mkdir()
+        # A previous harness's spare folders (its ``listening`` would let a spare be signalled before it can
+        # catch the signal: a second `streamchaos trial` in the same runs/ directory lost its first driver).
+        shutil.rmtree(self.workdir / "spares", ignore_errors=True)
         if self.python_daemon:
             self.driver_cwd = import_home(self.workdir / ".pyspark-home", spark_home())
         try:
@@ -218,6 +221,7 @@ class Harness:
             self.cluster.stop()
         self.owned.stop_all()
         shutil.rmtree(self.tmp, ignore_errors=True)
+        shutil.rmtree(self.workdir / "spares", ignore_errors=True)
 
     def boot_spare(self, cores_max: int, driver: bool = True, rehearse: dict | None = None) -> list[tuple[Spare, str]]:
         """With ``spare``: boot the next trial's first driver now, in the background (chaos/spare.py); with

@@ -217,6 +217,10 @@ class Pipeline:
         """``spark_oracle`` pipelines: the batch oracle's output stored in the run directory."""
         return None
 
+    def row_event(self, row: dict) -> int | None:
+        """``spark_oracle`` pipelines: the event id an output row names (by column), if it names one."""
+        return None
+
     def run_oracle(self, spark, config: dict) -> None:
         """``spark_oracle`` pipelines, in the trial's last driver: run the batch oracle into the run directory."""
         raise NotImplementedError

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-from chaos.jobspec import JobSpec
+from chaos.jobspec import JobSpec, event_id, id_field, parse_schema
 from chaos.spec import PHASES
 from pipelines_under_test.base import Pipeline
 from pipelines_under_test.files import log_files
@@ -42,6 +42,13 @@ class UserJob(Pipeline):
     @property
     def compare_key(self) -> tuple[str, ...]:
         return self.spec.key
+
+    def row_event(self, row: dict) -> int | None:
+        """A row that keeps the payload's id field (``order_id``) came from that event (chaos.jobspec.roles)."""
+        if not self.spec.schema:
+            return None
+        field = id_field(parse_schema(self.spec.schema))
+        return event_id(field, row.get(field.name)) if field is not None and field.name in row else None
 
     # -- the sink -------------------------------------------------------------------------------
     def prepare_database(self, dsn: str) -> None:

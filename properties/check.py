@@ -65,7 +65,8 @@ def judge(pipeline: Pipeline, events: pl.DataFrame, output: pl.DataFrame,
     """The effect view: the classifier on provenance, per-key inference for plain counts, or rows against the
     Spark batch query's output (``expected``, pipelines with ``spark_oracle``)."""
     if pipeline.spark_oracle:
-        return infer_from_rows(expected if expected is not None else pl.DataFrame(), output, pipeline.compare_key)
+        return infer_from_rows(expected if expected is not None else pl.DataFrame(), output, pipeline.compare_key,
+                               pipeline.row_event)
     if pipeline.provenance:
         effects = pipeline.effect_ids(output, events)
         return classify(pipeline.oracle(events), effects, pipeline.unexplained(output, events))
@@ -168,7 +169,9 @@ def attribute_keys(deltas: list[dict], events: pl.DataFrame, id_batches: pl.Data
     (``lost``: the faults that explain a loss, ``fault_for_loss``)."""
     out = []
     for d in deltas:
-        ids = events.filter(pl.col("key") == d["key"])["id"]
+        # Rows of a user's job that keep its id field name their event (``Pipeline.row_event``), else the key's.
+        ids = (pl.Series("id", d["ids"], dtype=pl.Int64) if d.get("ids")
+               else events.filter(pl.col("key") == d["key"])["id"])
         batches = sorted(id_batches.filter(pl.col("id").is_in(ids.implode()))["batch"].unique().drop_nulls().to_list())
         if suspects and set(batches) & suspects:
             batches = sorted(set(batches) & suspects)

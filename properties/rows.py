@@ -12,6 +12,7 @@ key too many unexpected, and a row whose numbers all exceed the answer's is coun
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import date, datetime
 from decimal import Decimal
 
@@ -48,14 +49,23 @@ def _columns(expected: pl.DataFrame, observed: pl.DataFrame) -> list[str]:
     return list(expected.columns)
 
 
-def infer_from_rows(expected: pl.DataFrame, observed: pl.DataFrame, key: tuple[str, ...] = ()) -> Inference:
-    """``expected``: the batch query's output; ``observed``: the sink's. Deltas count rows (keys with ``key``)."""
+def infer_from_rows(expected: pl.DataFrame, observed: pl.DataFrame, key: tuple[str, ...] = (),
+                    ids: Callable[[dict], int | None] | None = None) -> Inference:
+    """``expected``: the batch query's output; ``observed``: the sink's. Deltas count rows (keys with ``key``).
+    ``ids``: the event a row came from, if its columns name one; each anomaly then lists ``ids`` (the checker
+    attributes them to batches and faults as it does provenance)."""
     if expected.width == 0 and observed.width == 0:
         return Inference(from_anomalies(False, False, False), keys={"exact": 0, "over": 0, "under": 0})
     columns = _columns(expected, observed) if expected.width else list(observed.columns)
     if observed.width == 0:
         observed = pl.DataFrame(schema=expected.select(columns).schema)
-    return _by_key(expected, observed, columns, key) if key else _multiset(expected, observed, columns)
+    found = _by_key(expected, observed, columns, key) if key else _multiset(expected, observed, columns)
+    if ids is not None:
+        for entry in (*found.lost, *found.duplicated, *found.unexpected):
+            event = ids(json.loads(entry["key"]))
+            if event is not None:
+                entry["ids"] = [event]
+    return found
 
 
 def _label(columns: list[str], row: tuple) -> str:
