@@ -61,6 +61,8 @@ def resolve(name: str) -> Pipeline:
         from pipelines_under_test.user_job import UserJob
 
         entry, _, query = name.partition("?")
+        if query:  # a job with its options: judged without importing it (a stored run re-checks anywhere)
+            return UserJob(parse_ref(name))
         module_name, attr, directory = entry_module(entry)
         if directory is not None and str(directory) not in sys.path:  # path/to/job.py:function
             sys.path.insert(0, str(directory))
@@ -73,7 +75,7 @@ def resolve(name: str) -> Pipeline:
         obj = getattr(module, attr, None)
         if isinstance(obj, type) and issubclass(obj, Pipeline):
             obj = obj()
-        if isinstance(obj, Pipeline) and not query:
+        if isinstance(obj, Pipeline):
             obj.ref = name  # what a scenario names it by, to be resolved again on replay
             return obj
         if callable(obj) and not isinstance(obj, type | Pipeline):

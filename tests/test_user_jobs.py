@@ -1,0 +1,126 @@
+"""A user's job as written: its reference, the payloads it reads, and rows judged against the batch query."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+
+import polars as pl
+import pytest
+
+from chaos.asjob import database_url
+from chaos.errors import UserError
+from chaos.jobspec import (
+    JobSpec,
+    canonical_entry,
+    event_id,
+    id_field,
+    kafka_row,
+    parse_ref,
+    parse_schema,
+    record,
+    roles,
+)
+from pipelines_under_test import resolve
+from pipelines_under_test.user_job import UserJob
+from properties.rows import infer_from_rows
+from tests.conftest import REPO, cli
+
+ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
+
+
+def test_a_payload_fills_its_fields_from_the_scenarios_columns():
+    fields = parse_schema(ORDER + ", note STRING, ok BOOLEAN, price DECIMAL(10,2)")
+    assert roles(fields) == {"order_id": "id", "customer": "key", "amount": "value", "ts": "event_time",
+                             "note": "derived", "ok": "derived", "price": "derived"}
+    row = record(fields, roles(fields), 600, "k003", 454, 1_767_225_658_412)
+    assert row["order_id"] == "order_id-600" and row["customer"] == "k003" and row["amount"] == 454
+    assert row["ts"] == "2026-01-01T00:00:58.412Z"
+    assert event_id(id_field(fields), "order_id-600") == 600 and event_id(id_field(fields), "x-1") is None
+
+
+def test_a_kafka_record_carries_the_payload_as_json_and_the_event_as_its_provenance():
+    fields = parse_schema(ORDER)
+    key, value, topic, partition, offset, ts, ts_type = kafka_row(fields, roles(fields), ["orders", "refunds"], 7,
+                                                                  "k001", 12, 1_767_225_600_000, 1, 3)
+    assert key == b"k001" and topic == "refunds" and (partition, offset, ts_type) == (1, 3, 0)
+    assert json.loads(value) == {"order_id": "order_id-7", "customer": "k001", "amount": 12,
+                                 "ts": "2026-01-01T00:00:00.000Z"}
+    assert ts == datetime.fromisoformat("2026-01-01T00:00:00+00:00")
+
+
+@pytest.mark.parametrize("ddl, says", [
+    ("order STRUCT<id: INT>", "flat fields"),
+    ("amount", "is not 'name TYPE'"),
+    ("", "--schema is empty"),
+])
+def test_a_schema_the_generator_cannot_fill_is_one_line(ddl, says):
+    with pytest.raises(UserError, match=says):
+        parse_schema(ddl)
+
+
+def test_a_jobs_reference_round_trips_and_bad_options_are_named():
+    spec = JobSpec("examples.orders_upsert:run", ORDER, "postgres:customer_totals", ("customer",))
+    assert parse_ref(spec.ref) == spec
+    with pytest.raises(UserError, match="unknown job option"):
+        parse_ref("examples.orders_upsert:run?table=x")
+    with pytest.raises(UserError, match="--sink"):
+        JobSpec("examples.orders_upsert:run", ORDER, "mysql:t").validate()
+    with pytest.raises(UserError, match="name the job's table"):
+        JobSpec("examples.orders_upsert:run", ORDER, "postgres:x; DROP TABLE y").validate()
+
+
+def test_a_job_file_under_the_working_directory_is_named_as_its_module(monkeypatch):
+    monkeypatch.chdir(REPO)
+    assert canonical_entry("examples/orders_upsert.py:run") == "examples.orders_upsert:run"
+    with pytest.raises(UserError, match="does not exist"):
+        canonical_entry("examples/nope.py:run")
+
+
+def test_a_jobs_reference_resolves_to_a_pipeline_with_its_sinks_phases(monkeypatch):
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(REPO)])
+    job = resolve(JobSpec("examples.orders_upsert:run", ORDER, "postgres:customer_totals", ("customer",)).ref)
+    assert isinstance(job, UserJob) and job.database and job.sink_channel and job.compare_key == ("customer",)
+    assert "sink-done" in job.phases and job.spark_oracle and not job.provenance
+    files = resolve(JobSpec("examples.clicks_files:run", None, "parquet").ref)
+    assert not files.database and "sink-write" not in files.phases
+    assert job.row_event({"order_id": "order_id-12", "customer": "k1"}) == 12
+
+
+def test_database_url_is_what_jobs_read_from_the_environment():
+    assert database_url("host=127.0.0.1 port=5433 user=streamchaos dbname=postgres connect_timeout=10") == \
+        "postgresql://streamchaos@127.0.0.1:5433/postgres?connect_timeout=10"
+
+
+def test_rows_against_the_batch_query_name_duplicates_losses_and_strangers():
+    expected = pl.DataFrame({"order_id": ["order_id-1", "order_id-2", "order_id-3"], "amount": [5, 6, 7]})
+    observed = pl.DataFrame({"order_id": ["order_id-1", "order_id-1", "order_id-3", "order_id-9"],
+                             "amount": [5, 5, 7, 1], "loaded_at": [1, 2, 3, 4]})
+    found = infer_from_rows(expected, observed, ids=lambda row: int(row["order_id"].split("-")[1]))
+    assert found.verdict == "incorrect"  # a loss, a duplicate and a row no input explains
+    assert [(d["delta"], d["ids"]) for d in found.duplicated] == [(1, [1])]
+    assert [(d["delta"], d["ids"]) for d in found.lost] == [(-1, [2])]
+    assert len(found.unexpected) == 1 and found.keys == {"exact": 1, "over": 1, "under": 1}
+
+
+def test_rows_compare_floats_to_nine_digits_and_the_final_row_per_key():
+    expected = pl.DataFrame({"customer": ["a", "b", "c"], "total": [0.1 + 0.2, 10.0, 3.0]})
+    observed = pl.DataFrame({"customer": ["a", "b", "b", "d"], "total": [0.3, 9.0, 12.0, 1.0]})
+    found = infer_from_rows(expected, observed, key=("customer",))
+    assert [d["key"] for d in found.duplicated] == ['{"customer": "b"}']  # its last row, 12.0 > 10.0
+    assert [d["key"] for d in found.lost] == ['{"customer": "c"}'] and len(found.unexpected) == 1
+    assert found.keys["exact"] == 1
+    with pytest.raises(UserError, match="no column"):
+        infer_from_rows(expected, observed.drop("total").with_columns(n=1))
+    with pytest.raises(UserError, match="--key"):
+        infer_from_rows(expected, observed, key=("region",))
+
+
+def test_a_job_with_no_sink_or_schema_is_one_line_before_any_jvm(tmp_path):
+    run = cli("trial", f"{REPO}/examples/orders_append.py:run", cwd=tmp_path)
+    assert run.rc == 2 and run.stderr.count("\n") == 1 and "--sink" in run.stderr, run.stderr
+    run = cli("trial", f"{REPO}/examples/orders_append.py:run", "--sink", "postgres:orders", "--schema",
+              "order MAP<STRING, INT>", cwd=tmp_path)
+    assert run.rc == 2 and "flat fields" in run.stderr and "Traceback" not in run.stderr, run.stderr

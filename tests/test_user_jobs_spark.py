@@ -1,0 +1,77 @@
+"""Users' jobs as written (examples/), on a real cluster, judged against Spark's batch query: no oracle by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from chaos.postgres import find_bindir
+from tests.conftest import REPO, cli, left_by
+from tests.test_trials_spark import ids_of_batch, trial
+
+pytestmark = pytest.mark.spark
+needs_postgres = pytest.mark.skipif(find_bindir() is None, reason="no PostgreSQL server binaries on this machine")
+
+ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
+KILL = ["--events", "1000", "--fault", "kill-driver@3:sink-done", "--json"]
+
+
+def job(name: str) -> str:
+    return f"{REPO}/examples/{name}.py:run"
+
+
+@needs_postgres
+def test_an_upsert_job_as_written_is_exactly_once_against_its_batch_query(spark_cluster, tmp_path):
+    r = trial(spark_cluster, tmp_path, job("orders_upsert"), "--schema", ORDER, "--sink", "postgres:customer_totals",
+              "--key", "customer", *KILL)
+    assert all(f["fired"] for f in r["faults"]) and r["recoveries"], r["faults"]
+    assert r["verdict"] == "exactly-once" and r["meets"] is True and r["inferred"] is True
+    run = Path(r["run_dir"])
+    expected = pl.read_parquet(run / "oracle" / "output.parquet")
+    assert expected.columns == ["customer", "total", "orders"] and expected.height == r["keys"]["exact"] > 1
+    # The batch query's totals are the input's: amounts over 100 of each customer, every event once.
+    events = pl.read_parquet(run / "events.parquet").filter(pl.col("value") > 100)
+    assert expected["total"].sum() == events["value"].sum() and expected["orders"].sum() == events.height
+
+
+@needs_postgres
+def test_an_append_jobs_replayed_batch_is_found_row_by_row_and_attributed(spark_cluster, tmp_path):
+    run = cli("trial", job("orders_append"), "--schema", ORDER, "--sink", "postgres:orders", *KILL,
+              "--cluster", spark_cluster.master_url, "--keep", str(tmp_path / "run"), cwd=tmp_path)
+    assert run.rc == 1 and left_by(run.pid) == [], run.stderr  # exit 1: a job is expected exactly-once
+    r = run.json
+    assert r["verdict"] == "at-least-once" and r["meets"] is False
+    assert r["anomaly_counts"] == {"lost": 0, "duplicated": 200, "unexpected": 0}
+    # Its rows keep order_id, which names the event: the duplicates are batch 3's, after the kill.
+    dup = r["duplicated"]
+    assert {i for d in dup for i in d["ids"]} <= ids_of_batch(r, 3)
+    assert {(tuple(d["batches"]), tuple(d["faults"])) for d in dup} == {((3,), ("kill-driver@3:sink-done",))}
+
+
+@needs_postgres
+def test_a_campaign_on_an_append_job_finds_and_shrinks_its_duplicates(spark_cluster, tmp_path):
+    run = cli("campaign", "run", "--pipeline", job("orders_append"), "--schema", ORDER, "--sink", "postgres:orders",
+              "--expect", "exactly-once", "--trials", "1", "--events", "600", "--example", "kill-driver@1:sink-done",
+              "--shrink-trials", "2", "--out", "c", "--cluster", spark_cluster.master_url, cwd=tmp_path, timeout=1200)
+    assert run.rc == 1, run.stdout + run.stderr
+    summary = json.loads((tmp_path / "c" / "summary.json").read_text())
+    (name, row), = summary["pipelines"].items()
+    assert name.endswith("orders_append.py:run?schema=" + ORDER + "&sink=postgres:orders")
+    assert row["verdict"] == "at-least-once" and row["meets"] is False
+    ce = row["counterexample"]
+    assert len(ce["minimal"]) == 1 and ce["minimal"][0].endswith(":sink-done")
+    assert left_by(run.pid) == []
+    again = cli("analyze", ".", cwd=tmp_path / "c")  # from elsewhere: the stored runs judge without the job's code
+    assert again.rc == 1 and "0 changed" in again.stdout, again.stdout + again.stderr
+
+
+def test_a_file_directory_job_with_a_file_sink_is_exactly_once(spark_cluster, tmp_path):
+    r = trial(spark_cluster, tmp_path, job("clicks_files"), "--sink", "parquet", "--events", "1000",
+              "--fault", "kill-driver@3:committed", "--json")
+    assert all(f["fired"] for f in r["faults"]), r["faults"]
+    assert r["verdict"] == "exactly-once" and r["meets"] is True
+    out = pl.read_parquet(Path(r["run_dir"]) / "oracle" / "files" / "*.parquet")
+    assert out.columns == ["click_id", "page", "at", "day"] and r["keys"]["exact"] == out.height == 500
