@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ from typing import Any
 from chaos.errors import UserError
 from chaos.jobsource import JOB_SOURCE_NAME, JobSource
 from chaos.jobspec import JobSpec, entry_module
+from chaos.source import logged_offsets
 
 FILE_FORMATS = ("json", "parquet", "csv", "orc", "text")
 
@@ -81,18 +83,16 @@ def _ddl(schema) -> str | None:
 
 
 class _Reads:
-    """``spark.readStream`` answers with the event log in the shape of the job's source (a streaming
-    DataFrame in a trial, a batch one for the oracle)."""
+    """``spark.readStream`` answers with the event log in the shape of the job's source."""
 
     NAMES = ("format", "option", "options", "schema", "load")
 
-    def __init__(self, spark, spec: JobSpec, log_options: dict[str, str], streaming: bool) -> None:
+    def __init__(self, spark, spec: JobSpec, log_options: dict[str, str]) -> None:
         from pyspark.sql.streaming.readwriter import DataStreamReader
 
         self.spark = spark
         self.spec = spec
         self.log_options = log_options
-        self.streaming = streaming
         self.orig = {n: DataStreamReader.__dict__[n] for n in self.NAMES}
         self.formats: list[str] = []
 
@@ -114,8 +114,6 @@ class _Reads:
                             f"{', '.join(FILE_FORMATS)} and rate sources")
         self.formats.append(fmt)
         opts = {**self.log_options, **shape}
-        if not self.streaming:
-            return self.spark.read.format(JOB_SOURCE_NAME).options(**opts).load()
         reader = self.spark.readStream
         self.orig["format"](reader, JOB_SOURCE_NAME)
         self.orig["options"](reader, **opts)
@@ -158,8 +156,10 @@ class _Reads:
             stack.enter_context(_patched(DataStreamReader, name, fn))
 
 
-def bracketed(func: Callable, phase: Callable[..., None]) -> Callable:
+def bracketed(func: Callable, phase: Callable[..., None] | None) -> Callable:
     """The job's foreachBatch function between the sink phases the harness's faults land on."""
+    if phase is None:
+        return func
 
     def in_phases(batch_df, batch_id):
         phase(batch_id, "sink-write")
@@ -169,7 +169,7 @@ def bracketed(func: Callable, phase: Callable[..., None]) -> Callable:
     return in_phases
 
 
-def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Callable[..., None],
+def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Callable[..., None] | None,
                    started: list) -> None:
     """``writeStream``: the sink phases around foreachBatch, the trial's checkpoint and file sink path."""
     from pyspark.sql.streaming.readwriter import DataStreamWriter as W
@@ -213,85 +213,6 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
         stack.enter_context(_patched(W, name, fn))
 
 
-class Finished:
-    """What ``start()`` returns for the oracle's batch run: a query that is already over."""
-
-    isActive = False
-    id = runId = "batch-oracle"
-    name = None
-    lastProgress = None
-    recentProgress: list = []  # noqa: RUF012
-
-    def awaitTermination(self, timeout=None):
-        return True
-
-    def stop(self) -> None:
-        pass
-
-    def exception(self):
-        return None
-
-    def processAllAvailable(self) -> None:
-        pass
-
-
-class BatchWriter:
-    """``df.writeStream`` in the oracle's run: every call of the job's chain is taken, ``start()`` writes the
-    whole batch result once (foreachBatch with batch id 0, or the file format into ``file_sink``)."""
-
-    def __init__(self, df, file_sink: Path) -> None:
-        self.df = df
-        self.file_sink = file_sink
-        self.fmt = None
-        self.func = None
-        self.opts: dict = {}
-        self.partition_by: list = []
-
-    def __getattr__(self, name):  # trigger, queryName, outputMode, ...: nothing a batch write needs
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return lambda *args, **kwargs: self
-
-    def format(self, source):
-        self.fmt = source
-        return self
-
-    def option(self, key, value):
-        self.opts[key] = value
-        return self
-
-    def options(self, **opts):
-        self.opts.update(opts)
-        return self
-
-    def partitionBy(self, *cols):
-        self.partition_by = list(cols[0]) if len(cols) == 1 and isinstance(cols[0], list | tuple) else list(cols)
-        return self
-
-    def foreachBatch(self, func):
-        self.func = func
-        return self
-
-    def start(self, path=None, format=None, outputMode=None, partitionBy=None, queryName=None, **opts):
-        if self.func is not None:
-            self.func(self.df, 0)
-            return Finished()
-        fmt = (format or self.fmt or "parquet").lower()
-        if fmt not in FILE_FORMATS:
-            raise UserError(f"the job writes to a {fmt!r} sink: streamchaos reads back foreachBatch and file sinks")
-        writer = self.df.write.format(fmt).mode("append")
-        opts = {k: v for k, v in {**self.opts, **opts}.items() if k not in ("path", "checkpointLocation")}
-        if opts:
-            writer = writer.options(**opts)
-        if partitionBy or self.partition_by:
-            writer = writer.partitionBy(*(partitionBy or self.partition_by))
-        writer.save(str(self.file_sink))
-        return Finished()
-
-    def toTable(self, *args, **kwargs):
-        raise UserError("the job writes with toTable: streamchaos reads back foreachBatch and file sinks")
-
-
 def _blocking_calls_return(stack: ExitStack) -> None:
     """A job's ``awaitTermination()`` and ``spark.stop()`` return at once: the harness holds the query."""
     from pyspark.sql import SparkSession
@@ -309,48 +230,73 @@ def call_entry(fn: Callable, spark) -> Any:
     return fn(spark) if params else fn()
 
 
-def start_job(spark, spec: JobSpec, ctx, eventlog: str) -> Any:
-    """Start the job's streaming query for a trial incarnation and return it."""
+def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str, file_sink: Path,
+              phase: Callable[..., None] | None = None, database: str | None = None) -> tuple[Any, bool]:
+    """Start the job's streaming query on the event log (``log_options``: chaos.jobsource's) with the given
+    checkpoint, file sink path, sink phases (None: none reported) and ``DATABASE_URL`` (a libpq DSN).
+    Returns the query and whether the job set a watermark."""
+    from pyspark.sql.classic.dataframe import DataFrame
     from pyspark.sql.streaming.query import StreamingQuery
 
     spark.dataSource.register(JobSource)
     fn = entry_function(spec)
-    if ctx.sink_dsn:
-        os.environ["DATABASE_URL"] = database_url(ctx.sink_dsn)
-    log_options = {"eventlog": eventlog, "controller": ctx.controller or "", "checkpoint": ctx.checkpoint,
-                   "maxRowsPerBatch": str(ctx.events_per_batch)}
+    if database:
+        os.environ["DATABASE_URL"] = database_url(database)
     started: list = []
+    watermarks: list[tuple] = []
+    with_watermark = DataFrame.__dict__["withWatermark"]
+
+    def noted(df, column, delay):
+        watermarks.append((column, delay))
+        return with_watermark(df, column, delay)
+
     with ExitStack() as stack:
-        _Reads(spark, spec, log_options, streaming=True).install(stack)
-        _stream_writes(stack, ctx.checkpoint, Path(ctx.sink_dir) / "files", ctx.phase, started)
+        _Reads(spark, spec, log_options).install(stack)
+        _stream_writes(stack, checkpoint, file_sink, phase, started)
         _blocking_calls_return(stack)
+        stack.enter_context(_patched(DataFrame, "withWatermark", noted))
         returned = call_entry(fn, spark)
     query = returned if isinstance(returned, StreamingQuery) else started[-1] if started else None
     if query is None:
         raise UserError(f"{spec.entry} started no streaming query (it must call writeStream...start())")
-    return query
+    return query, bool(watermarks)
 
 
-def run_batch(spark, spec: JobSpec, eventlog: str, oracle_dir: Path, database: str | None) -> None:
-    """The oracle: the same job as one Spark batch query over the whole log, into ``oracle_dir`` (a file sink)
-    or the database ``database`` (a libpq DSN, handed to the job as ``DATABASE_URL``)."""
-    from pyspark.sql.classic.dataframe import DataFrame
+def batch_watermarks(checkpoint: str) -> list[tuple[dict, int]]:
+    """``(end offsets, batchWatermarkMs)`` of every batch in the stream's write-ahead log, oldest first."""
+    marks = []
+    for n, ends in sorted(logged_offsets(checkpoint), key=lambda entry: entry[0]):
+        try:
+            with open(os.path.join(checkpoint, "offsets", str(n))) as fh:
+                meta = json.loads(fh.read().splitlines()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ends and isinstance(meta, dict):
+            marks.append(({str(k): int(v) for k, v in ends[0].items()}, int(meta.get("batchWatermarkMs", 0))))
+    return marks
 
-    spark.dataSource.register(JobSource)
-    fn = entry_function(spec)
+
+def run_answer(spark, spec: JobSpec, eventlog: str, folder: Path, database: str | None,
+               late: list[tuple[dict, int]] | None = None) -> bool:
+    """The oracle: the same job over the whole log in one micro-batch, with no fault, on a checkpoint of its own
+    in ``folder`` (its file sink there too) or the database ``database``; ``late``: without the records the
+    stream read behind its watermark. It runs until Spark has nothing left to do, the no-data batch that moves
+    the watermark included, so what it wrote is what an exactly-once stream holds at the same watermark.
+    Returns whether the job set a watermark."""
+    folder.mkdir(parents=True, exist_ok=True)
     saved = os.environ.get("DATABASE_URL")
-    if database:
-        os.environ["DATABASE_URL"] = database_url(database)
-    oracle_dir.mkdir(parents=True, exist_ok=True)
+    options = {"eventlog": eventlog, "checkpoint": str(folder / "checkpoint"),
+               **({"late": json.dumps(late)} if late else {})}
     try:
-        with ExitStack() as stack:
-            _Reads(spark, spec, {"eventlog": eventlog}, streaming=False).install(stack)
-            stack.enter_context(_patched(DataFrame, "writeStream",
-                                         property(lambda df: BatchWriter(df, oracle_dir / "files"))))
-            _blocking_calls_return(stack)
-            call_entry(fn, spark)
+        query, watermark = start_job(spark, spec, options, str(folder / "checkpoint"), folder / "files",
+                                     database=database)
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
     finally:
         if saved is None:
             os.environ.pop("DATABASE_URL", None)
         else:
             os.environ["DATABASE_URL"] = saved
+    return watermark

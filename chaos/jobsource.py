@@ -3,16 +3,15 @@
 The same replayable event log as ``chaos.source`` (batch N covers the same offsets in every replay, the
 ``planned`` and ``reading`` phases are reported), shaped as the job's own source: Spark's Kafka schema with
 the payload as JSON in ``value``, the job's schema for a file directory, ``timestamp, value`` for rate.
-Also a batch reader over the whole log: the Spark batch query the oracle runs (``chaos.asjob``).
+The oracle's run reads it too, in one micro-batch (``chaos.asjob.run_answer``).
 """
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from urllib.parse import quote
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource
 
 from chaos.jobspec import KAFKA_SCHEMA, RATE_SCHEMA, kafka_row, parse_schema, record, roles, typed
 from chaos.source import EventLogStreamReader, _get
@@ -46,10 +45,27 @@ class _Shaper:
                 yield typed(self.fields, record(self.fields, self.role, id_, key, value, ms))
 
 
+def on_time(rows: list[list], late: list | None) -> list[list]:
+    """``rows`` without the records a stream read at or behind its batch's watermark: ``late`` lists
+    ``[end offsets, watermark ms]`` of its batches, oldest first (chaos.asjob.batch_watermarks)."""
+    if not late:
+        return rows
+    kept = []
+    for row in rows:
+        ms, part, offset = row[3], str(row[4]), row[5]
+        mark = next((wm for ends, wm in late if int(ends.get(part, 0)) > offset), None)
+        if mark is None or ms > mark:
+            kept.append(row)
+    return kept
+
+
 class JobStreamReader(EventLogStreamReader):
+    """With ``late`` (the oracle's on-time answer): the records the trial's stream read late left out."""
+
     def __init__(self, options: dict) -> None:
         super().__init__(options)
         self.shaper = _Shaper(options)
+        self.late = json.loads(options["late"]) if options.get("late") else None
 
     def read(self, partition):
         if self.controller:
@@ -58,31 +74,7 @@ class JobStreamReader(EventLogStreamReader):
             barrier.report(self.controller, partition.batch, "reading", partition=partition.partition,
                            start=partition.start, end=partition.end)
         rows = _get(f"{self.url}/read?p={partition.partition}&start={partition.start}&end={partition.end}")
-        yield from self.shaper.rows(rows)
-
-
-class WholeLog(InputPartition):
-    def __init__(self, partition: int, end: int) -> None:
-        super().__init__(partition)
-        self.partition = partition
-        self.end = end
-
-
-class JobBatchReader(DataSourceReader):
-    """Every event of the log, once: the input of the Spark batch query that is the oracle."""
-
-    def __init__(self, options: dict) -> None:
-        self.url = options["eventlog"]
-        self.shaper = _Shaper(options)
-
-    def partitions(self) -> list[WholeLog]:
-        parts = int(_get(f"{self.url}/meta")["partitions"])
-        start = {str(p): 0 for p in range(parts)}
-        end = _get(f"{self.url}/advance?from={quote(json.dumps(start))}")
-        return [WholeLog(int(p), int(n)) for p, n in sorted(end.items(), key=lambda kv: int(kv[0])) if int(n) > 0]
-
-    def read(self, partition: WholeLog):
-        yield from self.shaper.rows(_get(f"{self.url}/read?p={partition.partition}&start=0&end={partition.end}"))
+        yield from self.shaper.rows(on_time(rows, self.late))
 
 
 class JobSource(DataSource):
@@ -95,6 +87,3 @@ class JobSource(DataSource):
 
     def streamReader(self, schema) -> JobStreamReader:
         return JobStreamReader(self.options)
-
-    def reader(self, schema) -> JobBatchReader:
-        return JobBatchReader(self.options)

@@ -8,6 +8,7 @@ key) and is labelled inferred.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
@@ -16,8 +17,10 @@ from chaos.jobspec import JobSpec, event_id, id_field, parse_schema
 from chaos.spec import PHASES
 from pipelines_under_test.base import Pipeline
 from pipelines_under_test.files import log_files
+from properties.rows import BatchAnswer
 
 ORACLE_DATABASE = "streamchaos_oracle"
+ON_TIME_DATABASE = "streamchaos_oracle_on_time"
 
 
 class UserJob(Pipeline):
@@ -59,11 +62,13 @@ class UserJob(Pipeline):
         from chaos.postgres import other_database
 
         with psycopg.connect(dsn, autocommit=True) as conn:
-            if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (ORACLE_DATABASE,)).fetchone() is None:
-                conn.execute(f"CREATE DATABASE {ORACLE_DATABASE}")
+            for name in (ORACLE_DATABASE, ON_TIME_DATABASE):
+                if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+                    conn.execute(f"CREATE DATABASE {name}")
             conn.execute(f"DROP TABLE IF EXISTS {self.spec.table}")
-        with psycopg.connect(other_database(dsn, ORACLE_DATABASE), autocommit=True) as conn:
-            conn.execute(f"DROP TABLE IF EXISTS {self.spec.table}")
+        for name in (ORACLE_DATABASE, ON_TIME_DATABASE):
+            with psycopg.connect(other_database(dsn, name), autocommit=True) as conn:
+                conn.execute(f"DROP TABLE IF EXISTS {self.spec.table}")
 
     def oracle_dsn(self, dsn: str) -> str | None:
         from chaos.postgres import other_database
@@ -75,29 +80,50 @@ class UserJob(Pipeline):
 
         export_table(dsn, self.spec.table, Path(sink_dir) / "output.parquet")
         oracle = Path(sink_dir).parent / "oracle"
-        oracle.mkdir(exist_ok=True)
+        if not (oracle / "meta.json").exists():  # the last driver did not get to run it (a stalled trial)
+            return
         export_table(other_database(dsn, ORACLE_DATABASE), self.spec.table, oracle / "output.parquet")
+        if json.loads((oracle / "meta.json").read_text()).get("watermark"):
+            (oracle / "on_time").mkdir(exist_ok=True)
+            export_table(other_database(dsn, ON_TIME_DATABASE), self.spec.table, oracle / "on_time" / "output.parquet")
 
     def read_output(self, sink_dir: Path) -> pl.DataFrame:
         return _read_sink(Path(sink_dir), self.database)
 
-    def expected_output(self, run_dir: Path) -> pl.DataFrame | None:
-        """What the Spark batch query over every record wrote (``oracle/`` of the run), None if it did not run."""
+    def expected_output(self, run_dir: Path) -> BatchAnswer | None:
+        """What the Spark batch query wrote (``oracle/`` of the run; ``on_time/`` in it for a job with a
+        watermark), None if the trial's last driver did not run it."""
         oracle = Path(run_dir) / "oracle"
-        if not oracle.is_dir():
+        if not (oracle / "meta.json").exists():
             return None
-        return _read_sink(oracle, self.database)
+        meta = json.loads((oracle / "meta.json").read_text())
+        on_time = _read_sink(oracle / "on_time", self.database) if meta.get("watermark") else None
+        return BatchAnswer(_read_sink(oracle, self.database), on_time)
 
     # -- the driver side ------------------------------------------------------------------------
     def start(self, ctx):
         from chaos.asjob import start_job
 
-        return start_job(ctx.spark, self.spec, ctx, ctx.eventlog)
+        log = {"eventlog": ctx.eventlog, "controller": ctx.controller or "", "checkpoint": ctx.checkpoint,
+               "maxRowsPerBatch": str(ctx.events_per_batch)}
+        return start_job(ctx.spark, self.spec, log, ctx.checkpoint, Path(ctx.sink_dir) / "files", ctx.phase,
+                         ctx.sink_dsn)[0]
 
     def run_oracle(self, spark, config: dict) -> None:
-        from chaos.asjob import run_batch
+        """The job over every record in one micro-batch; with a watermark, again over the records the stream read
+        on time (chaos.asjob.run_answer). meta.json last: its presence says the answer is complete."""
+        from chaos.asjob import batch_watermarks, run_answer
+        from chaos.atomic import write_json
+        from chaos.postgres import other_database
 
-        run_batch(spark, self.spec, config["eventlog"], Path(config["oracle_dir"]), config.get("oracle_dsn"))
+        oracle, dsn = Path(config["oracle_dir"]), config.get("oracle_dsn")
+        marks = batch_watermarks(config["checkpoint"])
+        watermark = run_answer(spark, self.spec, config["eventlog"], oracle, dsn)
+        if watermark:
+            run_answer(spark, self.spec, config["eventlog"], oracle / "on_time",
+                       other_database(dsn, ON_TIME_DATABASE) if dsn else None, late=marks)
+        write_json(oracle / "meta.json", {"watermark": watermark, "batches": len(marks),
+                                          "final_watermark_ms": max((wm for _, wm in marks), default=None)})
 
 
 def _read_sink(folder: Path, database: bool) -> pl.DataFrame:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 
@@ -23,6 +24,19 @@ from properties.inference import Inference
 from properties.verdicts import from_anomalies
 
 FLOAT_DIGITS = 9  # sums of doubles in another order differ in their last bits
+
+
+@dataclass
+class BatchAnswer:
+    """What the job wrote run over every record at once (``rows``) and, for a job with a watermark, over the
+    records no batch of the stream read behind its watermark (``on_time``). Spark promises nothing for late
+    records: an operator keyed on event time may drop them, or aggregate them into a window it has emitted
+    already and emit it again (an upsert then keeps that partial count); elsewhere they are kept. So a row
+    the two answers disagree on is optional, whatever the sink holds for it: with a key, that key's row; without
+    one, every row of the same group (the same values but for its numbers)."""
+
+    rows: pl.DataFrame
+    on_time: pl.DataFrame | None = None
 
 
 def _plain(value):
@@ -37,10 +51,6 @@ def _plain(value):
     return value
 
 
-def _rows(frame: pl.DataFrame, columns: list[str]) -> list[tuple]:
-    return [tuple(_plain(v) for v in row) for row in frame.select(columns).iter_rows()]
-
-
 def _columns(expected: pl.DataFrame, observed: pl.DataFrame) -> list[str]:
     missing = [c for c in expected.columns if c not in observed.columns]
     if missing and observed.width:
@@ -49,17 +59,21 @@ def _columns(expected: pl.DataFrame, observed: pl.DataFrame) -> list[str]:
     return list(expected.columns)
 
 
-def infer_from_rows(expected: pl.DataFrame, observed: pl.DataFrame, key: tuple[str, ...] = (),
+def infer_from_rows(expected: pl.DataFrame | BatchAnswer, observed: pl.DataFrame, key: tuple[str, ...] = (),
                     ids: Callable[[dict], int | None] | None = None) -> Inference:
     """``expected``: the batch query's output; ``observed``: the sink's. Deltas count rows (keys with ``key``).
     ``ids``: the event a row came from, if its columns name one; each anomaly then lists ``ids`` (the checker
     attributes them to batches and faults as it does provenance)."""
-    if expected.width == 0 and observed.width == 0:
+    answer = expected if isinstance(expected, BatchAnswer) else BatchAnswer(expected)
+    everything = answer.rows
+    if everything.width == 0 and observed.width == 0:
         return Inference(from_anomalies(False, False, False), keys={"exact": 0, "over": 0, "under": 0})
-    columns = _columns(expected, observed) if expected.width else list(observed.columns)
+    columns = _columns(everything, observed) if everything.width else list(observed.columns)
     if observed.width == 0:
-        observed = pl.DataFrame(schema=expected.select(columns).schema)
-    found = _by_key(expected, observed, columns, key) if key else _multiset(expected, observed, columns)
+        observed = pl.DataFrame(schema=everything.select(columns).schema)
+    on_time = answer.on_time if answer.on_time is not None and answer.on_time.width else everything
+    found = (_by_key(everything, on_time, observed, columns, key) if key
+             else _multiset(everything, on_time, observed, columns))
     if ids is not None:
         for entry in (*found.lost, *found.duplicated, *found.unexpected):
             event = ids(json.loads(entry["key"]))
@@ -72,31 +86,49 @@ def _label(columns: list[str], row: tuple) -> str:
     return json.dumps(dict(zip(columns, row, strict=True)), default=str)
 
 
-def _multiset(expected: pl.DataFrame, observed: pl.DataFrame, columns: list[str]) -> Inference:
-    want: dict[tuple, int] = {}
-    for row in _rows(expected, columns):
-        want[row] = want.get(row, 0) + 1
-    have: dict[tuple, int] = {}
-    for row in _rows(observed, columns):
-        have[row] = have.get(row, 0) + 1
+def _counts(frame: pl.DataFrame, columns: list[str]) -> dict[tuple, int]:
+    """Rows (comparable values) and their multiplicity."""
+    counts: dict[tuple, int] = {}
+    for row in frame.select(columns).iter_rows():
+        plain = tuple(_plain(v) for v in row)
+        counts[plain] = counts.get(plain, 0) + 1
+    return counts
+
+
+def _numeric(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _signature(row: tuple) -> tuple:
+    """A row without its numbers: the group it counts (a window and a page, say)."""
+    return tuple(v for v in row if not _numeric(v))
+
+
+def _multiset(everything: pl.DataFrame, on_time: pl.DataFrame, observed: pl.DataFrame,
+              columns: list[str]) -> Inference:
+    every, timely, have = (_counts(f, columns) for f in (everything, on_time, observed))
+    touched = {_signature(r) for r in set(every) | set(timely) if every.get(r, 0) != timely.get(r, 0)}
     lost, dup, unexpected = [], [], []
-    exact = 0
-    for row in sorted(set(want) | set(have), key=repr):
-        w, h = want.get(row, 0), have.get(row, 0)
+    exact = optional = 0
+    for row in sorted(set(every) | set(timely) | set(have), key=repr):
+        a, h = every.get(row, 0), have.get(row, 0)
         label = _label(columns, row)
-        if w == 0:
+        if _signature(row) in touched:  # a late record's group: any count, or none, is Spark's promise
+            optional += 1
+        elif a == 0:
             unexpected.append({"key": label, "why": f"the batch query never writes this row; the sink holds it {h}x"})
-        elif h > w:
-            dup.append({"key": label, "delta": h - w})
-        elif h < w:
-            lost.append({"key": label, "delta": h - w})
+        elif h > a:
+            dup.append({"key": label, "delta": h - a})
+        elif h < a:
+            lost.append({"key": label, "delta": h - a})
         else:
             exact += 1
     return Inference(from_anomalies(bool(lost), bool(dup), bool(unexpected)), lost, dup, unexpected,
-                     {"exact": exact, "over": len(dup), "under": len(lost)})
+                     {"exact": exact, "over": len(dup), "under": len(lost), "optional": optional})
 
 
-def _by_key(expected: pl.DataFrame, observed: pl.DataFrame, columns: list[str], key: tuple[str, ...]) -> Inference:
+def _by_key(everything: pl.DataFrame, on_time: pl.DataFrame, observed: pl.DataFrame, columns: list[str],
+            key: tuple[str, ...]) -> Inference:
     absent = [k for k in key if k not in columns]
     if absent:
         raise UserError(f"--key {','.join(key)}: the job's output has no column(s) {', '.join(absent)}")
@@ -104,24 +136,34 @@ def _by_key(expected: pl.DataFrame, observed: pl.DataFrame, columns: list[str], 
     idx = [columns.index(k) for k in key]
 
     def final(frame: pl.DataFrame) -> dict[tuple, tuple]:  # the last row per key (an upsert keeps one)
-        return {tuple(r[i] for i in idx): tuple(r[columns.index(c)] for c in rest) for r in _rows(frame, columns)}
+        out = {}
+        for row in frame.select(columns).iter_rows():
+            plain = tuple(_plain(v) for v in row)
+            out[tuple(plain[i] for i in idx)] = tuple(plain[columns.index(c)] for c in rest)
+        return out
 
-    want, have = final(expected), final(observed)
+    every, timely, have = final(everything), final(on_time), final(observed)
     lost, dup, unexpected = [], [], []
-    exact = 0
-    for k in sorted(set(want) | set(have), key=repr):
+    exact = optional = 0
+    for k in sorted(set(every) | set(timely) | set(have), key=repr):
         label = _label(list(key), k)
+        if every.get(k) != timely.get(k):  # a late record's key: any row, or none, is Spark's promise
+            optional += 1
+            continue
         if k not in have:
-            lost.append({"key": label, "delta": -1, "want": _label(rest, want[k])})
-        elif k not in want:
+            lost.append({"key": label, "delta": -1, "want": _label(rest, every[k])})
+            continue
+        got = have[k]
+        if k not in every:
             unexpected.append({"key": label, "why": f"the batch query writes no row for this key; the sink holds "
-                                                    f"{_label(rest, have[k])}"})
-        elif have[k] == want[k]:
+                                                    f"{_label(rest, got)}"})
+        elif got == every[k]:
             exact += 1
         else:
-            pairs = [(h, w) for h, w in zip(have[k], want[k], strict=True) if h != w]
-            numeric = all(isinstance(h, int | float) and isinstance(w, int | float) for h, w in pairs)
-            entry = {"key": label, "want": _label(rest, want[k]), "have": _label(rest, have[k])}
+            want = every[k]
+            pairs = [(h, w) for h, w in zip(got, want, strict=True) if h != w]
+            numeric = all(_numeric(h) and _numeric(w) for h, w in pairs)
+            entry = {"key": label, "want": _label(rest, want), "have": _label(rest, got)}
             if numeric and all(h > w for h, w in pairs):
                 dup.append({**entry, "delta": 1})
             elif numeric and all(h < w for h, w in pairs):
@@ -130,4 +172,4 @@ def _by_key(expected: pl.DataFrame, observed: pl.DataFrame, columns: list[str], 
                 unexpected.append({"key": label, "why": f"the sink holds {entry['have']}, the batch query writes "
                                                         f"{entry['want']}"})
     return Inference(from_anomalies(bool(lost), bool(dup), bool(unexpected)), lost, dup, unexpected,
-                     {"exact": exact, "over": len(dup), "under": len(lost)})
+                     {"exact": exact, "over": len(dup), "under": len(lost), "optional": optional})

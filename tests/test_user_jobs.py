@@ -24,7 +24,7 @@ from chaos.jobspec import (
 )
 from pipelines_under_test import resolve
 from pipelines_under_test.user_job import UserJob
-from properties.rows import infer_from_rows
+from properties.rows import BatchAnswer, infer_from_rows
 from tests.conftest import REPO, cli
 
 ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
@@ -102,7 +102,7 @@ def test_rows_against_the_batch_query_name_duplicates_losses_and_strangers():
     assert found.verdict == "incorrect"  # a loss, a duplicate and a row no input explains
     assert [(d["delta"], d["ids"]) for d in found.duplicated] == [(1, [1])]
     assert [(d["delta"], d["ids"]) for d in found.lost] == [(-1, [2])]
-    assert len(found.unexpected) == 1 and found.keys == {"exact": 1, "over": 1, "under": 1}
+    assert len(found.unexpected) == 1 and found.keys == {"exact": 1, "over": 1, "under": 1, "optional": 0}
 
 
 def test_rows_compare_floats_to_nine_digits_and_the_final_row_per_key():
@@ -124,3 +124,22 @@ def test_a_job_with_no_sink_or_schema_is_one_line_before_any_jvm(tmp_path):
     run = cli("trial", f"{REPO}/examples/orders_append.py:run", "--sink", "postgres:orders", "--schema",
               "order MAP<STRING, INT>", cwd=tmp_path)
     assert run.rc == 2 and "flat fields" in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+def test_rows_a_late_record_touches_are_optional_whatever_their_counts():
+    at = [datetime(2026, 1, 1, 0, m) for m in range(4)]
+    # Window 0 got a late record (the stream may drop it, or emit the window again with a partial count),
+    # window 3 only late records make; windows 1 and 2 must be there and right.
+    every = pl.DataFrame({"start": at, "page": ["a"] * 4, "n": [5, 7, 9, 2]})
+    on_time = pl.DataFrame({"start": at[:3], "page": ["a"] * 3, "n": [4, 7, 9]})
+    answer = BatchAnswer(every, on_time)
+    partial = on_time.with_columns(n=pl.when(pl.col("n") == 4).then(1).otherwise("n"))
+    for key in ((), ("start", "page")):
+        for emitted in (on_time, every, partial, on_time.filter(pl.col("n") != 4)):
+            ok = infer_from_rows(answer, emitted, key=key)
+            assert ok.verdict == "exactly-once" and ok.keys["optional"] >= 1, (key, emitted, ok)
+        short = infer_from_rows(answer, on_time.filter(pl.col("n") != 7), key=key)
+        assert short.verdict == "at-most-once" and len(short.lost) == 1, short
+        wrong = infer_from_rows(answer, on_time.with_columns(n=pl.when(pl.col("n") == 9).then(18).otherwise("n")),
+                                key=key)
+        assert wrong.verdict != "exactly-once", wrong
