@@ -85,6 +85,7 @@ def trial(
     key: JobKey = None,
 ) -> None:
     """Run one trial of PIPELINE (or your job's module:function) under a fault schedule and print what happened."""
+    from chaos.jobspec import job_ref
     from chaos.queryconf import parse_conf
     from chaos.scenario import Scenario
     from chaos.trial import Harness
@@ -119,6 +120,28 @@ def trial(
         raise typer.Exit(EXIT_INCONCLUSIVE)
     if result["meets"] is False or (result.get("consistent_cut") or {}).get("ok") is False:
         raise typer.Exit(EXIT_VIOLATION)
+
+
+@app.command(epilog="\b\nExample: streamchaos init examples/orders_upsert.py:run --schema 'order_id STRING, "
+                    "customer STRING, amount LONG, ts TIMESTAMP' --sink postgres:customer_totals --key customer")
+def init(
+    job: Annotated[str, typer.Argument(help="your job's entry point: module:function or path/to/job.py:function")],
+    schema: JobSchema = None,
+    sink: JobSink = None,
+    key: JobKey = None,
+    out: Annotated[Path | None, typer.Option(help="the test file (default tests/test_<job>_consistency.py)")] = None,
+) -> None:
+    """Write a starter pytest for your job: a consistency check under crashes, ready to run with `pytest`."""
+    from chaos.jobspec import job_ref
+    from chaos.starter import starter_test
+
+    if ":" not in job:
+        raise UserError(f"{job!r}: name your job's entry point as module:function or path/to/job.py:function")
+    if not sink:
+        raise UserError("--sink is needed: where the job writes, postgres:TABLE or parquet")
+    path = starter_test(job_ref(job, schema, sink, key), out)
+    out_console = Console(highlight=False, soft_wrap=True)
+    out_console.print(f"wrote {path}: run it with `pytest {path}`")
 
 
 @app.command(epilog="\b\nExample: streamchaos demo --out runs/demo")
@@ -182,6 +205,7 @@ def campaign_run(
 ) -> None:
     """Generate scenarios, run them, shrink every violation, store everything, write the HTML report."""
     from chaos.campaign import Campaign, CampaignSpec, parse_time_budget
+    from chaos.jobspec import job_ref
     from chaos.queryconf import parse_matrix
     from properties.planning import parse_kinds
 
@@ -266,18 +290,6 @@ def conformance(
         raise typer.Exit(1)
     if any(r["agrees"] is None for r in found["rows"]):
         raise typer.Exit(3)
-
-
-def job_ref(pipeline: str, schema: str | None, sink: str | None, key: str | None) -> str:
-    """A user's job with its --schema/--sink/--key folded into the reference scenarios store (chaos/jobspec.py);
-    catalogue names and Pipeline classes as they are."""
-    from chaos.jobspec import JobSpec, canonical_entry, parse_ref
-
-    if ":" not in pipeline or "?" in pipeline or not (schema or sink or key or ".py:" in pipeline):
-        return pipeline
-    given = parse_ref(pipeline)
-    keys = tuple(k.strip() for k in (key or "").split(",") if k.strip()) or given.key
-    return JobSpec(canonical_entry(given.entry), schema or given.schema, sink or given.sink, keys).ref
 
 
 def _require_java() -> None:

@@ -32,6 +32,7 @@ _TYPES = {
     "date": "date",
 }
 SINK_KINDS = ("postgres", "parquet")
+ISO_TIMESTAMP = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?"
 SOURCE_SHAPES = ("kafka", "json", "parquet", "csv", "orc", "rate")
 # Spark's Kafka source schema (without headers, which need includeHeaders).
 KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset LONG, timestamp TIMESTAMP, "
@@ -238,3 +239,55 @@ def canonical_entry(entry: str) -> str:
     if target.endswith(".py") and not Path(target).exists():
         raise UserError(f"{target} does not exist: give the job's file relative to this directory")
     return f"{module}:{func}"
+
+
+def schema_from_sample(text: str) -> str:
+    """A payload's DDL from one sample record (JSON): strings, integers, floats, booleans, and strings that read
+    as ISO dates or timestamps."""
+    try:
+        sample = json.loads(text)
+    except ValueError as exc:
+        raise UserError(f"--schema: the sample record is not JSON ({exc})") from None
+    if not isinstance(sample, dict) or not sample:
+        raise UserError("--schema: give a sample record as one JSON object, e.g. '{\"customer\": \"c1\", "
+                        "\"amount\": 5}'")
+    fields = []
+    for name, value in sample.items():
+        if isinstance(value, bool):
+            kind = "BOOLEAN"
+        elif isinstance(value, int):
+            kind = "LONG"
+        elif isinstance(value, float):
+            kind = "DOUBLE"
+        elif isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+            kind = "DATE"
+        elif isinstance(value, str) and re.fullmatch(ISO_TIMESTAMP, value):
+            kind = "TIMESTAMP"
+        elif isinstance(value, str):
+            kind = "STRING"
+        else:
+            raise UserError(f"--schema: the sample's field {name} holds {type(value).__name__}; records can be "
+                            "generated for flat fields only")
+        fields.append(f"{name} {kind}")
+    return ", ".join(fields)
+
+
+def as_ddl(schema) -> str | None:
+    """A payload schema as given: Spark DDL, a sample record (JSON), or a ``StructType``."""
+    if schema is None:
+        return None
+    if hasattr(schema, "fields"):
+        return ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields)
+    text = str(schema).strip()
+    return schema_from_sample(text) if text.startswith("{") else text
+
+
+def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tuple | list | None = None) -> str:
+    """A user's job with its schema (DDL, sample record or StructType), sink and key folded into the reference
+    scenarios store; catalogue names and Pipeline classes as they are."""
+    if ":" not in pipeline or "?" in pipeline or not (schema or sink or key or ".py:" in pipeline):
+        return pipeline
+    given = parse_ref(pipeline)
+    keys = tuple(k.strip() for k in (key.split(",") if isinstance(key, str) else key or ()) if k.strip())
+    return JobSpec(canonical_entry(given.entry), as_ddl(schema) or given.schema, sink or given.sink,
+                   keys or given.key).ref

@@ -10,6 +10,10 @@
 runs the check under every combination of the settings (``--conf`` of ``campaign run``) and fails on any
 variant that violates the guarantee.
 
+A job as written (a function that starts a streaming query, no streamchaos import) is checked with what the
+harness needs beside it: ``chaos_check("jobs.orders:run", schema="customer STRING, amount LONG",
+sink="postgres:totals", key="customer")`` (``streamchaos init`` writes such a test).
+
 ``chaos_check`` runs a small campaign (``--chaos-trials`` planned trials, ``--chaos-seed``) on the
 session's harness (one Spark cluster for the whole test session), shrinks a violation and fails
 the test with the minimal counterexample and its replay command. ``--chaos-report PATH`` writes
@@ -32,8 +36,9 @@ if TYPE_CHECKING:
 # Loaded by every pytest session where streamchaos is installed: the harness, polars and Spark
 # helpers are imported inside the fixtures, only by sessions that use them.
 
-MARKER = ("consistency(expect=None, faults='kill', pipeline=None, examples=(), conf=None): check a pipeline under "
-          "faults (conf: {'KEY': ['V1', 'V2']} runs it under every combination)")
+MARKER = ("consistency(expect=None, faults='kill', pipeline=None, examples=(), conf=None, schema=None, sink=None, "
+          "key=None): check a pipeline (or a job as written: schema, sink, key) under faults (conf: "
+          "{'KEY': ['V1', 'V2']} runs it under every combination)")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -99,8 +104,10 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
 
     def check(pipeline: str | None = None, *, expect: str | None = None, faults: str | None = None,
               examples: list[str] | tuple[str, ...] | None = None, trials: int | None = None,
-              conf: dict | list[str] | None = None) -> dict:
+              conf: dict | list[str] | None = None, schema=None, sink: str | None = None,
+              key: str | tuple[str, ...] | None = None) -> dict:
         from chaos.campaign import Campaign, CampaignSpec, slug
+        from chaos.jobspec import job_ref
         from properties.planning import parse_kinds
 
         options = _marker_options(request.node)
@@ -108,6 +115,11 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
         if not pipeline:
             raise pytest.UsageError("chaos_check needs a pipeline: chaos_check('module:attr') or "
                                     "@pytest.mark.consistency(pipeline='module:attr')")
+        try:  # a job as written: its payload schema, sink and key (chaos/jobspec.py)
+            pipeline = job_ref(pipeline, schema or options.get("schema"), sink or options.get("sink"),
+                               key or options.get("key"))
+        except UserError as exc:
+            pytest.fail(f"streamchaos: {exc}", pytrace=False)
         spec = CampaignSpec(
             pipelines=[pipeline], expect=expect or options.get("expect"),
             kinds=list(parse_kinds(faults or options.get("faults"))),

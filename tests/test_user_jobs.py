@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from datetime import datetime
 
@@ -143,3 +144,22 @@ def test_rows_a_late_record_touches_are_optional_whatever_their_counts():
         wrong = infer_from_rows(answer, on_time.with_columns(n=pl.when(pl.col("n") == 9).then(18).otherwise("n")),
                                 key=key)
         assert wrong.verdict != "exactly-once", wrong
+
+
+def test_init_writes_a_starter_test_pytest_collects(tmp_path):
+    sample = '{"order_id": "o1", "customer": "c1", "amount": 5, "ts": "2026-01-01T00:00:00Z"}'
+    run = cli("init", f"{REPO}/examples/orders_upsert.py:run", "--schema", sample, "--sink", "postgres:customer_totals",
+              "--key", "customer", cwd=tmp_path)
+    assert run.rc == 0, run.stderr
+    (test,) = (tmp_path / "tests").glob("test_*.py")
+    text = test.read_text()
+    assert f'JOB = "{REPO}/examples/orders_upsert.py:run"' in text and "KEY = ('customer',)" in text
+    assert 'SCHEMA = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"' in text
+    collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                                str(test)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert collected.returncode == 0 and "1 test collected" in collected.stdout, collected.stdout + collected.stderr
+    again = cli("init", f"{REPO}/examples/orders_upsert.py:run", "--sink", "postgres:t", cwd=tmp_path)
+    assert again.rc == 2 and "exists" in again.stderr and test.read_text() == text
+    bad = cli("init", f"{REPO}/examples/orders_upsert.py:run", "--schema", "{nope", "--sink", "postgres:t",
+              "--out", "t.py", cwd=tmp_path)
+    assert bad.rc == 2 and "not JSON" in bad.stderr and not (tmp_path / "t.py").exists()

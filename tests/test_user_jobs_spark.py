@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -94,3 +96,16 @@ def test_an_event_time_job_with_sparks_defaults_and_late_records_claims_no_loss(
     # Windows past the final watermark were never emitted, by the stream nor by the oracle.
     last = pl.read_parquet(run / "events.parquet")["event_time"].max()
     assert pl.read_parquet(run / "oracle" / "output.parquet")["minute"].max() < last
+
+
+@needs_postgres
+def test_the_starter_test_init_writes_passes_on_the_upsert_job(spark_cluster, tmp_path):
+    made = cli("init", job("orders_upsert"), "--schema", ORDER, "--sink", "postgres:customer_totals", "--key",
+               "customer", "--out", "test_totals.py", cwd=tmp_path)
+    assert made.rc == 0, made.stderr
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'base'}",
+         "test_totals.py", "--chaos-trials", "1", "--chaos-events", "600", "--chaos-shrink-trials", "1",
+         "--chaos-cluster", spark_cluster.master_url],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
