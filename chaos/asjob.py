@@ -48,6 +48,11 @@ def entry_function(spec: JobSpec) -> Callable:
     fn = getattr(module, func, None)
     if not callable(fn):
         raise UserError(f"{spec.entry}: {module_name} has no function {func!r}")
+    # Its UDFs and lambdas go to the executors by value: they cannot import the job's module (it lives in the
+    # user's project, which is on the drivers' path only).
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(module)
     return fn
 
 

@@ -76,7 +76,8 @@ def test_a_file_directory_job_with_a_file_sink_is_exactly_once(spark_cluster, tm
     assert all(f["fired"] for f in r["faults"]), r["faults"]
     assert r["verdict"] == "exactly-once" and r["meets"] is True
     out = pl.read_parquet(Path(r["run_dir"]) / "oracle" / "files" / "*.parquet")
-    assert out.columns == ["click_id", "page", "at", "day"] and r["keys"]["exact"] == out.height == 500
+    assert out.columns == ["click_id", "page", "section", "at", "day"] and r["keys"]["exact"] == out.height == 500
+    assert set(out["section"]) == {p.upper() for p in out["page"]}  # its UDF ran in the executors
 
 
 @needs_postgres
