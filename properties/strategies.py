@@ -194,3 +194,25 @@ def scenarios(draw, pipeline: Pipeline, streams: st.SearchStrategy[StreamSpec] |
     spec = draw(event_streams() if streams is None else streams)
     schedule = draw(crash_schedules(spec.batches, max_faults=max_faults, actions=actions, phases=pipeline.phases))
     return spec.scenario(pipeline.ref, schedule, **harness)
+
+
+def records(schema) -> st.SearchStrategy[dict]:
+    """Payloads of a job's schema (Spark DDL, a sample record as JSON, or a ``StructType``), as JSON-ready
+    dicts: for property tests of a job's parsing and logic on single records. A trial's records come from its
+    scenario instead (``chaos.jobspec.record``), so that keys, skew and lateness reach the job."""
+    from datetime import UTC, datetime, timedelta
+
+    from chaos.jobspec import as_ddl, parse_schema
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    instants = st.integers(0, 365 * 24 * 3600 * 1000).map(lambda ms: start + timedelta(milliseconds=ms))
+    by_kind = {
+        "string": st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12),
+        "int": st.integers(-(2**31), 2**31 - 1),
+        "float": st.floats(allow_nan=False, allow_infinity=False, width=32),
+        "bool": st.booleans(),
+        "timestamp": instants.map(lambda t: t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"),
+        "date": instants.map(lambda t: t.strftime("%Y-%m-%d")),
+    }
+    fields = parse_schema(as_ddl(schema))
+    return st.fixed_dictionaries({f.name: by_kind[f.kind] for f in fields})

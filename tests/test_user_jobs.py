@@ -9,6 +9,7 @@ from datetime import datetime
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
 
 from chaos.asjob import database_url
 from chaos.errors import UserError
@@ -26,6 +27,7 @@ from chaos.jobspec import (
 from pipelines_under_test import resolve
 from pipelines_under_test.user_job import UserJob
 from properties.rows import BatchAnswer, infer_from_rows
+from properties.strategies import records
 from tests.conftest import REPO, cli
 
 ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
@@ -163,3 +165,13 @@ def test_init_writes_a_starter_test_pytest_collects(tmp_path):
     bad = cli("init", f"{REPO}/examples/orders_upsert.py:run", "--schema", "{nope", "--sink", "postgres:t",
               "--out", "t.py", cwd=tmp_path)
     assert bad.rc == 2 and "not JSON" in bad.stderr and not (tmp_path / "t.py").exists()
+
+
+@given(records(ORDER + ", ok BOOLEAN, day DATE, price DOUBLE"))
+@settings(max_examples=30, deadline=None)
+def test_records_of_a_schema_are_json_that_parses_back_to_it(row):
+    assert set(row) == {"order_id", "customer", "amount", "ts", "ok", "day", "price"}
+    assert json.loads(json.dumps(row)) == row
+    assert isinstance(row["amount"], int) and isinstance(row["ok"], bool)
+    datetime.strptime(row["ts"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    datetime.strptime(row["day"], "%Y-%m-%d")
