@@ -11,9 +11,9 @@ call anything:
   says; ``awaitTermination`` and ``spark.stop()`` return at once, so the harness keeps the query;
 * ``DATABASE_URL`` names the harness's PostgreSQL, through the sink channel's proxy.
 
-The oracle (``run_batch``) runs the same function again as a Spark **batch** query over every record the
-stream served, each ``foreachBatch`` called once with the whole result and ``DATABASE_URL`` on a database
-of its own: what exactly-once output is, by Spark's own semantics, with no model written by the user.
+The oracle (``run_answer``) runs the same function again over every record the stream served, in one
+micro-batch, with no fault, on a checkpoint and a ``DATABASE_URL`` of its own: what exactly-once output is,
+by Spark's own semantics (output mode, watermark), with no model written by the user.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from typing import Any
 
 from chaos.errors import UserError
 from chaos.jobsource import JOB_SOURCE_NAME, JobSource
-from chaos.jobspec import JobSpec, entry_module
+from chaos.jobspec import JobSpec, as_ddl, entry_module
 from chaos.source import logged_offsets
 
-FILE_FORMATS = ("json", "parquet", "csv", "orc", "text")
+FILE_FORMATS = ("json", "parquet", "csv", "orc")
 
 
 def entry_function(spec: JobSpec) -> Callable:
@@ -81,12 +81,6 @@ def _seen(obj) -> dict:
     return obj.__dict__["_streamchaos"]
 
 
-def _ddl(schema) -> str | None:
-    if schema is None or isinstance(schema, str):
-        return schema
-    return ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
-
-
 class _Reads:
     """``spark.readStream`` answers with the event log in the shape of the job's source."""
 
@@ -99,7 +93,6 @@ class _Reads:
         self.spec = spec
         self.log_options = log_options
         self.orig = {n: DataStreamReader.__dict__[n] for n in self.NAMES}
-        self.formats: list[str] = []
 
     def substitute(self, fmt: str, options: dict, schema) -> Any:
         fmt = fmt.lower()
@@ -110,14 +103,13 @@ class _Reads:
         elif fmt == "rate":
             shape = {"shape": "rate"}
         elif fmt in FILE_FORMATS:
-            ddl = _ddl(schema) or self.spec.schema
+            ddl = as_ddl(schema) or self.spec.schema
             if not ddl:
                 raise UserError(f"the job reads a {fmt} directory without a schema: give it with --schema")
             shape = {"shape": "records", "payload": ddl}
         else:
             raise UserError(f"the job reads a {fmt!r} stream: streamchaos stands in for kafka, "
                             f"{', '.join(FILE_FORMATS)} and rate sources")
-        self.formats.append(fmt)
         opts = {**self.log_options, **shape}
         reader = self.spark.readStream
         self.orig["format"](reader, JOB_SOURCE_NAME)

@@ -90,8 +90,9 @@ class Pipeline:
     settle_commits: int = 0
     rehearsable: bool = True  # a standby may run the query once on a scratch checkpoint (chaos.driver.rehearse)
     source_frame: bool = True  # ``DriverContext.source`` is made for it (a user's job makes its own reads)
-    # The expected output is what a Spark batch query wrote (``run_oracle`` in the trial's last driver,
-    # ``expected_output`` from the run directory): compared as rows, not through ``oracle``/``expected_counts``.
+    # The expected output is what Spark wrote running the job over every record at once (``run_oracle`` in the
+    # trial's last driver, ``expected_output`` from the run directory): compared as rows, not through
+    # ``oracle``/``expected_counts``.
     spark_oracle: bool = False
     compare_key: tuple[str, ...] = ()  # with spark_oracle: the final row per key is compared, not the multiset
 

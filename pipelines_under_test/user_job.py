@@ -29,7 +29,7 @@ class UserJob(Pipeline):
     # Whether the job keeps state is known only once it runs: a state-commit fault on a stateless job does
     # not fire (and the history says so).
     state_store = True
-    rehearsable = False
+    rehearsable = False  # a standby warms up without running it: the job's side effects are not ours to redirect
     source_frame = False  # it builds its own reads (chaos.asjob substitutes them)
     spark_oracle = True
 
@@ -37,7 +37,7 @@ class UserJob(Pipeline):
         self.spec = spec.validate()
         self.name = spec.entry
         self.ref = spec.ref
-        self.description = f"your job {spec.entry}, sink {spec.sink}, Spark batch as the oracle"
+        self.description = f"your job {spec.entry}, sink {spec.sink}, Spark's answer as the oracle"
         self.database = self.sink_channel = spec.sink_kind == "postgres"
         foreach_batch = spec.sink_kind == "postgres"  # its phases are reported around the job's foreachBatch
         self.phases = tuple(p for p in PHASES if foreach_batch or p not in ("sink-write", "sink-done"))

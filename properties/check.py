@@ -20,7 +20,7 @@ from properties.attribution import attribute, batch_of_events, fault_before_comm
 from properties.classifier import Classification, classify
 from properties.consistent_cut import check_cut
 from properties.inference import Inference, infer_from_counts
-from properties.rows import infer_from_rows
+from properties.rows import BatchAnswer, infer_from_rows
 from properties.verdicts import REFUSED, STALLED, meets
 
 if TYPE_CHECKING:
@@ -61,9 +61,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 def judge(pipeline: Pipeline, events: pl.DataFrame, output: pl.DataFrame,
-          expected: pl.DataFrame | None = None) -> Classification | Inference:
-    """The effect view: the classifier on provenance, per-key inference for plain counts, or rows against the
-    Spark batch query's output (``expected``, pipelines with ``spark_oracle``)."""
+          expected: BatchAnswer | None = None) -> Classification | Inference:
+    """The effect view: the classifier on provenance, per-key inference for plain counts, or rows against what
+    Spark wrote as the oracle (``expected``, pipelines with ``spark_oracle``)."""
     if pipeline.spark_oracle:
         return infer_from_rows(expected if expected is not None else pl.DataFrame(), output, pipeline.compare_key,
                                pipeline.row_event)
@@ -90,8 +90,8 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
 
     expected = pipeline.expected_output(run_dir) if pipeline.spark_oracle else None
     if pipeline.spark_oracle and expected is None and result.get("outcome") == "drained":
-        raise UserError(f"{run_dir} has no oracle/ (the batch query's output, written by the trial's last driver): "
-                        "see its last driver log, re-run the trial")
+        raise UserError(f"{run_dir} has no oracle/ (the job's answer over every record, written by the trial's last "
+                        "driver): see its last driver log, re-run the trial")
     judged = judge(pipeline, events, output, expected)
     if isinstance(judged, Classification):
         c = judged

@@ -1,12 +1,13 @@
-"""Loss and duplication inferred from whole rows: a sink against the Spark batch query's output.
+"""Loss and duplication inferred from whole rows: a sink against Spark's own answer.
 
 A user's job writes rows that name no input event. What Spark's own tests do (``StreamTest`` checks a
-stream's answer against the same query run as a batch) works here too: the batch query's output is the
-exactly-once answer, and the sink's rows are compared with it as multisets. A row the sink holds more
-often than the batch answer is a duplicate, less often a loss, a row the batch answer never has is
-unexpected. With a key (an upsert sink), the final row per key is compared: a key missing is a loss, a
-key too many unexpected, and a row whose numbers all exceed the answer's is counted as duplicated input
-(all below: lost input); any other difference is unexpected. Labelled inferred, like per-key counts.
+stream's answer against the same query over all its input at once) works here too: the job run over every
+record in one micro-batch, with no fault, is the exactly-once answer, and the sink's rows are compared with
+it as multisets. A row the sink holds more often than the answer is a duplicate, less often a loss, a row
+the answer never has is unexpected. With a key (an upsert sink), the final row per key is compared: a key
+missing is a loss, a key too many unexpected, and a row whose numbers all exceed the answer's is counted as
+duplicated input (all below: lost input); any other difference is unexpected. Labelled inferred, like
+per-key counts.
 """
 
 from __future__ import annotations
@@ -54,14 +55,15 @@ def _plain(value):
 def _columns(expected: pl.DataFrame, observed: pl.DataFrame) -> list[str]:
     missing = [c for c in expected.columns if c not in observed.columns]
     if missing and observed.width:
-        raise UserError(f"the sink has no column(s) {', '.join(missing)} that the batch query wrote: read the "
+        raise UserError(f"the sink has no column(s) {', '.join(missing)} that Spark's answer has: read the "
                         "table the job writes to")
     return list(expected.columns)
 
 
 def infer_from_rows(expected: pl.DataFrame | BatchAnswer, observed: pl.DataFrame, key: tuple[str, ...] = (),
                     ids: Callable[[dict], int | None] | None = None) -> Inference:
-    """``expected``: the batch query's output; ``observed``: the sink's. Deltas count rows (keys with ``key``).
+    """``expected``: Spark's answer (the job over every record at once); ``observed``: the sink's. Deltas count
+    rows (keys with ``key``).
     ``ids``: the event a row came from, if its columns name one; each anomaly then lists ``ids`` (the checker
     attributes them to batches and faults as it does provenance)."""
     answer = expected if isinstance(expected, BatchAnswer) else BatchAnswer(expected)
@@ -116,7 +118,7 @@ def _multiset(everything: pl.DataFrame, on_time: pl.DataFrame, observed: pl.Data
         if _signature(row) in touched:  # a late record's group: any count, or none, is Spark's promise
             optional += 1
         elif a == 0:
-            unexpected.append({"key": label, "why": f"the batch query never writes this row; the sink holds it {h}x"})
+            unexpected.append({"key": label, "why": f"Spark's answer never holds this row; the sink holds it {h}x"})
         elif h > a:
             dup.append({"key": label, "delta": h - a})
         elif h < a:
@@ -155,7 +157,7 @@ def _by_key(everything: pl.DataFrame, on_time: pl.DataFrame, observed: pl.DataFr
             continue
         got = have[k]
         if k not in every:
-            unexpected.append({"key": label, "why": f"the batch query writes no row for this key; the sink holds "
+            unexpected.append({"key": label, "why": f"Spark's answer has no row for this key; the sink holds "
                                                     f"{_label(rest, got)}"})
         elif got == every[k]:
             exact += 1
@@ -169,7 +171,7 @@ def _by_key(everything: pl.DataFrame, on_time: pl.DataFrame, observed: pl.DataFr
             elif numeric and all(h < w for h, w in pairs):
                 lost.append({**entry, "delta": -1})
             else:
-                unexpected.append({"key": label, "why": f"the sink holds {entry['have']}, the batch query writes "
+                unexpected.append({"key": label, "why": f"the sink holds {entry['have']}, Spark's answer "
                                                         f"{entry['want']}"})
     return Inference(from_anomalies(bool(lost), bool(dup), bool(unexpected)), lost, dup, unexpected,
                      {"exact": exact, "over": len(dup), "under": len(lost), "optional": optional})
