@@ -6,7 +6,8 @@ call anything:
 * ``spark.readStream.format("kafka"|"json"|"parquet"|"csv"|"orc"|"rate")...load()`` (and ``.json(path)``
   and the like) returns the harness's replayable event log shaped as that source (``chaos.jobsource``);
 * ``foreachBatch(f)`` reports the sink phases around ``f`` (``sink-write`` before, ``sink-done`` after), so
-  faults land inside the job's own sink;
+  faults land inside the job's own sink; so does a Python ``DataSourceStreamWriter`` the job registers
+  (``sink-write`` as each task writes, ``sink-done`` after the commit);
 * ``start()`` runs on the trial's checkpoint (a file sink on the trial's sink directory), whatever the job
   says; ``awaitTermination`` and ``spark.stop()`` return at once, so the harness keeps the query;
 * ``DATABASE_URL`` names the harness's PostgreSQL, through the sink channel's proxy.
@@ -27,6 +28,8 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamWriter
 
 from chaos.errors import UserError
 from chaos.jobsource import JOB_SOURCE_NAME, JobSource
@@ -166,6 +169,53 @@ def bracketed(func: Callable, phase: Callable[..., None] | None) -> Callable:
     return in_phases
 
 
+class PhasedWriter(DataSourceStreamWriter):
+    """A job's own Python ``DataSourceStreamWriter`` with the sink phases around it: ``sink-write`` as each task
+    starts writing (on the executors, the batch id from the task's ``streaming.sql.batchId``), ``sink-done``
+    after the driver's ``commit``."""
+
+    def __init__(self, inner: DataSourceStreamWriter, controller: str, incarnation: int) -> None:
+        self.inner = inner
+        self.controller = controller
+        self.incarnation = incarnation
+
+    def _phase(self, batch: int, name: str, **detail) -> None:
+        from chaos import barrier
+
+        barrier.report(self.controller, batch, name, incarnation=self.incarnation, **detail)
+
+    def write(self, iterator):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        self._phase(int(ctx.getLocalProperty("streaming.sql.batchId")), "sink-write", partition=ctx.partitionId())
+        return self.inner.write(iterator)
+
+    def commit(self, messages, batchId: int) -> None:  # noqa: N803 - Spark's parameter name
+        self.inner.commit(messages, batchId)
+        self._phase(batchId, "sink-done")
+
+    def abort(self, messages, batchId: int) -> None:  # noqa: N803
+        self.inner.abort(messages, batchId)
+
+
+def _phased_sources(stack: ExitStack, controller: str, incarnation: int) -> None:
+    """``spark.dataSource.register(S)``: a streaming writer of ``S`` comes wrapped in ``PhasedWriter``."""
+    from pyspark.sql.datasource import DataSourceRegistration
+
+    register = DataSourceRegistration.__dict__["register"]
+
+    def phased(self, source):
+        class Phased(source):
+            def streamWriter(self, schema, overwrite):  # noqa: N802 - Spark's method name
+                return PhasedWriter(super().streamWriter(schema, overwrite), controller, incarnation)
+
+        Phased.__name__, Phased.__qualname__, Phased.__doc__ = source.__name__, source.__qualname__, source.__doc__
+        return register(self, Phased)
+
+    stack.enter_context(_patched(DataSourceRegistration, "register", phased))
+
+
 def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Callable[..., None] | None,
                    started: list) -> None:
     """``writeStream``: the sink phases around foreachBatch, the trial's checkpoint and file sink path."""
@@ -228,10 +278,12 @@ def call_entry(fn: Callable, spark) -> Any:
 
 
 def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str, file_sink: Path,
-              phase: Callable[..., None] | None = None, database: str | None = None) -> tuple[Any, bool]:
+              phase: Callable[..., None] | None = None, database: str | None = None,
+              incarnation: int = 0) -> tuple[Any, bool]:
     """Start the job's streaming query on the event log (``log_options``: chaos.jobsource's) with the given
-    checkpoint, file sink path, sink phases (None: none reported) and ``DATABASE_URL`` (a libpq DSN).
-    Returns the query and whether the job set a watermark."""
+    checkpoint, file sink path, sink phases (None: none reported; a Python data source's from the executors
+    too, to ``log_options["controller"]``) and ``DATABASE_URL`` (a libpq DSN). Returns the query and whether
+    the job set a watermark."""
     from pyspark.sql.classic.dataframe import DataFrame
     from pyspark.sql.streaming.query import StreamingQuery
 
@@ -250,6 +302,8 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
     with ExitStack() as stack:
         _Reads(spark, spec, log_options).install(stack)
         _stream_writes(stack, checkpoint, file_sink, phase, started)
+        if phase is not None and log_options.get("controller"):
+            _phased_sources(stack, log_options["controller"], incarnation)
         _blocking_calls_return(stack)
         stack.enter_context(_patched(DataFrame, "withWatermark", noted))
         returned = call_entry(fn, spark)

@@ -107,7 +107,7 @@ class UserJob(Pipeline):
         log = {"eventlog": ctx.eventlog, "controller": ctx.controller or "", "checkpoint": ctx.checkpoint,
                "maxRowsPerBatch": str(ctx.events_per_batch)}
         return start_job(ctx.spark, self.spec, log, ctx.checkpoint, Path(ctx.sink_dir) / "files", ctx.phase,
-                         ctx.sink_dsn)[0]
+                         ctx.sink_dsn, ctx.incarnation)[0]
 
     def run_oracle(self, spark, config: dict) -> None:
         """The job over every record in one micro-batch; with a watermark, again over the records the stream read

@@ -72,7 +72,9 @@ def infer_from_rows(expected: pl.DataFrame | BatchAnswer, observed: pl.DataFrame
         return Inference(from_anomalies(False, False, False), keys={"exact": 0, "over": 0, "under": 0})
     columns = _columns(everything, observed) if everything.width else list(observed.columns)
     if observed.width == 0:
-        observed = pl.DataFrame(schema=everything.select(columns).schema)
+        observed = everything.select(columns).clear()
+    if everything.width == 0:  # no answer (a trial that never drained): every row the sink holds is unexplained
+        everything = observed.select(columns).clear()
     on_time = answer.on_time if answer.on_time is not None and answer.on_time.width else everything
     found = (_by_key(everything, on_time, observed, columns, key) if key
              else _multiset(everything, on_time, observed, columns))

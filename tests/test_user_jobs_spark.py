@@ -40,8 +40,9 @@ def test_an_upsert_job_as_written_is_exactly_once_against_its_batch_query(spark_
 
 
 @needs_postgres
-def test_an_append_jobs_replayed_batch_is_found_row_by_row_and_attributed(spark_cluster, tmp_path):
-    run = cli("trial", job("orders_append"), "--schema", ORDER, "--sink", "postgres:orders", *KILL,
+@pytest.mark.parametrize("name", ["orders_append", "orders_sink"])  # foreachBatch; a Python data source's writer
+def test_an_append_jobs_replayed_batch_is_found_row_by_row_and_attributed(spark_cluster, tmp_path, name):
+    run = cli("trial", job(name), "--schema", ORDER, "--sink", "postgres:orders", *KILL,
               "--cluster", spark_cluster.master_url, "--keep", str(tmp_path / "run"), cwd=tmp_path)
     assert run.rc == 1 and left_by(run.pid) == [], run.stderr  # exit 1: a job is expected exactly-once
     r = run.json
@@ -51,6 +52,8 @@ def test_an_append_jobs_replayed_batch_is_found_row_by_row_and_attributed(spark_
     dup = r["duplicated"]
     assert {i for d in dup for i in d["ids"]} <= ids_of_batch(r, 3)
     assert {(tuple(d["batches"]), tuple(d["faults"])) for d in dup} == {((3,), ("kill-driver@3:sink-done",))}
+    fired = next(f for f in r["faults"] if f["spec"] == "kill-driver@3:sink-done")
+    assert fired["fired"], r["faults"]  # the job's own sink reported the phase, without calling anything
 
 
 @needs_postgres
