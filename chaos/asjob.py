@@ -10,7 +10,8 @@ call anything:
   (``sink-write`` as each task writes, ``sink-done`` after the commit);
 * ``start()`` runs on the trial's checkpoint (a file sink on the trial's sink directory), whatever the job
   says; ``awaitTermination`` and ``spark.stop()`` return at once, so the harness keeps the query;
-* ``DATABASE_URL`` names the harness's PostgreSQL, through the sink channel's proxy.
+* ``DATABASE_URL`` names the harness's PostgreSQL, through the sink channel's proxy (or the trial's SQLite
+  file).
 
 The oracle (``run_answer``) runs the same function again over every record the stream served, in one
 micro-batch, with no fault, on a checkpoint and a ``DATABASE_URL`` of its own: what exactly-once output is,
@@ -282,15 +283,15 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
               incarnation: int = 0) -> tuple[Any, bool]:
     """Start the job's streaming query on the event log (``log_options``: chaos.jobsource's) with the given
     checkpoint, file sink path, sink phases (None: none reported; a Python data source's from the executors
-    too, to ``log_options["controller"]``) and ``DATABASE_URL`` (a libpq DSN). Returns the query and whether
-    the job set a watermark."""
+    too, to ``log_options["controller"]``) and ``DATABASE_URL`` (``database``, a URL). Returns the query and
+    whether the job set a watermark."""
     from pyspark.sql.classic.dataframe import DataFrame
     from pyspark.sql.streaming.query import StreamingQuery
 
     spark.dataSource.register(JobSource)
     fn = entry_function(spec)
     if database:
-        os.environ["DATABASE_URL"] = database_url(database)
+        os.environ["DATABASE_URL"] = database
     started: list = []
     watermarks: list[tuple] = []
     with_watermark = DataFrame.__dict__["withWatermark"]
@@ -330,7 +331,7 @@ def batch_watermarks(checkpoint: str) -> list[tuple[dict, int]]:
 def run_answer(spark, spec: JobSpec, eventlog: str, folder: Path, database: str | None,
                late: list[tuple[dict, int]] | None = None) -> bool:
     """The oracle: the same job over the whole log in one micro-batch, with no fault, on a checkpoint of its own
-    in ``folder`` (its file sink there too) or the database ``database``; ``late``: without the records the
+    in ``folder`` (its file sink there too) and the database URL ``database``; ``late``: without the records the
     stream read behind its watermark. It runs until Spark has nothing left to do, the no-data batch that moves
     the watermark included, so what it wrote is what an exactly-once stream holds at the same watermark.
     Returns whether the job set a watermark."""

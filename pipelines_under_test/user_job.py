@@ -21,6 +21,7 @@ from properties.rows import BatchAnswer
 
 ORACLE_DATABASE = "streamchaos_oracle"
 ON_TIME_DATABASE = "streamchaos_oracle_on_time"
+SQLITE_FILE = "job.db"  # a sqlite:TABLE job's database, in the trial's sink directory (and the oracle's)
 
 
 class UserJob(Pipeline):
@@ -39,7 +40,8 @@ class UserJob(Pipeline):
         self.ref = spec.ref
         self.description = f"your job {spec.entry}, sink {spec.sink}, Spark's answer as the oracle"
         self.database = self.sink_channel = spec.sink_kind == "postgres"
-        foreach_batch = spec.sink_kind == "postgres"  # its phases are reported around the job's foreachBatch
+        # Its phases are reported around the job's foreachBatch or Python data source writer (not a file sink).
+        foreach_batch = spec.sink_kind in ("postgres", "sqlite")
         self.phases = tuple(p for p in PHASES if foreach_batch or p not in ("sink-write", "sink-done"))
 
     @property
@@ -88,7 +90,27 @@ class UserJob(Pipeline):
             export_table(other_database(dsn, ON_TIME_DATABASE), self.spec.table, oracle / "on_time" / "output.parquet")
 
     def read_output(self, sink_dir: Path) -> pl.DataFrame:
-        return _read_sink(Path(sink_dir), self.database)
+        return self._read(Path(sink_dir))
+
+    def _read(self, folder: Path) -> pl.DataFrame:
+        kind = self.spec.sink_kind
+        if kind == "postgres":  # exported by export_database
+            path = folder / "output.parquet"
+            return pl.read_parquet(path) if path.exists() else pl.DataFrame()
+        if kind == "sqlite":
+            return _read_sqlite(folder / SQLITE_FILE, self.spec.table)
+        files = folder / "files"  # a file sink: the files its _spark_metadata log commits
+        paths = log_files(files) if (files / "_spark_metadata").is_dir() else sorted(files.glob("*.parquet"))
+        frames = [pl.read_parquet(p) for p in paths]
+        return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
+
+    def _url(self, folder: Path, dsn: str | None) -> str | None:
+        """``DATABASE_URL`` for a run writing into ``folder`` (the trial's sink, the oracle's) or ``dsn``."""
+        from chaos.asjob import database_url
+
+        if self.spec.sink_kind == "sqlite":
+            return f"sqlite:///{Path(folder).resolve() / SQLITE_FILE}"
+        return database_url(dsn) if dsn else None
 
     def expected_output(self, run_dir: Path) -> BatchAnswer | None:
         """What the Spark batch query wrote (``oracle/`` of the run; ``on_time/`` in it for a job with a
@@ -97,8 +119,8 @@ class UserJob(Pipeline):
         if not (oracle / "meta.json").exists():
             return None
         meta = json.loads((oracle / "meta.json").read_text())
-        on_time = _read_sink(oracle / "on_time", self.database) if meta.get("watermark") else None
-        return BatchAnswer(_read_sink(oracle, self.database), on_time)
+        on_time = self._read(oracle / "on_time") if meta.get("watermark") else None
+        return BatchAnswer(self._read(oracle), on_time)
 
     # -- the driver side ------------------------------------------------------------------------
     def start(self, ctx):
@@ -107,7 +129,7 @@ class UserJob(Pipeline):
         log = {"eventlog": ctx.eventlog, "controller": ctx.controller or "", "checkpoint": ctx.checkpoint,
                "maxRowsPerBatch": str(ctx.events_per_batch)}
         return start_job(ctx.spark, self.spec, log, ctx.checkpoint, Path(ctx.sink_dir) / "files", ctx.phase,
-                         ctx.sink_dsn, ctx.incarnation)[0]
+                         self._url(ctx.sink_dir, ctx.sink_dsn), ctx.incarnation)[0]
 
     def run_oracle(self, spark, config: dict) -> None:
         """The job over every record in one micro-batch; with a watermark, again over the records the stream read
@@ -118,20 +140,26 @@ class UserJob(Pipeline):
 
         oracle, dsn = Path(config["oracle_dir"]), config.get("oracle_dsn")
         marks = batch_watermarks(config["checkpoint"])
-        watermark = run_answer(spark, self.spec, config["eventlog"], oracle, dsn)
+        watermark = run_answer(spark, self.spec, config["eventlog"], oracle, self._url(oracle, dsn))
         if watermark:
             run_answer(spark, self.spec, config["eventlog"], oracle / "on_time",
-                       other_database(dsn, ON_TIME_DATABASE) if dsn else None, late=marks)
+                       self._url(oracle / "on_time", other_database(dsn, ON_TIME_DATABASE) if dsn else None),
+                       late=marks)
         write_json(oracle / "meta.json", {"watermark": watermark, "batches": len(marks),
                                           "final_watermark_ms": max((wm for _, wm in marks), default=None)})
 
 
-def _read_sink(folder: Path, database: bool) -> pl.DataFrame:
-    if database:
-        path = folder / "output.parquet"
-        return pl.read_parquet(path) if path.exists() else pl.DataFrame()
-    files = folder / "files"
-    # A streaming file sink: the files its _spark_metadata log commits; a batch write: every part file.
-    paths = log_files(files) if (files / "_spark_metadata").is_dir() else sorted(files.glob("*.parquet"))
-    frames = [pl.read_parquet(p) for p in paths]
-    return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
+def _read_sqlite(path: Path, table: str) -> pl.DataFrame:
+    """A table of a job's SQLite file (empty if the job never created it)."""
+    import sqlite3
+
+    if not path.exists():
+        return pl.DataFrame()
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone() is None:
+            return pl.DataFrame()
+        cur = db.execute(f"SELECT * FROM {table}")  # an identifier (chaos.jobspec)
+        columns = [d[0] for d in cur.description]
+        rows = cur.fetchall()
+    return pl.DataFrame(rows, schema=columns, orient="row", infer_schema_length=None) if rows else \
+        pl.DataFrame({c: [] for c in columns})

@@ -72,6 +72,8 @@ def test_a_jobs_reference_round_trips_and_bad_options_are_named():
         JobSpec("examples.orders_upsert:run", ORDER, "mysql:t").validate()
     with pytest.raises(UserError, match="name the job's table"):
         JobSpec("examples.orders_upsert:run", ORDER, "postgres:x; DROP TABLE y").validate()
+    with pytest.raises(UserError, match="e.g. sqlite:customer_totals"):
+        JobSpec("examples.orders_sqlite:run", ORDER, "sqlite:").validate()
 
 
 def test_a_job_file_under_the_working_directory_is_named_as_its_module(monkeypatch):
@@ -89,6 +91,8 @@ def test_a_jobs_reference_resolves_to_a_pipeline_with_its_sinks_phases(monkeypat
     assert "sink-done" in job.phases and job.spark_oracle and not job.provenance
     files = resolve(JobSpec("examples.clicks_files:run", None, "parquet").ref)
     assert not files.database and "sink-write" not in files.phases
+    sqlite = resolve(JobSpec("examples.orders_sqlite:run", ORDER, "sqlite:customer_counts").ref)
+    assert not sqlite.database and not sqlite.sink_channel and "sink-done" in sqlite.phases
     assert job.row_event({"order_id": "order_id-12", "customer": "k1"}) == 12
 
 

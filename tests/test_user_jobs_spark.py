@@ -113,3 +113,12 @@ def test_the_starter_test_init_writes_passes_on_the_upsert_job(spark_cluster, tm
          "--chaos-cluster", spark_cluster.master_url],
         cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def test_a_sqlite_job_gets_its_file_through_database_url_and_is_exactly_once(spark_cluster, tmp_path):
+    r = trial(spark_cluster, tmp_path, job("orders_sqlite"), "--schema", ORDER, "--sink", "sqlite:customer_counts",
+              "--key", "customer", *KILL)
+    assert all(f["fired"] for f in r["faults"]), r["faults"]
+    assert r["verdict"] == "exactly-once" and r["meets"] is True and r["keys"]["exact"] > 1
+    run = Path(r["run_dir"])
+    assert (run / "frozen" / "sink" / "job.db").exists() and (run / "oracle" / "job.db").exists()
