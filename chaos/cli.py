@@ -531,7 +531,7 @@ def _summary(v: dict) -> dict:
         "verdict": v["verdict"], "meets": v["meets"], "lost": v["lost"], "duplicated": v["duplicated"],
         "unexpected": v["unexpected"], "anomaly_counts": v["effect"]["counts"],
         "multiplicity": v["effect"].get("multiplicity"), "inferred": v.get("inferred", False),
-        "keys": v["effect"].get("keys"),
+        "keys": v["effect"].get("keys"), "compared": v.get("compared"),
         "redelivered": (v["deliveries"] or {}).get("redelivered"),
         "consistent_cut": v.get("consistent_cut"),
         "late_writes": v.get("late_writes"),
@@ -559,20 +559,28 @@ def check(run_dir: Annotated[Path, typer.Argument(help="a stored trial directory
 def print_verdict(v: dict) -> None:
     meets = {True: "meets", False: "VIOLATES", None: "inconclusive for"}[v["meets"]]
     n = v["anomaly_counts"]
-    unit = "events inferred from per-key counts" if v.get("inferred") else "ids"
+    compared = v.get("compared")  # a user's job: rows (or final rows per key) against Spark's answer
+    unit = (f"{compared} against Spark's answer" if compared else
+            "events inferred from per-key counts" if v.get("inferred") else "ids")
     out.print(f"  verdict: [bold]{v['verdict']}[/] ({meets} its declared guarantee): "
               f"{n['lost']} lost, {n['duplicated']} duplicated, {n['unexpected']} unexpected ({unit})")
     if v.get("multiplicity"):
         m = v["multiplicity"]
         out.print(f"  ids in sink: {m['0']} missing, {m['1']} once, {m['>1']} more than once")
-    if v.get("keys"):
+    if v.get("keys") and compared:
+        k = v["keys"]
+        out.print(f"  {compared} (inferred, no provenance): {k['exact']} exact, {k['over']} over, {k['under']} under, "
+                  f"{k.get('optional', 0)} optional (touched by late records)")
+    elif v.get("keys"):
         k = v["keys"]
         out.print(f"  keys (inferred, no provenance): {k['exact']} exact, {k['over']} over-counted, "
                   f"{k['under']} under-counted")
     for kind in ("lost", "duplicated"):
         if v.get("inferred"):
+            what = "row" if compared == "rows" else "key" if compared else "event(s) of key"
             for a in v[kind][:8]:
-                out.print(f"    {kind} {abs(a['delta'])} event(s) of key {a['key']!r}: batches {a['batches'][:6]}, "
+                count = f"{abs(a['delta'])} " if not compared else ""
+                out.print(f"    {kind} {count}{what} {a['key']}: batches {a['batches'][:6]}, "
                           f"after fault(s) {', '.join(a['faults']) or 'none'}")
             continue
         by_cause: dict[tuple, list[int]] = {}

@@ -116,6 +116,8 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
         "verdict": verdict,
         "meets": meets(verdict, pipeline.guarantee),
         "inferred": not pipeline.provenance,
+        # What the sink was compared with: Spark's answer, row by row or by key (a user's job), or the oracle.
+        "compared": ("keys" if pipeline.compare_key else "rows") if pipeline.spark_oracle else None,
         "effect": effect,
         "lost": lost,
         "duplicated": duplicated,
