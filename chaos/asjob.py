@@ -217,6 +217,22 @@ def _phased_sources(stack: ExitStack, controller: str, incarnation: int) -> None
     stack.enter_context(_patched(DataSourceRegistration, "register", phased))
 
 
+@contextmanager
+def sink_phases(phase: Callable[..., None], controller: str, incarnation: int) -> Iterator[None]:
+    """While a pipeline starts its query: the sink phases around every ``foreachBatch`` function and every
+    Python ``DataSourceStreamWriter`` it registers, so it need not report them itself
+    (``Pipeline.auto_phases``)."""
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    foreach_batch = DataStreamWriter.__dict__["foreachBatch"]
+    with ExitStack() as stack:
+        stack.enter_context(_patched(DataStreamWriter, "foreachBatch",
+                                     lambda self, func: foreach_batch(self, bracketed(func, phase))))
+        if controller:
+            _phased_sources(stack, controller, incarnation)
+        yield
+
+
 def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Callable[..., None] | None,
                    started: list) -> None:
     """``writeStream``: the sink phases around foreachBatch, the trial's checkpoint and file sink path."""

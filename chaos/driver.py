@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 import traceback
+from contextlib import ExitStack
 from pathlib import Path
 
 from chaos import barrier
@@ -320,7 +321,11 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
                         events=config.get("events", 0), partitions=config.get("partitions", 1),
                         events_per_batch=config["events_per_batch"], eventlog=config.get("eventlog", ""))
     try:
-        with applied(spark, config.get("query_conf")):  # the trial's configuration variant, if any
+        with applied(spark, config.get("query_conf")), ExitStack() as stack:  # the configuration variant, if any
+            if pipeline.auto_phases:
+                from chaos.asjob import sink_phases
+
+                stack.enter_context(sink_phases(phase, controller, incarnation))
             query = pipeline.start(ctx)
     except Exception as exc:
         if not (config.get("query_conf") or config.get("upgraded") or checkpoint_refusal(str(exc))):

@@ -89,6 +89,9 @@ class Pipeline:
     # still delivers count as delayed, not lost. 0: the drain is final (micro-batch queries).
     settle_commits: int = 0
     rehearsable: bool = True  # a standby may run the query once on a scratch checkpoint (chaos.driver.rehearse)
+    # The harness reports the sink phases around the pipeline's foreachBatch functions and Python data source
+    # writers (chaos.asjob.sink_phases): it need not call ``ctx.phase`` for them.
+    auto_phases: bool = False
     source_frame: bool = True  # ``DriverContext.source`` is made for it (a user's job makes its own reads)
     # The expected output is what Spark wrote running the job over every record at once (``run_oracle`` in the
     # trial's last driver, ``expected_output`` from the run directory): compared as rows, not through

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -122,3 +123,13 @@ def test_a_sqlite_job_gets_its_file_through_database_url_and_is_exactly_once(spa
     assert r["verdict"] == "exactly-once" and r["meets"] is True and r["keys"]["exact"] > 1
     run = Path(r["run_dir"])
     assert (run / "frozen" / "sink" / "job.db").exists() and (run / "oracle" / "job.db").exists()
+
+
+def test_a_pipeline_with_auto_phases_gets_its_sink_phases_without_reporting_them(spark_cluster, tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "tests" / "user_pipelines"), str(REPO)])}
+    run = cli("trial", "plain_sink:PIPELINE", "--events", "1000", "--fault", "kill-driver@3:sink-done", "--json",
+              "--cluster", spark_cluster.master_url, "--keep", str(tmp_path / "run"), cwd=tmp_path, env=env)
+    assert run.rc == 0, run.stderr[-2000:]
+    r = run.json
+    assert all(f["fired"] for f in r["faults"]) and r["verdict"] == "at-least-once", r
+    assert r["anomaly_counts"]["duplicated"] == 200 and {d["batch"] for d in r["duplicated"]} == {3}
