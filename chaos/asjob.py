@@ -78,6 +78,25 @@ def _patched(owner: Any, name: str, value: Any) -> Iterator[None]:
         setattr(owner, name, old)
 
 
+def _recorders(orig: dict[str, Callable]) -> dict[str, Callable]:
+    """A reader's or writer's ``format``, ``option`` and ``options`` that note what it was told (``_seen``),
+    then do it."""
+
+    def format(self, source):
+        _seen(self)["format"] = source
+        return orig["format"](self, source)
+
+    def option(self, key, value):
+        _seen(self)["options"][key] = value
+        return orig["option"](self, key, value)
+
+    def options(self, **opts):
+        _seen(self)["options"].update(opts)
+        return orig["options"](self, **opts)
+
+    return {"format": format, "option": option, "options": options}
+
+
 def _seen(obj) -> dict:
     """What a reader or writer was told (format, options, schema): PySpark keeps it only in the JVM."""
     if "_streamchaos" not in obj.__dict__:
@@ -125,18 +144,6 @@ class _Reads:
 
         orig, reads = self.orig, self
 
-        def format(self, source):
-            _seen(self)["format"] = source
-            return orig["format"](self, source)
-
-        def option(self, key, value):
-            _seen(self)["options"][key] = value
-            return orig["option"](self, key, value)
-
-        def options(self, **opts):
-            _seen(self)["options"].update(opts)
-            return orig["options"](self, **opts)
-
         def schema(self, schema):
             _seen(self)["schema"] = schema
             return orig["schema"](self, schema)
@@ -151,7 +158,7 @@ class _Reads:
                 return reads.substitute(fmt, _seen(self)["options"], schema or _seen(self)["schema"])
             return read
 
-        replaced = {"format": format, "option": option, "options": options, "schema": schema, "load": load,
+        replaced = {**_recorders(orig), "schema": schema, "load": load,
                     **{fmt: file_reader(fmt) for fmt in FILE_FORMATS}}
         for name, fn in replaced.items():
             stack.enter_context(_patched(DataStreamReader, name, fn))
@@ -240,18 +247,6 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
 
     orig = {n: W.__dict__[n] for n in ("format", "option", "options", "foreachBatch", "start", "toTable")}
 
-    def format(self, source):
-        _seen(self)["format"] = source
-        return orig["format"](self, source)
-
-    def option(self, key, value):
-        _seen(self)["options"][key] = value
-        return orig["option"](self, key, value)
-
-    def options(self, **opts):
-        _seen(self)["options"].update(opts)
-        return orig["options"](self, **opts)
-
     def foreach_batch(self, func):
         _seen(self)["format"] = "foreachBatch"
         return orig["foreachBatch"](self, bracketed(func, phase))
@@ -272,8 +267,7 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
         raise UserError("the job writes with toTable: streamchaos reads back foreachBatch sinks (postgres:TABLE) "
                         "and file sinks (parquet); write to one of those")
 
-    for name, fn in (("format", format), ("option", option), ("options", options), ("foreachBatch", foreach_batch),
-                     ("start", start), ("toTable", to_table)):
+    for name, fn in {**_recorders(orig), "foreachBatch": foreach_batch, "start": start, "toTable": to_table}.items():
         stack.enter_context(_patched(W, name, fn))
 
 
