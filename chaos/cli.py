@@ -29,7 +29,8 @@ Standby = Annotated[bool, typer.Option("--standby/--no-standby",
 JobSchema = Annotated[str | None, typer.Option(
     "--schema", help="your job: the payload's fields as Spark DDL, e.g. 'customer STRING, amount LONG, ts TIMESTAMP'")]
 JobSink = Annotated[str | None, typer.Option(
-    "--sink", help="your job: where it writes, postgres:TABLE (handed DATABASE_URL) or parquet (its file sink)")]
+    "--sink", help="your job: where it writes, postgres:TABLE or sqlite:TABLE (handed DATABASE_URL) or parquet (its "
+                   "file sink)")]
 JobKey = Annotated[str | None, typer.Option(
     "--key", help="your job: columns of an upsert sink's key, compared as the final row per key")]
 
@@ -129,7 +130,8 @@ def init(
     schema: JobSchema = None,
     sink: JobSink = None,
     key: JobKey = None,
-    out: Annotated[Path | None, typer.Option(help="the test file (default tests/test_<job>_consistency.py)")] = None,
+    test_file: Annotated[Path | None, typer.Option("--out", help="the test file (default "
+                                                                "tests/test_<job>_consistency.py)")] = None,
 ) -> None:
     """Write a starter pytest for your job: a consistency check under crashes, ready to run with `pytest`."""
     from chaos.jobspec import job_ref
@@ -138,10 +140,9 @@ def init(
     if ":" not in job:
         raise UserError(f"{job!r}: name your job's entry point as module:function or path/to/job.py:function")
     if not sink:
-        raise UserError("--sink is needed: where the job writes, postgres:TABLE or parquet")
-    path = starter_test(job_ref(job, schema, sink, key), out)
-    out_console = Console(highlight=False, soft_wrap=True)
-    out_console.print(f"wrote {path}: run it with `pytest {path}`")
+        raise UserError("--sink is needed: where the job writes, postgres:TABLE, sqlite:TABLE or parquet")
+    path = starter_test(job_ref(job, schema, sink, key), test_file)
+    out.print(f"wrote {path}: run it with `pytest {path}`", markup=False)
 
 
 @app.command(epilog="\b\nExample: streamchaos demo --out runs/demo")

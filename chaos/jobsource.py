@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pyspark.sql.datasource import DataSource
 
 from chaos.jobspec import KAFKA_SCHEMA, RATE_SCHEMA, kafka_row, parse_schema, record, roles, typed
-from chaos.source import EventLogStreamReader, _get
+from chaos.source import EventLogStreamReader
 
 JOB_SOURCE_NAME = "streamchaos-job"
 
@@ -67,13 +67,7 @@ class JobStreamReader(EventLogStreamReader):
         self.shaper = _Shaper(options)
         self.late = json.loads(options["late"]) if options.get("late") else None
 
-    def read(self, partition):
-        if self.controller:
-            from chaos import barrier
-
-            barrier.report(self.controller, partition.batch, "reading", partition=partition.partition,
-                           start=partition.start, end=partition.end)
-        rows = _get(f"{self.url}/read?p={partition.partition}&start={partition.start}&end={partition.end}")
+    def shape(self, rows: list[list]):
         yield from self.shaper.rows(on_time(rows, self.late))
 
 

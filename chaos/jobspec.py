@@ -34,7 +34,6 @@ _TYPES = {
 SINK_KINDS = ("postgres", "sqlite", "parquet")
 TABLE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?"  # interpolated into SQL: an identifier only
 ISO_TIMESTAMP = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?"
-SOURCE_SHAPES = ("kafka", "json", "parquet", "csv", "orc", "rate")
 # Spark's Kafka source schema (without headers, which need includeHeaders).
 KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset LONG, timestamp TIMESTAMP, "
                 "timestampType INT")

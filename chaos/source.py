@@ -146,6 +146,10 @@ class EventLogStreamReader(DataSourceStreamReader):
             barrier.report(self.controller, partition.batch, "reading", partition=partition.partition,
                            start=partition.start, end=partition.end)
         rows = _get(f"{self.url}/read?p={partition.partition}&start={partition.start}&end={partition.end}")
+        yield from self.shape(rows)
+
+    def shape(self, rows: list[list]):
+        """The log's rows (``id, key, value, ms, partition, offset``) as this source's rows (EVENT_SCHEMA)."""
         for id_, key, value, ms, part, offset in rows:
             yield (id_, key, value, datetime.fromtimestamp(ms / 1000, tz=UTC), part, offset)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from chaos.atomic import write_text
 from chaos.errors import UserError
 from chaos.jobspec import entry_module, parse_ref
 
@@ -39,15 +40,9 @@ def starter_test(ref: str, out: Path | None) -> Path:
     path = out or Path("tests") / f"test_{name}_consistency.py"
     if path.exists():
         raise UserError(f"{path} exists: give another path with --out, or remove it")
-    note = " (the job gets the harness's PostgreSQL as DATABASE_URL)" if spec.sink_kind == "postgres" else \
-        " (its file sink's path is the trial's)"
+    note = {"postgres": " (the job gets the harness's PostgreSQL as DATABASE_URL)",
+            "sqlite": " (the job gets a SQLite file of the trial's as DATABASE_URL)"}.get(
+        spec.sink_kind, " (its file sink's path is the trial's)")
     text = TEMPLATE.format(entry=spec.entry, path=path, schema=(spec.schema or "").replace('"', '\\"'),
                            sink=spec.sink, sink_note=note, key=repr(tuple(spec.key)), name=name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-    return path
-
-
-
+    return write_text(path, text)

@@ -43,6 +43,7 @@ class UserJob(Pipeline):
         # Its phases are reported around the job's foreachBatch or Python data source writer (not a file sink).
         foreach_batch = spec.sink_kind in ("postgres", "sqlite")
         self.phases = tuple(p for p in PHASES if foreach_batch or p not in ("sink-write", "sink-done"))
+        self.id_field = id_field(parse_schema(spec.schema)) if spec.schema else None
 
     @property
     def compare_key(self) -> tuple[str, ...]:
@@ -50,10 +51,8 @@ class UserJob(Pipeline):
 
     def row_event(self, row: dict) -> int | None:
         """A row that keeps the payload's id field (``order_id``) came from that event (chaos.jobspec.roles)."""
-        if not self.spec.schema:
-            return None
-        field = id_field(parse_schema(self.spec.schema))
-        return event_id(field, row.get(field.name)) if field is not None and field.name in row else None
+        field = self.id_field
+        return event_id(field, row[field.name]) if field is not None and field.name in row else None
 
     # -- the sink -------------------------------------------------------------------------------
     def prepare_database(self, dsn: str) -> None:
@@ -99,9 +98,7 @@ class UserJob(Pipeline):
             return pl.read_parquet(path) if path.exists() else pl.DataFrame()
         if kind == "sqlite":
             return _read_sqlite(folder / SQLITE_FILE, self.spec.table)
-        files = folder / "files"  # a file sink: the files its _spark_metadata log commits
-        paths = log_files(files) if (files / "_spark_metadata").is_dir() else sorted(files.glob("*.parquet"))
-        frames = [pl.read_parquet(p) for p in paths]
+        frames = [pl.read_parquet(p) for p in log_files(folder / "files")]  # the files its _spark_metadata commits
         return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
 
     def _url(self, folder: Path, dsn: str | None) -> str | None:
@@ -113,8 +110,8 @@ class UserJob(Pipeline):
         return database_url(dsn) if dsn else None
 
     def expected_output(self, run_dir: Path) -> BatchAnswer | None:
-        """What the Spark batch query wrote (``oracle/`` of the run; ``on_time/`` in it for a job with a
-        watermark), None if the trial's last driver did not run it."""
+        """What the job wrote run over every record at once (``oracle/`` of the run; ``on_time/`` in it for a job
+        with a watermark), None if the trial's last driver did not run it."""
         oracle = Path(run_dir) / "oracle"
         if not (oracle / "meta.json").exists():
             return None

@@ -13,6 +13,7 @@ per-key counts.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -69,7 +70,7 @@ def infer_from_rows(expected: pl.DataFrame | BatchAnswer, observed: pl.DataFrame
     answer = expected if isinstance(expected, BatchAnswer) else BatchAnswer(expected)
     everything = answer.rows
     if everything.width == 0 and observed.width == 0:
-        return Inference(from_anomalies(False, False, False), keys={"exact": 0, "over": 0, "under": 0})
+        return Inference(from_anomalies(False, False, False), keys={"exact": 0, "over": 0, "under": 0, "optional": 0})
     columns = _columns(everything, observed) if everything.width else list(observed.columns)
     if observed.width == 0:
         observed = everything.select(columns).clear()
@@ -92,11 +93,7 @@ def _label(columns: list[str], row: tuple) -> str:
 
 def _counts(frame: pl.DataFrame, columns: list[str]) -> dict[tuple, int]:
     """Rows (comparable values) and their multiplicity."""
-    counts: dict[tuple, int] = {}
-    for row in frame.select(columns).iter_rows():
-        plain = tuple(_plain(v) for v in row)
-        counts[plain] = counts.get(plain, 0) + 1
-    return counts
+    return Counter(tuple(_plain(v) for v in row) for row in frame.select(columns).iter_rows())
 
 
 def _numeric(value) -> bool:
