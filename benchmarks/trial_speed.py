@@ -6,7 +6,8 @@ optimized (reused harness, quick-start JVM flags, pre-warmed standby and spare d
 ``--modes naive,reuse,quick,standby,optimized`` adds one lever at a time: ``reuse`` one harness for
 all trials, ``quick`` plus the quick start (``chaos.cluster.QUICK_JVM_OPTIONS`` on every Spark JVM,
 the class archives, Python daemons that import the installed pyspark: chaos/pydaemon.py, tasks that
-do not wait for a preferred executor: ``Harness(quick_scheduling=True)``),
+do not wait for a preferred executor: ``Harness(quick_scheduling=True)``, queries on Spark's interpreter:
+``Harness(quick_sql=True)``),
 ``standby`` plus the standby driver, ``optimized`` plus the spares (each trial's first standby booted
 during the previous trial's tail, chaos/spare.py; its first driver the previous trial's last one, recycled, or
 else a spare booted in that tail; three cores per worker).
@@ -59,8 +60,10 @@ def driver_recoveries(result: dict) -> list[float]:
 # Each mode: the Harness options, and whether every trial gets a fresh harness (its cluster start charged
 # to the trial) or one harness serves all trials (its start charged to the first).
 MODES: dict[str, tuple[dict, bool]] = {
-    "naive": ({"standby": False, "quick_jvm": False, "quick_python": False, "quick_scheduling": False}, True),
-    "reuse": ({"standby": False, "quick_jvm": False, "quick_python": False, "quick_scheduling": False}, False),
+    "naive": ({"standby": False, "quick_jvm": False, "quick_python": False, "quick_scheduling": False,
+               "quick_sql": False}, True),
+    "reuse": ({"standby": False, "quick_jvm": False, "quick_python": False, "quick_scheduling": False,
+               "quick_sql": False}, False),
     "quick": ({"standby": False, "quick_jvm": True}, False),
     "standby": ({"standby": True, "quick_jvm": True}, False),
     "optimized": ({"standby": True, "quick_jvm": True, "spare": True}, False),

@@ -110,7 +110,7 @@ class Harness:
     def __init__(self, cluster: str = "standalone", workers: int = 2, workdir: Path | None = None,
                  toxiproxy: str | None = None, standby: bool = True, worker_cores: int | None = None,
                  quick_jvm: bool = True, spare: bool | None = None, quick_python: bool = True,
-                 quick_scheduling: bool = True, recycle: bool = True) -> None:
+                 quick_scheduling: bool = True, recycle: bool = True, quick_sql: bool = True) -> None:
         self.cluster_spec = cluster
         # JVM flags of every Spark process started for the trials (chaos.cluster.QUICK_JVM_OPTIONS), and
         # the drivers' class archive (chaos/jvm/archive.py), built on the first quick-JVM harness's start.
@@ -127,6 +127,10 @@ class Harness:
         # kill, the state store tasks it held waited 3 s for it, then ran on a survivor anyway. Scheduling only:
         # offers still go to local tasks first, and nothing in a batch's result depends on where it ran.
         self.locality_wait = "0s" if quick_scheduling else None
+        # The catalogue's queries run interpreted, not compiled (chaos.driver.INTERPRETED_SQL): each driver and
+        # executor JVM lives for a few batches of a few hundred rows, and compiling their code cost more CPU
+        # than it saved (benchmarks/throughput.py). A user's job keeps Spark's defaults (Pipeline.interpreted_sql).
+        self.interpreted_sql = quick_sql
         # A pre-warmed standby driver replaces a killed one (see chaos/driver.py): kill -> next commit ~2.5 s
         # instead of ~25 s, inside the memory budget (benchmarks/throughput.py). ``standby=False``: cold restarts.
         self.standby = standby
@@ -270,6 +274,7 @@ class Harness:
                 "class_archive": str(self.class_archive) if self.class_archive else None,
                 "executor_archive": str(self.executor_archive) if self.executor_archive else None,
                 "python_daemon": self.python_daemon, "locality_wait": self.locality_wait, "tmp_dir": str(self.tmp),
+                "interpreted_sql": self.interpreted_sql,
                 "worker_cores": self.worker_cores if self.cluster.owns_workers else None}
 
     @property

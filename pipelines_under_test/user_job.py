@@ -33,6 +33,7 @@ class UserJob(Pipeline):
     rehearsable = False  # a standby warms up without running it: the job's side effects are not ours to redirect
     source_frame = False  # it builds its own reads (chaos.asjob substitutes them)
     spark_oracle = True
+    interpreted_sql = False  # run as written: Spark's own code generation
 
     def __init__(self, spec: JobSpec) -> None:
         self.spec = spec.validate()

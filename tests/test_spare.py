@@ -12,7 +12,7 @@ from chaos.procs import Owned, wait_until
 from chaos.spare import Spare, can_renice
 
 SETTINGS = {"master": "spark://127.0.0.1:7077", "java_options": "-XX:+UseSerialGC", "class_archive": None,
-            "locality_wait": "0s", "cores_max": 2}
+            "locality_wait": "0s", "cores_max": 2, "interpreted_sql": True}
 # Like chaos.driver --spare: catch SIGUSR1, say "listening" and "ready" in its folder (the last argument), wait.
 WAITER = ("import pathlib, signal, sys; signal.signal(signal.SIGUSR1, lambda *_: sys.exit(7)); "
           "pathlib.Path(sys.argv[-1], 'listening').touch(); pathlib.Path(sys.argv[-1], 'ready').touch(); "
@@ -38,6 +38,7 @@ def test_a_spare_fits_only_a_first_driver_that_would_boot_the_same_way(tmp_path)
         assert not spare.fits({**config, "cores_max": 1}, boot_conf={})  # a rescaled or smaller trial
         assert not spare.fits({**config, "java_options": ""}, boot_conf={})  # another harness's JVM flags
         assert not spare.fits({**config, "locality_wait": None}, boot_conf={})  # Harness(quick_scheduling=False)
+        assert not spare.fits({**config, "interpreted_sql": False}, boot_conf={})  # Harness(quick_sql=False)
         assert not spare.fits(config, boot_conf={"spark.driver.extraClassPath": "hooks.jar"})  # JVM conf at boot
         assert not spare.fits({**config, "spark_conf": {"spark.sql.shuffle.partitions": "4"}}, boot_conf={})
         group = spare.hand_over(tmp_path / "run", 0)
