@@ -670,12 +670,32 @@ def spark_remove(version: Annotated[str, typer.Argument(help="an added PySpark v
     out.print(f"removed pyspark {version}")
 
 
+image_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                        help="The node image of --cluster docker, built offline from Debian's packages.")
+app.add_typer(image_app, name="image")
+
+
+@image_app.command("build", epilog="\b\nExample: streamchaos image build")
+def image_build(force: Annotated[bool, typer.Option("--force", help="build again even if it exists")] = False) -> None:
+    """Build the node image (Debian with Java 17, by debootstrap and docker import) unless it exists."""
+    from chaos.containers import client
+    from chaos.image import build
+
+    docker_client = client()
+    try:
+        tag = build(docker_client, echo=err.print, force=force)
+    finally:
+        docker_client.close()
+    out.print(tag)
+
+
 @app.command(epilog="\b\nExample: streamchaos reap")
 def reap() -> None:
     """Kill processes left by a harness that was itself killed (every start does this too)."""
+    from chaos.containers import reap_containers
     from chaos.procs import reap_orphans
 
-    out.print(f"reaped {reap_orphans()} orphan process(es)")
+    out.print(f"reaped {reap_orphans()} orphan process(es), {reap_containers()} container(s) and network(s)")
 
 
 def _switch_spark() -> None:

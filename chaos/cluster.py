@@ -238,9 +238,9 @@ class StandaloneCluster(Cluster):
             env=self._env(),
             log_path=log,
         )
-        ok = wait_until(lambda: "ALIVE" in _read(log) or not self.master.alive(), 90, 0.2)
+        ok = wait_until(lambda: "ALIVE" in read_log(log) or not self.master.alive(), 90, 0.2)
         if not ok or not self.master.alive():
-            raise HarnessError(f"Spark master did not start; see {log}: {_tail(log)}")
+            raise HarnessError(f"Spark master did not start; see {log}: {log_tail(log)}")
         for i in range(self.workers):
             self.start_worker(i)
         for i in range(self.workers):
@@ -267,10 +267,10 @@ class StandaloneCluster(Cluster):
 
     def wait_worker(self, i: int, timeout: float = 90) -> None:
         log, group = self._worker_log(i), self.worker_list[i]
-        ok = wait_until(lambda: "Successfully registered with master" in _read(log) or not group.alive(),
+        ok = wait_until(lambda: "Successfully registered with master" in read_log(log) or not group.alive(),
                         timeout, 0.2)
         if not ok or not group.alive():
-            raise HarnessError(f"Spark worker {i} did not register; see {log}: {_tail(log)}")
+            raise HarnessError(f"Spark worker {i} did not register; see {log}: {log_tail(log)}")
 
     def kill_worker(self, i: int) -> Group:
         group = self.worker_list[i]
@@ -347,12 +347,12 @@ def make_cluster(spec: str, owned: Owned, workdir: Path, workers: int = 2, worke
     )
 
 
-def _read(path: Path) -> str:
+def read_log(path: Path) -> str:
     try:
         return path.read_text(errors="replace")
     except OSError:
         return ""
 
 
-def _tail(path: Path, lines: int = 3) -> str:
-    return " | ".join(_read(path).strip().splitlines()[-lines:])
+def log_tail(path: Path, lines: int = 3) -> str:
+    return " | ".join(read_log(path).strip().splitlines()[-lines:])

@@ -125,12 +125,12 @@ def check_memory() -> Check:
 
 
 def check_leftovers() -> Check:
-    from chaos.procs import OWNER_VAR, _owner_alive, tagged_processes
+    from chaos.procs import OWNER_VAR, owner_alive, tagged_processes
 
     orphans = []
     for proc in tagged_processes():
         try:
-            if not _owner_alive(proc.environ().get(OWNER_VAR, "")):
+            if not owner_alive(proc.environ().get(OWNER_VAR, "")):
                 orphans.append(proc.pid)
         except psutil.Error:
             continue
@@ -200,8 +200,46 @@ def check_chromium() -> Check:
     return Check("chromium", "ok", found)
 
 
+def check_docker() -> list[Check]:
+    """dockerd, the node image and a network of the harness's own: what ``--cluster docker`` needs (optional)."""
+    from contextlib import closing
+
+    from chaos.containers import START_DOCKERD, client, configured, labels
+    from chaos.errors import UserError
+    from chaos.image import default_recipe, find
+
+    if not configured():
+        return [Check("docker", "warn", "no Docker daemon (only --cluster docker needs one)", START_DOCKERD)]
+    try:
+        docker_client = client(timeout=20)
+    except UserError as exc:
+        return [Check("docker", "warn", f"{exc} (only --cluster docker needs one)")]
+    with closing(docker_client):
+        version = docker_client.version().get("Version", "?")
+        checks = [Check("docker", "ok", f"dockerd {version}")]
+        recipe = default_recipe()
+        tag = find(docker_client, recipe)
+        if tag is None:
+            checks.append(Check("node image", "warn", f"{recipe.tag} is not built (Debian {recipe.suite})",
+                                "streamchaos image build (offline from Debian's packages, a few minutes once)"))
+        else:
+            size = docker_client.images.get(tag).attrs.get("Size", 0)
+            checks.append(Check("node image", "ok", f"{tag} ({size / 2**20:.0f} MiB)"))
+        try:
+            network = docker_client.networks.create(f"streamchaos-doctor-{os.getpid()}", driver="bridge",
+                                                    internal=True, labels=labels("network"))
+            subnet = network.attrs["IPAM"]["Config"][0].get("Subnet", "?") if network.attrs["IPAM"]["Config"] else "?"
+            network.remove()
+            checks.append(Check("docker network", "ok", f"an internal bridge network of its own ({subnet}) was made "
+                                                        "and removed"))
+        except Exception as exc:  # docker.errors.APIError
+            checks.append(Check("docker network", "fail", f"no bridge network could be made: {exc}",
+                                "see dockerd's log (iptables, the bridge driver)"))
+    return checks
+
+
 def run_checks(workdir: Path | None = None) -> list[Check]:
     return [check_java(), check_javac(), check_pyspark(), check_worker_imports(), check_spark_versions(),
             check_postgres(), check_loopback(),
             check_disk(Path(workdir or os.getcwd())), check_memory(), check_leftovers(), check_class_archive(),
-            check_chromium()]
+            check_chromium(), *check_docker()]

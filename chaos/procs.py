@@ -35,7 +35,8 @@ def my_tag() -> str:
     return _tag_of(os.getpid())
 
 
-def _owner_alive(tag: str) -> bool:
+def owner_alive(tag: str) -> bool:
+    """Whether the harness process an owner tag names still runs (the same pid, started at the same time)."""
     try:
         pid_s, created = tag.split("#", 1)[0].split(":", 1)
         proc = psutil.Process(int(pid_s))
@@ -112,7 +113,7 @@ def reap_orphans() -> int:
             tag = proc.environ().get(OWNER_VAR, "")
         except psutil.Error:
             continue
-        if not _owner_alive(tag):
+        if not owner_alive(tag):
             orphans.append(proc)
     kill_tree(orphans)
     return len(orphans)

@@ -31,6 +31,7 @@ import polars as pl
 from chaos.atomic import write_json
 from chaos.channels import Channels
 from chaos.cluster import QUICK_JVM_OPTIONS, Cluster, make_cluster, spark_env, spark_home, sweep_driver_scratch
+from chaos.containers import reap_containers
 from chaos.controller import Controller, History
 from chaos.errors import UserError
 from chaos.eventlog import EventLogServer
@@ -174,6 +175,7 @@ class Harness:
         self.cluster = make_cluster(self.cluster_spec, self.owned, self.workdir / "cluster", self.workers,
                                     worker_cores=self.worker_cores, java_options=self.java_options)
         reap_orphans()
+        reap_containers()
         self.workdir.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
         self.tmp.mkdir()

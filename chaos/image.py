@@ -1,0 +1,140 @@
+"""The node image: a Debian root filesystem with Java 17, built offline from Debian's packages.
+
+``streamchaos image build`` needs no image registry: ``debootstrap`` installs a minimal Debian (the
+release and mirror this machine's apt uses) with the packages below into a directory, which ``docker
+import`` turns into the image ``streamchaos-node:KEY``. KEY is a hash of what went in (release, mirror,
+packages, this recipe's version): the same recipe is built once per machine and found again by its tag.
+
+What a node runs comes from the host, mounted read-only at the same paths (chaos.nodes): this Python
+interpreter with its installed packages (PySpark and its jars, the harness, pyarrow), the harness's and
+the pipelines' code. So executors and their Python workers in a node run exactly the driver's code, and
+the image holds only what that Python and Spark's JVMs need from the system: Java 17, the C libraries
+CPython's extension modules link (OpenSSL, libffi, SQLite, bz2, xz, zlib, ncurses, readline, libuuid,
+expat) and the tools the faults use inside a node (iptables, iproute2, procps).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from chaos.errors import UserError
+
+REPOSITORY = "streamchaos-node"
+RECIPE = 1  # bump when the recipe changes what an image holds
+PACKAGES = (
+    "openjdk-17-jre-headless", "procps", "iproute2", "iptables", "libssl3", "libffi8", "libsqlite3-0",
+    "libbz2-1.0", "liblzma5", "zlib1g", "libuuid1", "libexpat1", "libreadline8", "libncursesw6", "libnsl2",
+    "libstdc++6", "libgcc-s1",
+)
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"  # Debian's path for Java 17 on amd64
+
+
+@dataclass(frozen=True)
+class Recipe:
+    suite: str
+    mirror: str
+    packages: tuple[str, ...] = PACKAGES
+
+    @property
+    def key(self) -> str:
+        text = "\n".join([str(RECIPE), self.suite, self.mirror, *sorted(self.packages)])
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    @property
+    def tag(self) -> str:
+        return f"{REPOSITORY}:{self.key}"
+
+
+def host_suite() -> str:
+    """This machine's Debian release (``VERSION_CODENAME``): the packages it can install are that release's."""
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("VERSION_CODENAME="):
+                return line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    return "bookworm"
+
+
+def host_mirror() -> str:
+    """The Debian mirror this machine's apt uses (deb822 ``URIs:`` or a ``deb`` line), else deb.debian.org."""
+    sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
+    for path in sources:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            words = line.split()
+            if words and words[0] in ("URIs:", "deb"):
+                for url in (w.rstrip("/") for w in words[1:] if "://" in w):
+                    if url.endswith("/debian"):
+                        return url
+    return DEFAULT_MIRROR
+
+
+def default_recipe() -> Recipe:
+    return Recipe(os.environ.get("STREAMCHAOS_DEBIAN_SUITE") or host_suite(),
+                  os.environ.get("STREAMCHAOS_DEBIAN_MIRROR") or host_mirror())
+
+
+def find(docker_client, recipe: Recipe | None = None) -> str | None:
+    """The tag of the built image for ``recipe`` (the default one), if dockerd has it."""
+    import docker
+
+    tag = (recipe or default_recipe()).tag
+    try:
+        docker_client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return None
+    return tag
+
+
+def build(docker_client, recipe: Recipe | None = None, echo=print, force: bool = False) -> str:
+    """Build the image for ``recipe`` unless dockerd has it already; returns its tag."""
+    recipe = recipe or default_recipe()
+    if not force and find(docker_client, recipe):
+        echo(f"{recipe.tag}: built already")
+        return recipe.tag
+    debootstrap = shutil.which("debootstrap") or ("/usr/sbin/debootstrap" if Path("/usr/sbin/debootstrap").exists()
+                                                  else None)
+    if debootstrap is None:
+        raise UserError("debootstrap is not installed: apt-get install debootstrap (it builds the node image "
+                        "from Debian's packages)")
+    if os.geteuid() != 0:
+        raise UserError("streamchaos image build must run as root (debootstrap installs packages into a "
+                        "root filesystem): sudo streamchaos image build")
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="streamchaos-image-") as scratch:
+        root = Path(scratch) / "rootfs"
+        echo(f"debootstrap {recipe.suite} from {recipe.mirror} with {len(recipe.packages)} packages ...")
+        command = [debootstrap, "--variant=minbase", f"--include={','.join(recipe.packages)}", recipe.suite,
+                   str(root), recipe.mirror]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            lines = (done.stdout + done.stderr).strip().splitlines()
+            raise UserError(f"debootstrap failed ({lines[-1] if lines else f'exit {done.returncode}'}): check that "
+                            f"{recipe.mirror} is reachable, or set STREAMCHAOS_DEBIAN_MIRROR")
+        for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            for item in (root / junk).glob("*"):
+                if item.is_file():
+                    item.unlink()
+        tarball = Path(scratch) / "rootfs.tar"
+        subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(tarball), "."], check=True)
+        echo(f"docker import {recipe.tag} ({tarball.stat().st_size / 2**20:.0f} MiB) ...")
+        changes = [f"LABEL streamchaos.recipe={recipe.key}", f"ENV JAVA_HOME={JAVA_HOME}",
+                   "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 'CMD ["/bin/sh"]']
+        docker_client.api.import_image_from_file(str(tarball), repository=REPOSITORY, tag=recipe.key,
+                                                 changes=changes)
+    if not find(docker_client, recipe):
+        raise UserError(f"docker import did not produce {recipe.tag}: see dockerd's log")
+    echo(f"{recipe.tag}: built in {time.monotonic() - t0:.0f}s")
+    return recipe.tag

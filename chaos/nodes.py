@@ -1,0 +1,213 @@
+"""A Spark standalone cluster whose master and workers are Docker containers ("nodes") on a network of the
+harness's own.
+
+Each node is a container of the node image (chaos/image.py) on an internal bridge network the harness
+creates for itself: the containers reach each other and the host's end of the bridge (its gateway
+address, where the driver and the harness's servers listen), nothing else — an internal network has no
+route out. The network and every container carry the owner labels of ``chaos.containers`` and are removed
+at ``stop``, or reaped at the next start if the harness was killed.
+
+What runs in a node comes from the host, mounted read-only at the same paths: this Python (with PySpark,
+its jars and every installed package), the directories on ``sys.path`` outside it (the harness's and the
+pipelines' code); the cluster's work directory is mounted read-write at its own path (worker directories,
+logs, the trial's checkpoint and sink when they live under it). So an executor and its Python workers in a
+node run the driver's code, and whole-node faults act on real processes: ``docker kill`` takes a worker with
+its executors and their local files, ``docker pause`` freezes them all (cgroup freezer), ``docker network
+disconnect`` cuts every packet between a node and the rest.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+from pathlib import Path
+
+from chaos.cluster import MASTER_CLASS, WORKER_CLASS, Cluster, log_tail, read_log, spark_env, spark_home
+from chaos.containers import client, labels
+from chaos.errors import HarnessError, UserError
+from chaos.image import find
+from chaos.procs import OWNER_VAR, Owned, wait_until
+
+MASTER_PORT = 7077
+# How soon Spark notices a node that is gone without closing its connections (frozen, or cut off the network):
+# a killed container's sockets close at once, but a paused or disconnected node's just fall silent. Spark's
+# defaults (120 s network timeout, 60 s worker timeout) outlast a trial; these fit in one.
+DRIVER_TIMEOUTS = {"spark.network.timeout": "20s", "spark.network.timeoutInterval": "5s",
+                   "spark.executor.heartbeatInterval": "2s"}
+WORKER_TIMEOUT_S = 10  # the master drops a worker silent this long (spark.worker.timeout)
+
+
+def host_mounts(workdir: Path) -> dict[str, dict[str, str]]:
+    """The host paths a node needs, each mounted at itself: this Python's prefixes and every directory on
+    ``sys.path`` outside them (read-only), and ``workdir`` (read-write)."""
+    read_only: list[Path] = []
+    for entry in [sys.prefix, sys.base_prefix, *sys.path]:
+        path = Path(entry or ".").resolve()
+        if not path.is_dir() or path == Path("/") or any(path == p or p in path.parents for p in read_only):
+            continue
+        read_only = [p for p in read_only if path not in p.parents] + [path]
+    workdir = Path(workdir).resolve()
+    # A read-write work directory inside a read-only one is mounted over it (Docker mounts parents first).
+    mounts = {str(p): {"bind": str(p), "mode": "ro"} for p in read_only if p != workdir}
+    mounts[str(workdir)] = {"bind": str(workdir), "mode": "rw"}
+    return mounts
+
+
+class DockerCluster(Cluster):
+    """Master and ``workers`` workers, each a container on the harness's own network."""
+
+    kind = "docker"
+    owns_workers = True
+
+    def __init__(self, owned: Owned, workdir: Path, workers: int = 2, worker_cores: int = 1,
+                 worker_memory: str = "1g", java_options: str = "", image: str | None = None) -> None:
+        super().__init__("")
+        self.owned = owned
+        self.workdir = Path(workdir).resolve()
+        self.workers = workers
+        self.worker_cores = worker_cores
+        self.worker_memory = worker_memory
+        self.java_options = java_options
+        self.image = image
+        self.docker = None
+        self.network = None
+        self.gateway = ""  # the host's address on the network: where drivers and the harness's servers listen
+        self.master = None
+        self.nodes: list = [None] * workers
+        self.prefix = f"streamchaos-{os.getpid()}-{owned.tag.rsplit('#', 1)[-1]}"
+        self.tmp = self.workdir / "tmp"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        self.docker = client()
+        if self.image is None:
+            self.image = find(self.docker)
+            if self.image is None:
+                raise UserError("the node image is not built: run `streamchaos image build` once (or pass --image)")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.tmp.mkdir(exist_ok=True)
+        self.network = self.docker.networks.create(self.prefix, driver="bridge", internal=True,
+                                                   labels=labels("network", self.owned.tag))
+        self.network.reload()
+        config = self.network.attrs["IPAM"]["Config"][0]
+        self.gateway = config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
+        self.master = self._run("master", "node-master", [MASTER_CLASS, "--port", str(MASTER_PORT)])
+        log = self._log("master")
+        if not wait_until(lambda: "ALIVE" in read_log(log) or not self._running(self.master), 90, 0.2):
+            raise HarnessError(f"Spark master node did not start; see {log}: {log_tail(log)}")
+        self.master_url = f"spark://{self.address(self.master)}:{MASTER_PORT}"
+        for i in range(self.workers):
+            self.start_worker(i)
+        for i in range(self.workers):
+            self.wait_worker(i)
+
+    def _log(self, name: str) -> Path:
+        return self.workdir / f"{name}.log"
+
+    def _run(self, name: str, kind: str, spark_args: list[str]):
+        """Start one node: ``spark-class`` with ``spark_args``, bound to the node's address on the network."""
+        log = self._log(name)
+        log.write_text("")
+        env = spark_env(f"{self.java_options} -Dspark.worker.timeout={WORKER_TIMEOUT_S}", self.tmp)
+        env = {k: v for k, v in env.items() if k.startswith(("SPARK_", "PYSPARK_", "MALLOC_", "PYTHON"))}
+        env.update({OWNER_VAR: self.owned.tag, "SPARK_LOCAL_HOSTNAME": name, "HOME": str(self.workdir)})
+        env.pop("SPARK_LOCAL_IP", None)  # the node's own address, found at its start
+        spark_class = os.path.join(spark_home(), "bin", "spark-class")
+        script = ('ip=$(hostname -i | cut -d" " -f1); export SPARK_LOCAL_IP=$ip; '
+                  f'exec "$0" "$@" --host $ip >>{log} 2>&1')
+        return self.docker.containers.run(
+            self.image, ["/bin/sh", "-c", script, spark_class, *spark_args], name=f"{self.prefix}-{name}",
+            hostname=name, network=self.network.name, labels=labels(kind, self.owned.tag), environment=env,
+            volumes=host_mounts(self.workdir), working_dir=str(self.workdir), detach=True, init=True)
+
+    def address(self, container) -> str:
+        container.reload()
+        return container.attrs["NetworkSettings"]["Networks"][self.network.name]["IPAddress"]
+
+    def _running(self, container) -> bool:
+        try:
+            container.reload()
+        except Exception:  # docker.errors.NotFound: removed
+            return False
+        return container.status == "running"
+
+    def start_worker(self, i: int) -> None:
+        work = self.workdir / f"worker-{i}"
+        work.mkdir(exist_ok=True)
+        self.nodes[i] = self._run(f"worker-{i}", "node-worker",
+                                  [WORKER_CLASS, self.master_url, "--cores", str(self.worker_cores),
+                                   "--memory", self.worker_memory, "--work-dir", str(work)])
+
+    def wait_worker(self, i: int, timeout: float = 90) -> None:
+        log, node = self._log(f"worker-{i}"), self.nodes[i]
+        ok = wait_until(lambda: "Successfully registered with master" in read_log(log) or not self._running(node),
+                        timeout, 0.2)
+        if not ok or not self._running(node):
+            raise HarnessError(f"Spark worker node {i} did not register; see {log}: {log_tail(log)}")
+
+    def healthy(self) -> bool:
+        return self.master is not None and self._running(self.master) and all(
+            n is not None and self._running(n) for n in self.nodes)
+
+    def heal(self) -> None:
+        """Between trials: a stopped or frozen node runs again (restarted, or unpaused), its network reattached."""
+        for i, node in enumerate(self.nodes):
+            if node is None:
+                continue
+            node.reload()
+            if node.status == "paused":
+                node.unpause()
+            if self.network.name not in node.attrs["NetworkSettings"]["Networks"]:
+                self.network.connect(node)
+            if node.status not in ("running", "paused"):
+                self.restart_worker(i)
+
+    # -- node faults ----------------------------------------------------------------------------
+    def kill_node(self, i: int) -> None:
+        """``docker kill``: the worker, its executors and their Python workers die at once, with the node."""
+        self.nodes[i].kill()
+
+    def restart_worker(self, i: int) -> None:
+        """Start worker node ``i`` afresh (its container is replaced: a machine that comes back empty)."""
+        old = self.nodes[i]
+        if old is not None:
+            old.remove(force=True)
+        self.start_worker(i)
+        self.wait_worker(i)
+
+    def pause_node(self, i: int) -> None:
+        self.nodes[i].pause()
+
+    def unpause_node(self, i: int) -> None:
+        self.nodes[i].unpause()
+
+    def disconnect_node(self, i: int) -> None:
+        """Cut node ``i`` off the network: no packet to or from the master, the other nodes or the host."""
+        self.network.disconnect(self.nodes[i], force=True)
+
+    def reconnect_node(self, i: int) -> None:
+        self.network.connect(self.nodes[i])
+
+    def stop(self) -> None:
+        if self.docker is None:
+            return
+        for node in [*self.nodes, self.master]:
+            if node is not None:
+                try:
+                    node.remove(force=True, v=True)
+                except Exception:  # docker.errors.NotFound: gone already
+                    pass
+        self.nodes, self.master = [None] * self.workers, None
+        if self.network is not None:
+            try:
+                self.network.remove()
+            except Exception:  # docker.errors.NotFound
+                pass
+            self.network = None
+        self.docker.close()
+        self.docker = None
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "master": self.master_url, "workers": self.workers, "image": self.image,
+                "network": self.prefix, "worker_cores": self.worker_cores, "worker_memory": self.worker_memory}

@@ -1,0 +1,130 @@
+"""Spark on Docker nodes: a real dockerd, the node image built offline, a master and two workers in containers
+on the harness's own network, a driver on the host whose executors and Python workers run in the nodes.
+
+Without a Docker daemon these tests are skipped, except in CI (``CI=true``), where .ci/run starts one: there a
+missing daemon fails them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from chaos.containers import OWNER_LABEL, configured, reap_containers
+from chaos.errors import UserError
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def docker_client():
+    from chaos.containers import client
+
+    try:
+        if not configured():
+            raise UserError("no Docker daemon socket")
+        found = client(timeout=30)
+    except UserError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs a Docker daemon: {exc}")
+        pytest.skip(f"no Docker daemon: {exc}")
+    yield found
+    found.close()
+
+
+@pytest.fixture(scope="module")
+def node_image(docker_client):
+    from chaos.image import build
+
+    return build(docker_client, echo=lambda *_: None)  # found by its tag when built already
+
+
+@pytest.fixture(scope="module")
+def nodes(node_image, tmp_path_factory):
+    from chaos.nodes import DockerCluster
+    from chaos.procs import Owned
+
+    owned = Owned()
+    cluster = DockerCluster(owned, tmp_path_factory.mktemp("nodes"), workers=2, worker_cores=1,
+                            image=node_image)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        owned.stop_all()
+
+
+def _session(cluster):
+    """A driver on the host, listening on the host's end of the nodes' network. Its Python workers run this very
+    interpreter (PYSPARK_PYTHON, as the harness's drivers have it), mounted into the nodes."""
+    from pyspark.sql import SparkSession
+
+    from chaos.nodes import DRIVER_TIMEOUTS
+
+    builder = SparkSession.builder
+    for key, value in DRIVER_TIMEOUTS.items():
+        builder = builder.config(key, value)
+    return (builder.master(cluster.master_url).appName("streamchaos-nodes-test")
+            .config("spark.ui.enabled", "false").config("spark.driver.host", cluster.gateway)
+            .config("spark.driver.bindAddress", cluster.gateway)
+            .config("spark.executor.memory", "512m").config("spark.cores.max", "2")
+            .getOrCreate())
+
+
+def _where_tasks_ran(spark, n: int = 8) -> set[str]:
+    """The hostnames of the Python workers that ran ``n`` tasks."""
+    return set(spark.sparkContext.parallelize(range(n), n).map(lambda _: socket.gethostname()).collect())
+
+
+def test_executors_and_python_workers_run_in_the_nodes_and_survive_a_node_kill(nodes, docker_client, monkeypatch):
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    network = docker_client.networks.get(nodes.network.name)
+    assert network.attrs["Internal"] is True  # no route out of the harness's network
+    assert network.attrs["Labels"][OWNER_LABEL] == nodes.owned.tag
+    spark = _session(nodes)
+    try:
+        deadline = time.monotonic() + 60
+        while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1 < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _where_tasks_ran(spark) == {"worker-0", "worker-1"}  # the same Python, mounted from the host
+        nodes.kill_node(0)  # the worker, its executor and Python workers die together
+        assert _where_tasks_ran(spark) == {"worker-1"}
+        nodes.restart_worker(0)
+        assert nodes.healthy()
+        deadline = time.monotonic() + 60
+        while "worker-0" not in _where_tasks_ran(spark) and time.monotonic() < deadline:
+            time.sleep(1)
+        assert "worker-0" in _where_tasks_ran(spark, 16)  # the replacement node got an executor again
+    finally:
+        spark.stop()
+
+
+def test_nothing_of_a_stopped_or_killed_harness_is_left(node_image, docker_client, tmp_path):
+    """A cluster stopped cleanly leaves no container or network; one whose harness was SIGKILLed is reaped."""
+    script = (
+        "import sys, time; from pathlib import Path; from chaos.nodes import DockerCluster; "
+        "from chaos.procs import Owned; "
+        f"c = DockerCluster(Owned(), Path(sys.argv[1]), workers=1, image={node_image!r}); c.start(); "
+        "Path(sys.argv[1], 'started').write_text(c.prefix); time.sleep(600)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while not (tmp_path / "started").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert (tmp_path / "started").exists(), proc.stderr.read() if proc.poll() is not None else "no start"
+    prefix = (tmp_path / "started").read_text()
+    assert len(docker_client.containers.list(filters={"name": prefix})) == 2  # master and one worker
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert reap_containers() >= 3  # two containers and the network
+    assert docker_client.containers.list(all=True, filters={"name": prefix}) == []
+    assert docker_client.networks.list(names=[prefix]) == []
+    assert reap_containers() == 0
