@@ -14,6 +14,7 @@ from rich.console import Console
 
 from chaos.errors import HarnessError, UserError
 
+CLUSTER_HELP = "standalone | docker (Spark on Docker nodes: streamchaos image build) | local-cluster[W,C,M] | spark://HOST:PORT"
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Fault injection and consistency testing for PySpark Structured Streaming.",
                   epilog="\b\nExample: streamchaos demo")
@@ -69,7 +70,7 @@ def trial(
                                                               "(default: the pipeline's, else 0)")] = None,
     resent_fraction: Annotated[float | None, typer.Option(help="share of events re-sent with a new id "
                                                                 "(default: the pipeline's, else 0)")] = None,
-    cluster: Annotated[str, typer.Option(help="standalone | local-cluster[W,C,M] | spark://HOST:PORT")] = "standalone",
+    cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "standalone",
     workers: Annotated[int, typer.Option(help="workers of the standalone cluster")] = 2,
     downtime: Annotated[float, typer.Option(help="seconds a killed driver stays down")] = 1.0,
     recovery_timeout: Annotated[float, typer.Option(help="seconds without a commit before 'stalled'")] = 180.0,
@@ -193,7 +194,7 @@ def campaign_run(
     = None,
     shrink: Annotated[bool, typer.Option("--shrink/--no-shrink", help="shrink each violation")] = True,
     shrink_trials: Annotated[int, typer.Option(help="trials a shrink may spend")] = 6,
-    cluster: Annotated[str, typer.Option(help="standalone | local-cluster[W,C,M] | spark://HOST:PORT")] = "standalone",
+    cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "standalone",
     workers: Annotated[int, typer.Option(help="workers of the standalone cluster")] = 2,
     toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
     conf: Annotated[list[str] | None, typer.Option(
@@ -254,7 +255,7 @@ def conformance(
     events: Annotated[int, typer.Option(help="events per trial")] = 1000,
     only: Annotated[list[str] | None, typer.Option(help="run only this row's pipeline, repeatable")] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="directory (default runs/conformance-<time>)")] = None,
-    cluster: Annotated[str, typer.Option(help="standalone | local-cluster[W,C,M] | spark://HOST:PORT")] = "standalone",
+    cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "standalone",
     workers: Annotated[int, typer.Option(help="workers of the standalone cluster")] = 2,
     toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
     standby: Standby = True,
@@ -315,7 +316,7 @@ def _execute(campaign, toxiproxy: str | None = None, finish=None, standby: bool 
         raise UserError("nothing to run: every pipeline was skipped (see above)")
     # Standby and spare drivers change how fast a trial runs, not what it does: not part of the spec.
     with Harness(cluster=spec.cluster, workers=spec.workers, workdir=campaign.root / "harness",
-                 toxiproxy=toxiproxy, standby=standby, spare=standby) as harness:
+                 toxiproxy=toxiproxy, standby=standby, spare=standby, data_dir=campaign.root) as harness:
         err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
         summary = campaign.run(harness, RichProgress(err))
     if finish is not None:

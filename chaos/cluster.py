@@ -163,6 +163,8 @@ class Cluster:
 
     kind = "external"
     owns_workers = False
+    host = "127.0.0.1"  # where the cluster reaches the host: drivers and the harness's servers listen there
+    driver_conf: dict[str, str] = {}  # Spark settings its drivers need (chaos.nodes.DRIVER_TIMEOUTS)
 
     def __init__(self, master_url: str) -> None:
         self.master_url = master_url
@@ -331,8 +333,14 @@ _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
 
 
 def make_cluster(spec: str, owned: Owned, workdir: Path, workers: int = 2, worker_cores: int = 1,
-                 java_options: str = "") -> Cluster:
-    """``standalone`` | ``local-cluster[W,C,M]`` | ``spark://host:port``."""
+                 java_options: str = "", data_dir: Path | None = None) -> Cluster:
+    """``standalone`` | ``docker`` | ``local-cluster[W,C,M]`` | ``spark://host:port``. ``data_dir``: where the
+    trials' directories live (mounted into Docker nodes: executors write state and files there)."""
+    if spec == "docker":
+        from chaos.nodes import DockerCluster
+
+        return DockerCluster(owned, workdir, workers=workers, worker_cores=worker_cores,
+                             worker_memory=f"{worker_cores}g", java_options=java_options, data_dir=data_dir)
     if spec == "standalone":
         # Each worker's memory fits one 512m executor per core (a standby application holds its own).
         return StandaloneCluster(owned, workdir, workers=workers, worker_cores=worker_cores,
@@ -342,7 +350,7 @@ def make_cluster(spec: str, owned: Owned, workdir: Path, workers: int = 2, worke
     if re.match(r"^spark://[^:/]+:\d+$", spec):
         return Cluster(spec)
     raise UserError(
-        f"unknown cluster {spec!r}: use standalone, local-cluster[WORKERS,CORES,MEMORY_MB] "
+        f"unknown cluster {spec!r}: use standalone, docker, local-cluster[WORKERS,CORES,MEMORY_MB] "
         "(e.g. local-cluster[2,1,1024]) or a master URL spark://HOST:PORT"
     )
 

@@ -67,9 +67,9 @@ Fire = Callable[[Fault, dict], dict]
 
 
 class Controller:
-    """Serves barrier requests on 127.0.0.1 and fires armed faults through ``fire``."""
+    """Serves barrier requests on 127.0.0.1 (or ``host``, ``Cluster.host``) and fires armed faults through ``fire``."""
 
-    def __init__(self, history: History, faults: list[Fault], fire: Fire) -> None:
+    def __init__(self, history: History, faults: list[Fault], fire: Fire, host: str = "127.0.0.1") -> None:
         self.history = history
         self.armed = [ArmedFault(f) for f in faults]
         self.disarmed = False  # after the drain: phases are still recorded, no fault fires any more
@@ -97,7 +97,7 @@ class Controller:
             daemon_threads = True
             allow_reuse_address = True
 
-        self.server = Server(("127.0.0.1", 0), Handler)
+        self.server = Server((host, 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, name="controller", daemon=True)
         self.thread.start()
 

@@ -93,8 +93,8 @@ def boot(config: dict, incarnation: int = 0):
         .appName(f"streamchaos-{pipeline or 'spare'}")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")  # progress bars in the driver logs are noise
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", config.get("driver_host") or "127.0.0.1")  # chaos.cluster.Cluster.host
+        .config("spark.driver.bindAddress", config.get("driver_host") or "127.0.0.1")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(config.get("shuffle_partitions", 2)))
         .config("spark.executor.memory", config.get("executor_memory", "512m"))
@@ -120,6 +120,8 @@ def boot(config: dict, incarnation: int = 0):
         builder = builder.config("spark.local.dir", config["tmp_dir"])
     if config.get("python_daemon"):  # chaos/pydaemon.py: pyspark from cached bytecode in every daemon
         builder = builder.config("spark.python.daemon.module", config["python_daemon"])
+    for key, value in (config.get("cluster_conf") or {}).items():  # chaos.cluster.Cluster.driver_conf
+        builder = builder.config(key, value)
     if config.get("interpreted_sql"):  # Harness(quick_sql=True)
         for key, value in INTERPRETED_SQL.items():
             builder = builder.config(key, value[0])

@@ -50,9 +50,10 @@ class EventLog:
 
 
 class EventLogServer:
-    """Serves one EventLog at a time on 127.0.0.1; ``load`` swaps the log between trials."""
+    """Serves one EventLog at a time on 127.0.0.1 (or ``host``: the host's end of the harness's own Docker
+    network, ``Cluster.host``); ``load`` swaps the log between trials."""
 
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1") -> None:
         self.log: EventLog | None = None
         server = self
 
@@ -90,7 +91,7 @@ class EventLogServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the reader was killed mid-response (a fault did that): nothing to answer
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer((host, 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="eventlog", daemon=True)
         self.thread.start()

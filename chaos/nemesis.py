@@ -20,6 +20,7 @@ import psutil
 from chaos.channels import Channels
 from chaos.cluster import Cluster, StandaloneCluster, executor_of, executors
 from chaos.controller import History
+from chaos.nodes import DockerCluster
 from chaos.postgres import PostgresServer
 from chaos.procs import Group, kill_tree
 from chaos.spec import CHANNEL_DEFAULT_DURATION, UNTIL_MAX_S, Fault
@@ -61,6 +62,7 @@ class Nemesis:
             "pause": self._pause,
             "damage": self._damage,
             "stop": self._stop,
+            "partition": self._partition,
         }[fault.kind]
         return handler(fault, detail)
 
@@ -83,8 +85,12 @@ class Nemesis:
         return live[0]
 
     def _worker_index(self, fault: Fault, detail: dict) -> int:
-        if not isinstance(self.cluster, StandaloneCluster):
-            raise LookupError("worker faults need the harness's own standalone cluster")
+        """The worker (``kill-worker``) or worker node (``kill-node``) the fault aims at: its index, else the one
+        that ran the reporting task, else one running this application's executor."""
+        wanted = DockerCluster if fault.target == "node" else StandaloneCluster
+        if not isinstance(self.cluster, wanted):
+            raise LookupError("node faults need --cluster docker" if fault.target == "node"
+                              else "worker faults need the harness's own standalone cluster")
         if fault.index is not None:
             if fault.index >= self.cluster.workers:
                 raise LookupError(f"no worker at index {fault.index}")
@@ -136,6 +142,12 @@ class Nemesis:
             procs, what = self._processes(fault, detail)
             kill_tree(procs)
             return {"done": True, **what}
+        if fault.target == "node":  # docker kill: the worker with its executors, Python workers and local files
+            index = self._worker_index(fault, detail)
+            self.cluster.kill_node(index)
+            downtime = fault.duration if fault.duration is not None else DEFAULT_WORKER_DOWNTIME
+            self._heal_later(fault, downtime, lambda: self.cluster.restart_worker(index), node=index)
+            return {"done": True, "node": index, "downtime": downtime}
         index = self._worker_index(fault, detail)
         group = self.cluster.kill_worker(index)
         downtime = fault.duration if fault.duration is not None else DEFAULT_WORKER_DOWNTIME
@@ -152,6 +164,11 @@ class Nemesis:
         return {"done": True, "pid": group.pid, "cores_after": fault.index}
 
     def _pause(self, fault: Fault, detail: dict) -> dict:
+        if fault.target == "node":  # docker pause: the cgroup freezer stops every process of the node at once
+            index = self._worker_index(fault, detail)
+            self.cluster.pause_node(index)
+            self._heal_later(fault, fault.duration or 0.0, lambda: self.cluster.unpause_node(index), node=index)
+            return {"done": True, "duration": fault.duration, "node": index}
         procs, what = self._processes(fault, detail)
         for proc in procs:
             try:
@@ -168,6 +185,24 @@ class Nemesis:
 
         self._heal_later(fault, fault.duration or 0.0, resume, **what)
         return {"done": True, "duration": fault.duration, **what}
+
+    def _partition(self, fault: Fault, detail: dict) -> dict:
+        """``docker network disconnect``: no packet between the node and the master, the other nodes or the host
+        (driver, event log, controller), both ways, until it is reconnected after the duration or at ``until``."""
+        index = self._worker_index(fault, detail)
+        self.cluster.disconnect_node(index)
+
+        def heal() -> None:
+            self.cluster.reconnect_node(index)
+
+        if fault.until is not None:
+            reached = threading.Event()
+            self._until.append((fault, reached))
+            self._heal_later(fault, UNTIL_MAX_S, heal, node=index, until=fault.until, event=reached)
+            return {"done": True, "node": index, "until": fault.until}
+        duration = fault.duration if fault.duration is not None else CHANNEL_DEFAULT_DURATION
+        self._heal_later(fault, duration, heal, node=index)
+        return {"done": True, "node": index, "duration": duration}
 
     def _damage(self, fault: Fault, detail: dict) -> dict:
         return {"done": True, **damage_checkpoint(self.checkpoint, fault.mode)}

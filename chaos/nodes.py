@@ -38,19 +38,35 @@ DRIVER_TIMEOUTS = {"spark.network.timeout": "20s", "spark.network.timeoutInterva
 WORKER_TIMEOUT_S = 10  # the master drops a worker silent this long (spark.worker.timeout)
 
 
-def host_mounts(workdir: Path) -> dict[str, dict[str, str]]:
+def module_roots() -> list[str]:
+    """Where this process's imported packages live, when outside ``sys.path`` (an editable install's finder
+    maps ``chaos`` to its source tree without putting it on the path): a node's Python must import them too."""
+    roots = set()
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if "." in name or not path:
+            continue
+        file = Path(path).resolve()
+        roots.add(str(file.parent.parent if file.name == "__init__.py" else file.parent))
+    return sorted(roots)
+
+
+def host_mounts(*workdirs: Path) -> dict[str, dict[str, str]]:
     """The host paths a node needs, each mounted at itself: this Python's prefixes and every directory on
-    ``sys.path`` outside them (read-only), and ``workdir`` (read-write)."""
+    ``sys.path`` outside them (read-only), and ``workdirs`` (read-write; one inside another is mounted with it)."""
     read_only: list[Path] = []
-    for entry in [sys.prefix, sys.base_prefix, *sys.path]:
+    for entry in [sys.prefix, sys.base_prefix, *sys.path, *module_roots()]:
         path = Path(entry or ".").resolve()
         if not path.is_dir() or path == Path("/") or any(path == p or p in path.parents for p in read_only):
             continue
         read_only = [p for p in read_only if path not in p.parents] + [path]
-    workdir = Path(workdir).resolve()
+    writable: list[Path] = []
+    for path in sorted(Path(w).resolve() for w in workdirs):
+        if not any(path == p or p in path.parents for p in writable):
+            writable.append(path)
     # A read-write work directory inside a read-only one is mounted over it (Docker mounts parents first).
-    mounts = {str(p): {"bind": str(p), "mode": "ro"} for p in read_only if p != workdir}
-    mounts[str(workdir)] = {"bind": str(workdir), "mode": "rw"}
+    mounts = {str(p): {"bind": str(p), "mode": "ro"} for p in read_only if p not in writable}
+    mounts.update({str(p): {"bind": str(p), "mode": "rw"} for p in writable})
     return mounts
 
 
@@ -61,7 +77,8 @@ class DockerCluster(Cluster):
     owns_workers = True
 
     def __init__(self, owned: Owned, workdir: Path, workers: int = 2, worker_cores: int = 1,
-                 worker_memory: str = "1g", java_options: str = "", image: str | None = None) -> None:
+                 worker_memory: str = "1g", java_options: str = "", image: str | None = None,
+                 data_dir: Path | None = None) -> None:
         super().__init__("")
         self.owned = owned
         self.workdir = Path(workdir).resolve()
@@ -75,6 +92,9 @@ class DockerCluster(Cluster):
         self.gateway = ""  # the host's address on the network: where drivers and the harness's servers listen
         self.master = None
         self.nodes: list = [None] * workers
+        self.addresses: dict[int, str] = {}  # a disconnected node's address, given back at its reconnection
+        self.data_dir = Path(data_dir).resolve() if data_dir else self.workdir
+        self.driver_conf = dict(DRIVER_TIMEOUTS)
         self.prefix = f"streamchaos-{os.getpid()}-{owned.tag.rsplit('#', 1)[-1]}"
         self.tmp = self.workdir / "tmp"
 
@@ -87,11 +107,7 @@ class DockerCluster(Cluster):
                 raise UserError("the node image is not built: run `streamchaos image build` once (or pass --image)")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir(exist_ok=True)
-        self.network = self.docker.networks.create(self.prefix, driver="bridge", internal=True,
-                                                   labels=labels("network", self.owned.tag))
-        self.network.reload()
-        config = self.network.attrs["IPAM"]["Config"][0]
-        self.gateway = config.get("Gateway") or str(next(ipaddress.ip_network(config["Subnet"]).hosts()))
+        self.network = self._network()
         self.master = self._run("master", "node-master", [MASTER_CLASS, "--port", str(MASTER_PORT)])
         log = self._log("master")
         if not wait_until(lambda: "ALIVE" in read_log(log) or not self._running(self.master), 90, 0.2):
@@ -101,6 +117,22 @@ class DockerCluster(Cluster):
             self.start_worker(i)
         for i in range(self.workers):
             self.wait_worker(i)
+
+    def _network(self):
+        """The internal bridge network, on a subnet Docker found free, fixed in its configuration: a node
+        reconnected after a partition gets its address back (its worker is bound to it)."""
+        from docker.types import IPAMConfig, IPAMPool
+
+        probe = self.docker.networks.create(self.prefix, driver="bridge", internal=True,
+                                            labels=labels("network", self.owned.tag))
+        probe.reload()
+        config = probe.attrs["IPAM"]["Config"][0]
+        probe.remove()
+        subnet = config["Subnet"]
+        self.gateway = config.get("Gateway") or str(next(ipaddress.ip_network(subnet).hosts()))
+        ipam = IPAMConfig(pool_configs=[IPAMPool(subnet=subnet, gateway=self.gateway)])
+        return self.docker.networks.create(self.prefix, driver="bridge", internal=True, ipam=ipam,
+                                           labels=labels("network", self.owned.tag))
 
     def _log(self, name: str) -> Path:
         return self.workdir / f"{name}.log"
@@ -119,7 +151,11 @@ class DockerCluster(Cluster):
         return self.docker.containers.run(
             self.image, ["/bin/sh", "-c", script, spark_class, *spark_args], name=f"{self.prefix}-{name}",
             hostname=name, network=self.network.name, labels=labels(kind, self.owned.tag), environment=env,
-            volumes=host_mounts(self.workdir), working_dir=str(self.workdir), detach=True, init=True)
+            volumes=host_mounts(self.data_dir, self.workdir), working_dir=str(self.workdir), detach=True, init=True)
+
+    @property
+    def host(self) -> str:
+        return self.gateway
 
     def address(self, container) -> str:
         container.reload()
@@ -146,6 +182,18 @@ class DockerCluster(Cluster):
         if not ok or not self._running(node):
             raise HarnessError(f"Spark worker node {i} did not register; see {log}: {log_tail(log)}")
 
+    def worker_index_of(self, pid: int) -> int | None:
+        """Which worker node runs the process ``pid`` (an executor or its Python worker): the container id is in
+        the process's cgroup path."""
+        try:
+            cgroups = Path(f"/proc/{pid}/cgroup").read_text()
+        except OSError:
+            return None
+        for i, node in enumerate(self.nodes):
+            if node is not None and node.id in cgroups:
+                return i
+        return None
+
     def healthy(self) -> bool:
         return self.master is not None and self._running(self.master) and all(
             n is not None and self._running(n) for n in self.nodes)
@@ -159,7 +207,7 @@ class DockerCluster(Cluster):
             if node.status == "paused":
                 node.unpause()
             if self.network.name not in node.attrs["NetworkSettings"]["Networks"]:
-                self.network.connect(node)
+                self.reconnect_node(i)
             if node.status not in ("running", "paused"):
                 self.restart_worker(i)
 
@@ -184,10 +232,12 @@ class DockerCluster(Cluster):
 
     def disconnect_node(self, i: int) -> None:
         """Cut node ``i`` off the network: no packet to or from the master, the other nodes or the host."""
+        self.addresses[i] = self.address(self.nodes[i])
         self.network.disconnect(self.nodes[i], force=True)
 
     def reconnect_node(self, i: int) -> None:
-        self.network.connect(self.nodes[i])
+        """Attach node ``i`` again, at the address its worker is bound to."""
+        self.network.connect(self.nodes[i], ipv4_address=self.addresses.get(i))
 
     def stop(self) -> None:
         if self.docker is None:

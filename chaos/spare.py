@@ -30,7 +30,8 @@ from chaos.procs import Group, Owned, wait_until
 
 # What a spare boots with; chaos.driver checks them again at the hand-over.
 SPARE_KEYS = ("master", "java_options", "class_path", "class_archive", "executor_archive", "python_daemon",
-              "locality_wait", "cores_max", "tmp_dir", "worker_cores", "interpreted_sql")
+              "locality_wait", "cores_max", "tmp_dir", "worker_cores", "interpreted_sql",
+              "driver_host", "cluster_conf")
 
 
 def recycle_folder(root: str | Path, pid: int) -> Path:

@@ -18,7 +18,7 @@ from chaos.errors import UserError
 # depends on the sink and is recorded, not assumed).
 PHASES = ("planned", "reading", "state-commit", "sink-write", "sink-done", "committed")
 
-TARGETS = ("driver", "executor", "worker")
+TARGETS = ("driver", "executor", "worker", "node")  # node: a Docker node (container) of --cluster docker
 CHANNELS = ("source", "sink")
 CHANNEL_KINDS = ("delay", "cut", "reset", "down")
 CHANNEL_DEFAULT_DURATION = 5.0
@@ -38,12 +38,14 @@ ACTIONS = (
     *(f"{k}-{c}" for k in CHANNEL_KINDS for c in CHANNELS),
     "damage-checkpoint",
     "stop-driver",
+    "partition",  # a Docker node cut off its network: partition@3:reading/node=1/10s
 )
 
 _SPEC = re.compile(r"^(?P<action>[a-z-]+)@(?P<batch>\d+):(?P<phase>[a-z-]+)(?P<args>(/[^/]+)*)$")
 _DURATION = re.compile(r"^(?P<n>\d+(\.\d+)?)(?P<unit>ms|s|m)$")
 _ATTRIBUTE = re.compile(r"^(?P<key>latency|jitter)=(?P<value>\d+)$")
 _UNTIL = re.compile(r"^until=(?P<phase>[a-z-]+)$")
+_NODE = re.compile(r"^node=(?P<index>\d+)$")
 _UPGRADE = re.compile(r"^upgrade=(?P<version>\d+\.\d+\.\d+)$")
 UNTIL_MAX_S = 60.0  # a channel fault "until PHASE" is healed after this at the latest (no deadlock)
 
@@ -86,7 +88,7 @@ class Fault:
 
     @property
     def kind(self) -> str:
-        """kill, pause, damage, or a channel fault: delay, cut, reset, down."""
+        """kill, pause, damage, partition, or a channel fault: delay, cut, reset, down."""
         return self.action.split("-", 1)[0]
 
     @property
@@ -105,7 +107,7 @@ class Fault:
 
     @property
     def target(self) -> str:
-        return self.action.split("-", 1)[1]
+        return "node" if self.action == "partition" else self.action.split("-", 1)[1]
 
     @property
     def duration(self) -> float | None:
@@ -125,10 +127,13 @@ class Fault:
 
     @property
     def index(self) -> int | None:
-        """Which executor/worker (by position in the live map); None means the one at the phase."""
+        """Which executor/worker/node (by position in the live map; ``node=N`` of a partition); None means the
+        one at the phase."""
         for arg in self.args:
             if arg.isdigit():
                 return int(arg)
+            if match := _NODE.match(arg):
+                return int(match["index"])
         return None
 
     @property
@@ -168,17 +173,19 @@ def parse_fault(text: str) -> Fault:
     fault = Fault(action, batch, phase, args)
     for arg in args:
         known = (_DURATION.match(arg) or arg.isdigit() or arg in DAMAGE_MODES or _ATTRIBUTE.match(arg)
-                 or _UNTIL.match(arg) or _UPGRADE.match(arg))
+                 or _UNTIL.match(arg) or _UPGRADE.match(arg) or (action == "partition" and _NODE.match(arg)))
         if not known:
             raise UserError(
                 f"unknown argument {arg!r} in {text!r}: use a duration (3s, 500ms), an index (0, 1, ...), "
-                f"latency=MS, jitter=MS, until=PHASE, upgrade=X.Y.Z or a damage mode ({', '.join(DAMAGE_MODES)})"
+                f"latency=MS, jitter=MS, until=PHASE, node=N (partition), upgrade=X.Y.Z or a damage mode "
+                f"({', '.join(DAMAGE_MODES)})"
             )
     if fault.until is not None:
         if fault.until not in PHASES:
             raise UserError(f"unknown phase {fault.until!r} in until= of {text!r}: use one of {', '.join(PHASES)}")
-        if not fault.channel:
-            raise UserError(f"{text!r}: until=PHASE only goes with channel faults (delay/cut/reset/down)")
+        if not (fault.channel or fault.kind == "partition"):
+            raise UserError(f"{text!r}: until=PHASE only goes with channel faults (delay/cut/reset/down) and "
+                            "partition")
         if fault.duration is not None:
             raise UserError(f"{text!r}: give a duration or until=PHASE, not both")
     if fault.attributes and fault.kind != "delay":

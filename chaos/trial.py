@@ -111,8 +111,10 @@ class Harness:
     def __init__(self, cluster: str = "standalone", workers: int = 2, workdir: Path | None = None,
                  toxiproxy: str | None = None, standby: bool = True, worker_cores: int | None = None,
                  quick_jvm: bool = True, spare: bool | None = None, quick_python: bool = True,
-                 quick_scheduling: bool = True, recycle: bool = True, quick_sql: bool = True) -> None:
+                 quick_scheduling: bool = True, recycle: bool = True, quick_sql: bool = True,
+                 data_dir: Path | None = None) -> None:
         self.cluster_spec = cluster
+        self.data_dir = data_dir  # where the trials' directories live, if not in ``workdir`` (Docker nodes mount it)
         # JVM flags of every Spark process started for the trials (chaos.cluster.QUICK_JVM_OPTIONS), and
         # the drivers' class archive (chaos/jvm/archive.py), built on the first quick-JVM harness's start.
         self.quick_jvm = quick_jvm
@@ -173,7 +175,8 @@ class Harness:
     def __enter__(self) -> Harness:
         require_java()
         self.cluster = make_cluster(self.cluster_spec, self.owned, self.workdir / "cluster", self.workers,
-                                    worker_cores=self.worker_cores, java_options=self.java_options)
+                                    worker_cores=self.worker_cores, java_options=self.java_options,
+                                    data_dir=self.data_dir or self.workdir)
         reap_orphans()
         reap_containers()
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -188,7 +191,7 @@ class Harness:
             t0 = time.monotonic()
             self.cluster.start()
             self.timings["cluster_start_s"] = round(time.monotonic() - t0, 2)
-            if self.quick_jvm:
+            if self.quick_jvm and self.cluster.kind != "docker":  # nodes run their image's JVM: no archive fits
                 self.class_path = quick_class_path()
                 t0 = time.monotonic()
                 # Dumped by a driver of the harness's own cluster (its client classes too); on a cluster the
@@ -200,10 +203,13 @@ class Harness:
                 self.executor_archive = executor_archive(self.java_options, self.class_path,
                                                          self.cluster.master_url, self.owned)
                 self.timings["executor_archive_s"] = round(time.monotonic() - t0, 2)
-            self.eventlog = EventLogServer()
+            self.eventlog = EventLogServer(self.cluster.host)
             self.channels = Channels(self.toxiproxy)
-            # Drivers and executors reach the event log only through the source channel's proxy.
-            self.source_url = "http://" + self.channels.open("source", urlparse(self.eventlog.url).netloc)
+            if self.cluster.host == "127.0.0.1":
+                # Drivers and executors reach the event log only through the source channel's proxy.
+                self.source_url = "http://" + self.channels.open("source", urlparse(self.eventlog.url).netloc)
+            else:  # Docker nodes reach the host's end of their network only, where no proxy listens
+                self.source_url = self.eventlog.url
             self.boot_spare(Scenario.workers)
         except BaseException:
             self.close()
@@ -276,7 +282,8 @@ class Harness:
                 "class_archive": str(self.class_archive) if self.class_archive else None,
                 "executor_archive": str(self.executor_archive) if self.executor_archive else None,
                 "python_daemon": self.python_daemon, "locality_wait": self.locality_wait, "tmp_dir": str(self.tmp),
-                "interpreted_sql": self.interpreted_sql,
+                "interpreted_sql": self.interpreted_sql, "driver_host": self.cluster.host,
+                "cluster_conf": self.cluster.driver_conf or None,
                 "worker_cores": self.worker_cores if self.cluster.owns_workers else None}
 
     @property
@@ -311,8 +318,15 @@ class Harness:
         """Reject faults this cluster or pipeline cannot carry out, before anything starts."""
         validate_schedule(scenario, pipeline)
         for fault in scenario.schedule:
-            if fault.target == "worker" and not self.cluster.owns_workers:
-                raise UserError(f"{fault.spec} needs --cluster standalone (the harness's own workers)")
+            if fault.target == "worker" and self.cluster.kind != "standalone":
+                raise UserError(f"{fault.spec} needs --cluster standalone (the harness's own workers); "
+                                "on --cluster docker, kill or pause the whole node: kill-node, pause-node")
+            if fault.channel and fault.target == "source" and self.cluster.kind == "docker":
+                raise UserError(f"{fault.spec}: on --cluster docker the nodes read the event log directly, with no "
+                                "proxy between; cut a node off instead: partition@BATCH:PHASE/node=N/10s")
+            if fault.target == "node" and self.cluster.kind != "docker":
+                raise UserError(f"{fault.spec} needs --cluster docker (nodes are containers; `streamchaos image "
+                                "build` makes their image)")
             if fault.target == "executor" and self.cluster_spec.startswith("local["):
                 raise UserError(f"{fault.spec}: local mode has no executor processes")
 
@@ -556,7 +570,7 @@ class Trial:
         self.h.channels.reset()
         self.nemesis = Nemesis(self.h.cluster, lambda: self.driver, lambda: self.controller.app_id,
                                checkpoint, self.history, self.h.channels, self.h.database)
-        self.controller = Controller(self.history, faults, self.nemesis.fire)
+        self.controller = Controller(self.history, faults, self.nemesis.fire, host=self.h.cluster.host)
         self.controller.listeners.append(self.nemesis.on_phase)
         feed = SocketFeed(events, self.scenario.events_per_batch) if self.pipeline.socket_feed else None
         if feed is not None:

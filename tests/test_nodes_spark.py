@@ -128,3 +128,29 @@ def test_nothing_of_a_stopped_or_killed_harness_is_left(node_image, docker_clien
     assert docker_client.containers.list(all=True, filters={"name": prefix}) == []
     assert docker_client.networks.list(names=[prefix]) == []
     assert reap_containers() == 0
+
+
+def _node_trial(tmp_path, pipeline: str, *args: str) -> dict:
+    from tests.conftest import cli, left_by
+
+    run = cli("trial", pipeline, "--cluster", "docker", "--keep", str(tmp_path / "run"), "--json", *args,
+              cwd=tmp_path)
+    assert run.rc == 0, run.stderr[-2000:]
+    assert left_by(run.pid) == [], "the trial left processes behind"
+    return run.json
+
+
+@pytest.mark.parametrize("fault", ["partition@3:reading/node=1/10s", "kill-node@4:sink-write"])
+def test_key_count_stays_exactly_once_across_a_partition_and_a_node_kill(node_image, docker_client, tmp_path,
+                                                                          fault):
+    result = _node_trial(tmp_path, "key-count", "--events", "2000", "--fault", fault)
+    assert result["verdict"] == "exactly-once" and result["lost"] == [] and result["duplicated"] == []
+    assert result["consistent_cut"]["ok"] is True
+    [fired] = result["faults"]
+    assert fired["spec"] == fault and fired["fired"] and fired["detail"]["node"] in (0, 1)
+    if fault.startswith("partition"):
+        assert fired["detail"]["node"] == 1 and fired["detail"]["duration"] == 10.0
+    assert result["cluster"]["kind"] == "docker"
+    prefix = result["cluster"]["network"]
+    assert docker_client.containers.list(all=True, filters={"name": prefix}) == []  # nodes gone with the trial
+    assert docker_client.networks.list(names=[prefix]) == []

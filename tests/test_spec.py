@@ -97,3 +97,20 @@ def test_until_phase_is_for_channel_faults_only_and_excludes_a_duration():
                        ("cut-sink@5:sink-write/until=flush", "unknown phase 'flush'")]:
         with pytest.raises(UserError, match=words):
             parse_fault(bad)
+
+
+def test_node_faults_parse_kill_pause_and_partition():
+    kill, pause = parse_fault("kill-node@4:sink-write"), parse_fault("pause-node@2:reading/1/3s")
+    assert (kill.kind, kill.target, kill.index) == ("kill", "node", None)
+    assert (pause.kind, pause.target, pause.index, pause.duration) == ("pause", "node", 1, 3.0)
+    cut = parse_fault("partition@3:reading/node=1/10s")
+    assert (cut.kind, cut.target, cut.index, cut.duration, cut.channel) == ("partition", "node", 1, 10.0, False)
+    held = parse_fault("partition@3:reading/node=0/until=committed")
+    assert (held.index, held.until, held.duration) == (0, "committed", None)
+    assert held.spec == "partition@3:reading/node=0/until=committed"
+    for bad, words in [("partition@3:reading/node=x", "unknown argument 'node=x'"),
+                       ("kill-driver@3:reading/node=1", "unknown argument 'node=1'"),
+                       ("partition@3:reading/node=1/10s/until=committed", "not both"),
+                       ("pause-node@3:reading", "a pause needs a duration")]:
+        with pytest.raises(UserError, match=words):
+            parse_fault(bad)
