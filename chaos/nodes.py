@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -104,7 +105,8 @@ class DockerCluster(Cluster):
         if self.image is None:
             self.image = find(self.docker)
             if self.image is None:
-                raise UserError("the node image is not built: run `streamchaos image build` once (or pass --image)")
+                raise UserError("the node image is not built: run `streamchaos image build` once (a few minutes, "
+                                "offline from Debian's packages)")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir(exist_ok=True)
         self.network = self._network()
@@ -257,6 +259,7 @@ class DockerCluster(Cluster):
             self.network = None
         self.docker.close()
         self.docker = None
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def describe(self) -> dict:
         return {"kind": self.kind, "master": self.master_url, "workers": self.workers, "image": self.image,
