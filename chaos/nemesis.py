@@ -27,6 +27,7 @@ from chaos.spec import CHANNEL_DEFAULT_DURATION, UNTIL_MAX_S, Fault
 
 DEFAULT_WORKER_DOWNTIME = 2.0
 DEFAULT_DB_DOWNTIME = 2.0
+SLOW_NODE_CPUS = 0.1  # slow-node: the CPU a starved node keeps
 
 
 class Nemesis:
@@ -63,6 +64,7 @@ class Nemesis:
             "damage": self._damage,
             "stop": self._stop,
             "partition": self._partition,
+            "slow": self._slow,
         }[fault.kind]
         return handler(fault, detail)
 
@@ -203,6 +205,14 @@ class Nemesis:
         duration = fault.duration if fault.duration is not None else CHANNEL_DEFAULT_DURATION
         self._heal_later(fault, duration, heal, node=index)
         return {"done": True, "node": index, "duration": duration}
+
+    def _slow(self, fault: Fault, detail: dict) -> dict:
+        """A CPU quota on the whole node (every process in it shares a tenth of one CPU), lifted after the duration:
+        a machine starved by a noisy neighbour, slow but alive."""
+        index = self._worker_index(fault, detail)
+        self.cluster.limit_cpu(index, SLOW_NODE_CPUS)
+        self._heal_later(fault, fault.duration or 0.0, lambda: self.cluster.limit_cpu(index, None), node=index)
+        return {"done": True, "node": index, "duration": fault.duration, "cpus": SLOW_NODE_CPUS}
 
     def _damage(self, fault: Fault, detail: dict) -> dict:
         return {"done": True, **damage_checkpoint(self.checkpoint, fault.mode)}

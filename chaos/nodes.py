@@ -232,6 +232,11 @@ class DockerCluster(Cluster):
     def unpause_node(self, i: int) -> None:
         self.nodes[i].unpause()
 
+    def limit_cpu(self, i: int, cpus: float | None) -> None:
+        """Hold node ``i``'s processes together to ``cpus`` CPUs (a CFS quota), or lift the limit (None)."""
+        period = 100_000
+        self.nodes[i].update(cpu_period=period, cpu_quota=int(cpus * period) if cpus else -1)
+
     def disconnect_node(self, i: int) -> None:
         """Cut node ``i`` off the network: no packet to or from the master, the other nodes or the host."""
         self.addresses[i] = self.address(self.nodes[i])

@@ -39,6 +39,7 @@ ACTIONS = (
     "damage-checkpoint",
     "stop-driver",
     "partition",  # a Docker node cut off its network: partition@3:reading/node=1/10s
+    "slow-node",  # a Docker node held to a tenth of a CPU for the duration
 )
 
 _SPEC = re.compile(r"^(?P<action>[a-z-]+)@(?P<batch>\d+):(?P<phase>[a-z-]+)(?P<args>(/[^/]+)*)$")
@@ -192,8 +193,8 @@ def parse_fault(text: str) -> Fault:
         raise UserError(f"{text!r}: latency= and jitter= only go with delay-source and delay-sink")
     if fault.channel and fault.index is not None:
         raise UserError(f"{text!r}: a channel has no index; drop it")
-    if fault.kind == "pause" and fault.duration is None:
-        raise UserError(f"{text!r}: a pause needs a duration, e.g. {fault.spec}/3s")
+    if fault.kind in ("pause", "slow") and fault.duration is None:
+        raise UserError(f"{text!r}: a {fault.kind} fault needs a duration, e.g. {fault.spec}/3s")
     if fault.action == "damage-checkpoint" and fault.mode is None:
         raise UserError(
             f"{text!r}: damage-checkpoint needs a mode, one of {', '.join(DAMAGE_MODES)}"

@@ -154,3 +154,24 @@ def test_key_count_stays_exactly_once_across_a_partition_and_a_node_kill(node_im
     prefix = result["cluster"]["network"]
     assert docker_client.containers.list(all=True, filters={"name": prefix}) == []  # nodes gone with the trial
     assert docker_client.networks.list(names=[prefix]) == []
+
+
+def test_a_starved_node_slows_the_trial_and_key_count_stays_exactly_once(node_image, docker_client, tmp_path):
+    result = _node_trial(tmp_path, "key-count", "--events", "2000", "--fault", "slow-node@3:reading/8s")
+    assert result["verdict"] == "exactly-once" and result["consistent_cut"]["ok"] is True
+    [fired] = result["faults"]
+    assert fired["fired"] and fired["detail"]["cpus"] == 0.1 and fired["detail"]["duration"] == 8.0
+
+
+def test_every_node_cut_off_past_the_recovery_timeout_is_stalled_never_a_pass(node_image, docker_client, tmp_path):
+    from tests.conftest import cli, left_by
+
+    run = cli("trial", "key-count", "--cluster", "docker", "--events", "1000", "--recovery-timeout", "15",
+              "--fault", "partition@2:reading/node=0/until=committed",
+              "--fault", "partition@2:reading/node=1/until=committed", "--json", cwd=tmp_path)
+    assert run.rc == 3, run.stderr[-2000:]  # inconclusive
+    result = run.json
+    assert result["verdict"] == "stalled" and result["outcome"] == "stalled"
+    assert all(f["fired"] for f in result["faults"])
+    assert left_by(run.pid) == []
+    assert docker_client.containers.list(all=True, filters={"name": result["cluster"]["network"]}) == []

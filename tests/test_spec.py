@@ -103,6 +103,8 @@ def test_node_faults_parse_kill_pause_and_partition():
     kill, pause = parse_fault("kill-node@4:sink-write"), parse_fault("pause-node@2:reading/1/3s")
     assert (kill.kind, kill.target, kill.index) == ("kill", "node", None)
     assert (pause.kind, pause.target, pause.index, pause.duration) == ("pause", "node", 1, 3.0)
+    slow = parse_fault("slow-node@5:reading/0/8s")
+    assert (slow.kind, slow.target, slow.index, slow.duration) == ("slow", "node", 0, 8.0)
     cut = parse_fault("partition@3:reading/node=1/10s")
     assert (cut.kind, cut.target, cut.index, cut.duration, cut.channel) == ("partition", "node", 1, 10.0, False)
     held = parse_fault("partition@3:reading/node=0/until=committed")
@@ -111,6 +113,7 @@ def test_node_faults_parse_kill_pause_and_partition():
     for bad, words in [("partition@3:reading/node=x", "unknown argument 'node=x'"),
                        ("kill-driver@3:reading/node=1", "unknown argument 'node=1'"),
                        ("partition@3:reading/node=1/10s/until=committed", "not both"),
-                       ("pause-node@3:reading", "a pause needs a duration")]:
+                       ("pause-node@3:reading", "a pause fault needs a duration"),
+                       ("slow-node@3:reading/1", "a slow fault needs a duration")]:
         with pytest.raises(UserError, match=words):
             parse_fault(bad)
