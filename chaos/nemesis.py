@@ -193,18 +193,7 @@ class Nemesis:
         (driver, event log, controller), both ways, until it is reconnected after the duration or at ``until``."""
         index = self._worker_index(fault, detail)
         self.cluster.disconnect_node(index)
-
-        def heal() -> None:
-            self.cluster.reconnect_node(index)
-
-        if fault.until is not None:
-            reached = threading.Event()
-            self._until.append((fault, reached))
-            self._heal_later(fault, UNTIL_MAX_S, heal, node=index, until=fault.until, event=reached)
-            return {"done": True, "node": index, "until": fault.until}
-        duration = fault.duration if fault.duration is not None else CHANNEL_DEFAULT_DURATION
-        self._heal_later(fault, duration, heal, node=index)
-        return {"done": True, "node": index, "duration": duration}
+        return {"done": True, **self._heal_after(fault, lambda: self.cluster.reconnect_node(index), node=index)}
 
     def _slow(self, fault: Fault, detail: dict) -> dict:
         """A CPU quota on the whole node (every process in it shares a tenth of one CPU), lifted after the duration:
@@ -221,14 +210,19 @@ class Nemesis:
         if self.channels is None:
             raise LookupError("no fault proxy in this harness")
         heal = self.channels.apply(fault)
+        return {"done": True, **self._heal_after(fault, heal, channel=fault.target), **fault.attributes}
+
+    def _heal_after(self, fault: Fault, heal: Callable[[], None], **what) -> dict:
+        """Heal a channel fault or a partition at ``until=PHASE`` (``UNTIL_MAX_S`` at the latest), else after its
+        duration (default ``CHANNEL_DEFAULT_DURATION``); returns what the history records of it."""
         if fault.until is not None:
             reached = threading.Event()
             self._until.append((fault, reached))
-            self._heal_later(fault, UNTIL_MAX_S, heal, channel=fault.target, until=fault.until, event=reached)
-            return {"done": True, "channel": fault.target, "until": fault.until, **fault.attributes}
+            self._heal_later(fault, UNTIL_MAX_S, heal, until=fault.until, event=reached, **what)
+            return {**what, "until": fault.until}
         duration = fault.duration if fault.duration is not None else CHANNEL_DEFAULT_DURATION
-        self._heal_later(fault, duration, heal, channel=fault.target)
-        return {"done": True, "channel": fault.target, "duration": duration, **fault.attributes}
+        self._heal_later(fault, duration, heal, **what)
+        return {**what, "duration": duration}
 
     def on_phase(self, batch: int, phase: str) -> None:
         """Controller listener: a fault ``until=PHASE`` heals at PHASE of its batch or a later one."""
