@@ -23,6 +23,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from chaos import interrupt
 from chaos.atomic import write_json
 from chaos.errors import UserError
 from chaos.scenario import Scenario
@@ -260,6 +261,7 @@ class Campaign:
         todo = [e for e in self.plan if not self.finished(e["id"])]
         progress.begin(self, len(self.plan) - len(todo))
         for k, entry in enumerate(todo):
+            interrupt.check()
             reserved = self.shrink_reserve()
             if budget is not None and self.elapsed() + reserved >= budget:
                 progress.note(f"time budget of {budget:.0f}s spent" + (f" ({reserved:.0f}s of it kept for shrinking)"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import time
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from chaos import interrupt
 from chaos.errors import HarnessError, UserError
 
 CLUSTER_HELP = "standalone | docker (Spark on Docker nodes: streamchaos image build) | local-cluster[W,C,M] | spark://HOST:PORT"
@@ -38,10 +38,6 @@ JobKey = Annotated[str | None, typer.Option(
 EXIT_VIOLATION = 1
 EXIT_BAD_INPUT = 2
 EXIT_INCONCLUSIVE = 3
-
-
-def _terminate(signum, frame) -> None:
-    raise KeyboardInterrupt
 
 
 @app.callback()
@@ -712,15 +708,13 @@ def _switch_spark() -> None:
 
 
 def main() -> None:
-    signal.signal(signal.SIGTERM, _terminate)
-    # A shell that starts us in the background sets SIGINT to "ignore"; Ctrl-C must still stop us.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    interrupt.install()
     try:
         _switch_spark()
         # Not standalone: typer then returns exit codes (typer.Exit, and 130 for Ctrl-C) instead of
         # exiting, and raises usage errors, so every way out passes through here.
         rc = app(standalone_mode=False)
-        if rc == 130:
+        if rc == 130 or interrupt.requested():  # a Ctrl-C that landed where Python ignored it
             raise KeyboardInterrupt
         if isinstance(rc, int) and rc:
             sys.exit(rc)

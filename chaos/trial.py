@@ -28,6 +28,7 @@ from urllib.parse import urlparse
 
 import polars as pl
 
+from chaos import interrupt
 from chaos.atomic import write_json
 from chaos.channels import Channels
 from chaos.cluster import QUICK_JVM_OPTIONS, Cluster, make_cluster, spark_env, spark_home, sweep_driver_scratch
@@ -641,6 +642,7 @@ class Trial:
         last_progress = time.monotonic()
         unplanned = 0
         while True:
+            interrupt.check()
             if watcher.drained.wait(0.1):
                 return "drained", ""
             self._keep_standby()
@@ -687,6 +689,7 @@ class Trial:
         deadline = time.monotonic() + self.scenario.recovery_timeout
         while (max(watcher.committed, default=-1) < wanted and self.driver.alive()
                and time.monotonic() < deadline):
+            interrupt.check()
             time.sleep(0.1)
         self.history.add("settled", incarnation=self.incarnation, last_commit=max(watcher.committed, default=-1),
                          alive=self.driver.alive())
