@@ -27,11 +27,14 @@ from pathlib import Path
 from chaos.errors import UserError
 
 REPOSITORY = "streamchaos-node"
-RECIPE = 1  # bump when the recipe changes what an image holds
+RECIPE = 2  # bump when the recipe changes what an image holds
 PACKAGES = (
     "openjdk-17-jre-headless", "procps", "iproute2", "iptables", "libssl3", "libffi8", "libsqlite3-0",
     "libbz2-1.0", "liblzma5", "zlib1g", "libuuid1", "libexpat1", "libreadline8", "libncursesw6", "libnsl2",
     "libstdc++6", "libgcc-s1",
+    # What the host's PostgreSQL server binaries link, and the time zones they read: the sink database node.
+    "libicu72", "libxml2", "libldap-2.5-0", "libpq5", "libgssapi-krb5-2", "libsasl2-2", "liblz4-1", "libzstd1",
+    "libsystemd0", "libpam0g", "tzdata",
 )
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"  # Debian's path for Java 17 on amd64

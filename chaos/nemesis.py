@@ -191,6 +191,11 @@ class Nemesis:
     def _partition(self, fault: Fault, detail: dict) -> dict:
         """``docker network disconnect``: no packet between the node and the master, the other nodes or the host
         (driver, event log, controller), both ways, until it is reconnected after the duration or at ``until``."""
+        if fault.target == "sink-db":  # the database's node: the sink's proxy and the drivers lose it
+            if self.database is None or not hasattr(self.database, "disconnect"):
+                raise LookupError("no sink database node (a pg-* pipeline on --cluster docker)")
+            self.database.disconnect()
+            return {"done": True, **self._heal_after(fault, self.database.reconnect, node="sink")}
         index = self._worker_index(fault, detail)
         self.cluster.disconnect_node(index)
         return {"done": True, **self._heal_after(fault, lambda: self.cluster.reconnect_node(index), node=index)}

@@ -93,7 +93,7 @@ class DockerCluster(Cluster):
         self.gateway = ""  # the host's address on the network: where drivers and the harness's servers listen
         self.master = None
         self.nodes: list = [None] * workers
-        self.addresses: dict[int, str] = {}  # a disconnected node's address, given back at its reconnection
+        self.addresses: dict[str, str] = {}  # a disconnected container's address, given back at its reconnection
         self.data_dir = Path(data_dir).resolve() if data_dir else self.workdir
         self.driver_conf = dict(DRIVER_TIMEOUTS)
         self.prefix = f"streamchaos-{os.getpid()}-{owned.tag.rsplit('#', 1)[-1]}"
@@ -208,7 +208,7 @@ class DockerCluster(Cluster):
             node.reload()
             if node.status == "paused":
                 node.unpause()
-            if self.network.name not in node.attrs["NetworkSettings"]["Networks"]:
+            if not self.attached(node):
                 self.reconnect_node(i)
             if node.status not in ("running", "paused"):
                 self.restart_worker(i)
@@ -239,12 +239,24 @@ class DockerCluster(Cluster):
 
     def disconnect_node(self, i: int) -> None:
         """Cut node ``i`` off the network: no packet to or from the master, the other nodes or the host."""
-        self.addresses[i] = self.address(self.nodes[i])
-        self.network.disconnect(self.nodes[i], force=True)
+        self.disconnect(self.nodes[i])
 
     def reconnect_node(self, i: int) -> None:
         """Attach node ``i`` again, at the address its worker is bound to."""
-        self.network.connect(self.nodes[i], ipv4_address=self.addresses.get(i))
+        self.reconnect(self.nodes[i])
+
+    def disconnect(self, container) -> None:
+        """Cut a container of this cluster (a worker, the sink database) off the network, noting its address."""
+        self.addresses[container.id] = self.address(container)
+        self.network.disconnect(container, force=True)
+
+    def reconnect(self, container) -> None:
+        """Attach a container again at the address it had (its servers are bound to it)."""
+        self.network.connect(container, ipv4_address=self.addresses.get(container.id))
+
+    def attached(self, container) -> bool:
+        container.reload()
+        return self.network.name in container.attrs["NetworkSettings"]["Networks"]
 
     def stop(self) -> None:
         if self.docker is None:

@@ -38,7 +38,7 @@ ACTIONS = (
     *(f"{k}-{c}" for k in CHANNEL_KINDS for c in CHANNELS),
     "damage-checkpoint",
     "stop-driver",
-    "partition",  # a Docker node cut off its network: partition@3:reading/node=1/10s
+    "partition",  # a Docker node cut off its network: partition@3:reading/node=1/10s (node=sink: the database's)
     "slow-node",  # a Docker node held to a tenth of a CPU for the duration
 )
 
@@ -46,7 +46,7 @@ _SPEC = re.compile(r"^(?P<action>[a-z-]+)@(?P<batch>\d+):(?P<phase>[a-z-]+)(?P<a
 _DURATION = re.compile(r"^(?P<n>\d+(\.\d+)?)(?P<unit>ms|s|m)$")
 _ATTRIBUTE = re.compile(r"^(?P<key>latency|jitter)=(?P<value>\d+)$")
 _UNTIL = re.compile(r"^until=(?P<phase>[a-z-]+)$")
-_NODE = re.compile(r"^node=(?P<index>\d+)$")
+_NODE = re.compile(r"^node=(?P<index>\d+|sink)$")  # sink: the sink database's node
 _UPGRADE = re.compile(r"^upgrade=(?P<version>\d+\.\d+\.\d+)$")
 UNTIL_MAX_S = 60.0  # a channel fault "until PHASE" is healed after this at the latest (no deadlock)
 
@@ -108,7 +108,9 @@ class Fault:
 
     @property
     def target(self) -> str:
-        return "node" if self.action == "partition" else self.action.split("-", 1)[1]
+        if self.action == "partition":
+            return "sink-db" if "node=sink" in self.args else "node"
+        return self.action.split("-", 1)[1]
 
     @property
     def duration(self) -> float | None:
@@ -133,7 +135,7 @@ class Fault:
         for arg in self.args:
             if arg.isdigit():
                 return int(arg)
-            if match := _NODE.match(arg):
+            if (match := _NODE.match(arg)) and match["index"].isdigit():
                 return int(match["index"])
         return None
 
@@ -178,7 +180,7 @@ def parse_fault(text: str) -> Fault:
         if not known:
             raise UserError(
                 f"unknown argument {arg!r} in {text!r}: use a duration (3s, 500ms), an index (0, 1, ...), "
-                f"latency=MS, jitter=MS, until=PHASE, node=N (partition), upgrade=X.Y.Z or a damage mode "
+                f"latency=MS, jitter=MS, until=PHASE, node=N or node=sink (partition), upgrade=X.Y.Z or a damage mode "
                 f"({', '.join(DAMAGE_MODES)})"
             )
     if fault.until is not None:

@@ -163,7 +163,7 @@ class Harness:
         self.eventlog: EventLogServer | None = None
         self.channels: Channels | None = None
         self.source_url = ""
-        self.database: PostgresServer | None = None  # started by the first trial that needs it
+        self.database: PostgresServer | None = None  # first trial that needs it (pgnode on docker)
         self.sink_dsn: str | None = None
         self.timings: dict[str, float] = {}
         self.spare: Spare | None = None  # the next trial's first driver, booted ahead (with ``spare``)
@@ -325,6 +325,9 @@ class Harness:
             if fault.channel and fault.target == "source" and self.cluster.kind == "docker":
                 raise UserError(f"{fault.spec}: on --cluster docker the nodes read the event log directly, with no "
                                 "proxy between; cut a node off instead: partition@BATCH:PHASE/node=N/10s")
+            if fault.kind == "partition" and fault.target == "sink-db" and self.cluster.kind != "docker":
+                raise UserError(f"{fault.spec} needs --cluster docker (the sink database is then a node of its "
+                                "own); here cut the sink channel instead: cut-sink@BATCH:PHASE/10s")
             if fault.target == "node" and self.cluster.kind != "docker":
                 raise UserError(f"{fault.spec} needs --cluster docker (nodes are containers; `streamchaos image "
                                 "build` makes their image)")
@@ -334,10 +337,17 @@ class Harness:
     def _ensure_database(self) -> None:
         if self.database is None:
             t0 = time.monotonic()
-            self.database = PostgresServer(self.owned, self.workdir / "postgres").start()
+            if self.cluster.kind == "docker":  # a node of its own, which a partition can cut off
+                from chaos.pgnode import PostgresNode
+
+                self.database = PostgresNode(self.cluster, self.workdir / "postgres").start()
+                upstream = f"{self.database.address}:{self.database.port}"
+            else:
+                self.database = PostgresServer(self.owned, self.workdir / "postgres").start()
+                upstream = f"127.0.0.1:{self.database.port}"
             self.timings["database_start_s"] = round(time.monotonic() - t0, 2)
-            # The sink reaches the database only through the sink channel's proxy.
-            host, port = self.channels.open("sink", f"127.0.0.1:{self.database.port}").rsplit(":", 1)
+            # The sink reaches the database only through the sink channel's proxy (on this machine's loopback).
+            host, port = self.channels.open("sink", upstream).rsplit(":", 1)
             self.sink_dsn = PostgresServer.dsn_at(host, int(port))
         elif not self.database.ready():
             self.database.restart()

@@ -175,3 +175,33 @@ def test_every_node_cut_off_past_the_recovery_timeout_is_stalled_never_a_pass(no
     assert all(f["fired"] for f in result["faults"])
     assert left_by(run.pid) == []
     assert docker_client.containers.list(all=True, filters={"name": result["cluster"]["network"]}) == []
+
+
+def _history(run_dir) -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+
+
+def test_pg_upsert_by_batch_stays_exactly_once_while_its_database_node_is_cut_off(node_image, docker_client,
+                                                                                   tmp_path):
+    """The write of batch 3 cannot reach the database until the partition heals; the sink retries it then."""
+    fault = "partition@3:sink-write/node=sink/10s"
+    result = _node_trial(tmp_path, "pg-upsert-by-batch", "--events", "2000", "--fault", fault)
+    assert result["verdict"] == "exactly-once" and result["lost"] == [] and result["duplicated"] == []
+    [fired] = result["faults"]
+    assert fired["fired"] and fired["detail"]["node"] == "sink" and fired["detail"]["duration"] == 10.0
+    history = _history(tmp_path / "run")
+    [heal] = [e for e in history if e["kind"] == "heal"]
+    [done] = [e for e in history if e["kind"] == "phase" and e["phase"] == "sink-done" and e["batch"] == 3]
+    assert done["t"] >= heal["t"] and done["detail"]["attempts"] >= 2  # written only once the node was back
+    prefix = result["cluster"]["network"]
+    assert docker_client.containers.list(all=True, filters={"name": prefix}) == []  # the database node too
+
+
+def test_pg_append_under_a_database_partition_and_a_driver_kill_is_found_at_least_once(node_image, docker_client,
+                                                                                      tmp_path):
+    result = _node_trial(tmp_path, "pg-append", "--events", "2000",
+                         "--fault", "partition@3:sink-write/node=sink/10s", "--fault", "kill-driver@3:sink-done")
+    assert result["verdict"] == "at-least-once" and result["lost"] == [] and result["duplicated"]
+    assert all(f["fired"] for f in result["faults"])

@@ -110,6 +110,8 @@ def test_node_faults_parse_kill_pause_and_partition():
     held = parse_fault("partition@3:reading/node=0/until=committed")
     assert (held.index, held.until, held.duration) == (0, "committed", None)
     assert held.spec == "partition@3:reading/node=0/until=committed"
+    db = parse_fault("partition@3:sink-write/node=sink/10s")
+    assert (db.kind, db.target, db.index, db.duration) == ("partition", "sink-db", None, 10.0)
     for bad, words in [("partition@3:reading/node=x", "unknown argument 'node=x'"),
                        ("kill-driver@3:reading/node=1", "unknown argument 'node=1'"),
                        ("partition@3:reading/node=1/10s/until=committed", "not both"),
@@ -117,3 +119,15 @@ def test_node_faults_parse_kill_pause_and_partition():
                        ("slow-node@3:reading/1", "a slow fault needs a duration")]:
         with pytest.raises(UserError, match=words):
             parse_fault(bad)
+
+
+def test_a_database_partition_needs_a_pipeline_with_a_database():
+    from chaos.scenario import Scenario
+    from chaos.trial import validate_schedule
+    from pipelines_under_test import resolve
+
+    scenario = Scenario("key-count", events=1000, faults=["partition@3:sink-write/node=sink/10s"])
+    with pytest.raises(UserError, match="key-count has no sink database; use a pg-\\* pipeline"):
+        validate_schedule(scenario, resolve("key-count"))
+    validate_schedule(Scenario("pg-append", events=1000, faults=["partition@3:sink-write/node=sink/10s"]),
+                      resolve("pg-append"))
