@@ -29,7 +29,8 @@ from chaos.toxiproxy_server import ToxiproxyServer
 
 
 class Channels:
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, hosts: tuple[str, ...] = ()) -> None:
+        """``hosts``: addresses besides loopback the embedded proxies may listen on (a Docker network's gateway)."""
         from toxiproxy import Toxiproxy
 
         url = url if url is not None else os.environ.get("TOXIPROXY_URL")
@@ -38,7 +39,7 @@ class Channels:
             parsed = urlparse(url if "://" in url else f"http://{url}")
             host, port = parsed.hostname or "127.0.0.1", parsed.port or 8474
         else:
-            self.embedded = ToxiproxyServer().start()
+            self.embedded = ToxiproxyServer(proxy_hosts=hosts).start()
             host, port = "127.0.0.1", self.embedded.port
         self.client = Toxiproxy()
         self.client.update_api_consumer(host, port)
@@ -48,12 +49,13 @@ class Channels:
         self.url = f"http://{host}:{port}"
         self.proxies: dict[str, object] = {}
 
-    def open(self, name: str, upstream: str) -> str:
-        """(Re)create the proxy ``name`` in front of ``upstream`` (host:port); returns its listen address."""
+    def open(self, name: str, upstream: str, host: str = "127.0.0.1") -> str:
+        """(Re)create the proxy ``name`` in front of ``upstream`` (host:port), listening on ``host``; returns its
+        listen address."""
         existing = self.client.get_proxy(name)
         if existing is not None:
             existing.destroy()
-        proxy = self.client.create(upstream=upstream, name=name, listen="127.0.0.1:0")
+        proxy = self.client.create(upstream=upstream, name=name, listen=f"{host}:0")
         self.proxies[name] = proxy
         return proxy.listen
 

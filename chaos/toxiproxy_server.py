@@ -1,4 +1,4 @@
-"""An embedded fault proxy that speaks Toxiproxy's HTTP API (asyncio data path, loopback only).
+"""An embedded fault proxy that speaks Toxiproxy's HTTP API (asyncio data path, on the harness's own addresses).
 
 No Toxiproxy server is installable here (nor on many CI machines), so the harness carries its own.
 It is driven only through the ``toxiproxy-python`` client, exactly like a real Toxiproxy, so
@@ -105,13 +105,15 @@ class ProxyState:
     # -- lifecycle (on the loop) --------------------------------------------------------------
     async def open(self) -> None:
         host, port = _split(self.listen)
-        if host not in ("127.0.0.1", "localhost"):
-            raise ApiError(400, f"listen address {self.listen} is not loopback: streamchaos binds 127.0.0.1 only")
+        host = "127.0.0.1" if host == "localhost" else host
+        if host not in self.server.proxy_hosts:
+            raise ApiError(400, f"listen address {self.listen} is neither loopback nor the host's end of a network "
+                                "of the harness's own: streamchaos binds only those")
         try:
-            self._listener = await asyncio.start_server(self._accept, "127.0.0.1", port, reuse_address=True)
+            self._listener = await asyncio.start_server(self._accept, host, port, reuse_address=True)
         except OSError as exc:
             raise ApiError(409 if exc.errno == 98 else 500, f"cannot listen on {self.listen}: {exc}") from None
-        self.listen = f"127.0.0.1:{self._listener.sockets[0].getsockname()[1]}"
+        self.listen = f"{host}:{self._listener.sockets[0].getsockname()[1]}"
 
     async def close(self) -> None:
         if self._listener is not None:
@@ -264,9 +266,12 @@ def _slices(data: bytes, average: int, variation: int) -> list[bytes]:
 class ToxiproxyServer:
     """The API server (stdlib HTTP, threads) and the proxies (one asyncio loop in a daemon thread)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, proxy_hosts: tuple[str, ...] = ()) -> None:
+        """``proxy_hosts``: addresses besides loopback a proxy may listen on, the host's end of networks the
+        harness made (Docker nodes reach the host only there); the API itself listens on loopback only."""
         if host not in ("127.0.0.1", "localhost"):
             raise ValueError("the embedded Toxiproxy binds loopback only")
+        self.proxy_hosts = {"127.0.0.1", *proxy_hosts}
         self.proxies: dict[str, ProxyState] = {}
         self.lock = threading.Lock()
         self.loop = asyncio.new_event_loop()

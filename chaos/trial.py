@@ -205,12 +205,10 @@ class Harness:
                                                          self.cluster.master_url, self.owned)
                 self.timings["executor_archive_s"] = round(time.monotonic() - t0, 2)
             self.eventlog = EventLogServer(self.cluster.host)
-            self.channels = Channels(self.toxiproxy)
-            if self.cluster.host == "127.0.0.1":
-                # Drivers and executors reach the event log only through the source channel's proxy.
-                self.source_url = "http://" + self.channels.open("source", urlparse(self.eventlog.url).netloc)
-            else:  # Docker nodes reach the host's end of their network only, where no proxy listens
-                self.source_url = self.eventlog.url
+            host = self.cluster.host  # where drivers and executors reach this machine (loopback, or a gateway)
+            self.channels = Channels(self.toxiproxy, hosts=() if host == "127.0.0.1" else (host,))
+            # Drivers and executors reach the event log only through the source channel's proxy.
+            self.source_url = "http://" + self.channels.open("source", urlparse(self.eventlog.url).netloc, host)
             self.boot_spare(Scenario.workers)
         except BaseException:
             self.close()
@@ -322,9 +320,6 @@ class Harness:
             if fault.target == "worker" and self.cluster.kind != "standalone":
                 raise UserError(f"{fault.spec} needs --cluster standalone (the harness's own workers); "
                                 "on --cluster docker, kill or pause the whole node: kill-node, pause-node")
-            if fault.channel and fault.target == "source" and self.cluster.kind == "docker":
-                raise UserError(f"{fault.spec}: on --cluster docker the nodes read the event log directly, with no "
-                                "proxy between; cut a node off instead: partition@BATCH:PHASE/node=N/10s")
             if fault.kind == "partition" and fault.target == "sink-db" and self.cluster.kind != "docker":
                 raise UserError(f"{fault.spec} needs --cluster docker (the sink database is then a node of its "
                                 "own); here cut the sink channel instead: cut-sink@BATCH:PHASE/10s")
@@ -346,8 +341,8 @@ class Harness:
                 self.database = PostgresServer(self.owned, self.workdir / "postgres").start()
                 upstream = f"127.0.0.1:{self.database.port}"
             self.timings["database_start_s"] = round(time.monotonic() - t0, 2)
-            # The sink reaches the database only through the sink channel's proxy (on this machine's loopback).
-            host, port = self.channels.open("sink", upstream).rsplit(":", 1)
+            # The sink reaches the database only through the sink channel's proxy (where nodes reach it too).
+            host, port = self.channels.open("sink", upstream, self.cluster.host).rsplit(":", 1)
             self.sink_dsn = PostgresServer.dsn_at(host, int(port))
         elif not self.database.ready():
             self.database.restart()

@@ -205,3 +205,14 @@ def test_pg_append_under_a_database_partition_and_a_driver_kill_is_found_at_leas
                          "--fault", "partition@3:sink-write/node=sink/10s", "--fault", "kill-driver@3:sink-done")
     assert result["verdict"] == "at-least-once" and result["lost"] == [] and result["duplicated"]
     assert all(f["fired"] for f in result["faults"])
+
+
+def test_channel_faults_and_executor_side_sinks_work_on_nodes(node_image, docker_client, tmp_path):
+    """The proxies listen on the host's end of the nodes' network: executors in the nodes read the event log
+    through the source channel (cut here) and pg-two-phase's tasks stage their rows through the sink channel."""
+    result = _node_trial(tmp_path, "pg-two-phase", "--events", "2000", "--fault", "cut-source@3:reading/5s")
+    assert result["verdict"] == "exactly-once" and result["lost"] == [] and result["duplicated"] == []
+    [fired] = result["faults"]
+    assert fired["fired"] and fired["detail"]["channel"] == "source"
+    staged = [e for e in _history(tmp_path / "run") if e["kind"] == "phase" and e["phase"] == "sink-write"]
+    assert sum(e["detail"]["rows"] for e in staged) >= 2000  # every row staged by a task in a node, none lost

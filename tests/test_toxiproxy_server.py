@@ -203,6 +203,21 @@ def test_non_loopback_listen_is_refused(toxi, echo):
     assert resp.status_code == 400 and "loopback" in resp.json()["error"]
 
 
+def test_a_proxy_listens_on_an_address_the_harness_was_given_and_on_no_other(echo):
+    """The host's end of a harness's Docker network (here 127.0.0.2, an address of lo no proxy takes unasked)."""
+    with ToxiproxyServer(proxy_hosts=("127.0.0.2",)) as server:
+        api = f"http://127.0.0.1:{server.port}/proxies"
+        resp = requests.post(api, json={"name": "g", "upstream": echo, "listen": "127.0.0.2:0"}, timeout=5)
+        assert resp.status_code == 201, resp.text
+        host, port = resp.json()["listen"].rsplit(":", 1)
+        assert host == "127.0.0.2"
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(b"ping")
+            assert sock.recv(4) == b"ping"
+        refused = requests.post(api, json={"name": "h", "upstream": echo, "listen": "127.0.0.3:0"}, timeout=5)
+        assert refused.status_code == 400 and "network of the harness's own" in refused.json()["error"]
+
+
 def toxi_port(client: Toxiproxy) -> int:
     from toxiproxy.api import APIConsumer
 
