@@ -16,7 +16,8 @@ SAMPLE = 12
 
 
 def timeline(records: list[dict], end: float | None = None) -> dict:
-    """Micro-batches per driver incarnation with their phase times, faults, drivers and channel toxics."""
+    """Micro-batches per driver incarnation with their phase times, faults, drivers and the spans of faults that
+    hold until a heal (channel toxics, partitions, paused or starved nodes: ``toxics``)."""
     bars: dict[tuple[int, int], dict] = {}
     drivers: dict[int, dict] = {}
     faults, toxics, fired_at = [], [], {}

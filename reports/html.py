@@ -188,8 +188,8 @@ faults {escape(','.join(spec['kinds']))} · {summary['finished']}/{summary['plan
 <h2>Minimal counterexamples</h2>{_counterexamples(summary)}
 <h2>Fault coverage (fired faults by action and phase)</h2>{_coverage(summary['coverage'])}
 <h2>Trials</h2><p class="muted">Click a trial for its timeline: micro-batches per driver incarnation (green:
-committed, red: never committed by that incarnation) with phase ticks, faults as red markers, channel toxics as
-yellow spans.</p>{_trials(trials)}
+committed, red: never committed by that incarnation) with phase ticks, faults as red markers, what a fault holds
+until its heal (a channel toxic, a partition, a paused or starved node) as yellow spans.</p>{_trials(trials)}
 <div id="detail"><noscript>Per-trial timelines need JavaScript.</noscript></div>
 </main>
 <script type="application/json" id="trial-data">{_embed(data)}</script>
