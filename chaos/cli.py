@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from chaos import interrupt
+from chaos.cluster import with_image
 from chaos.errors import HarnessError, UserError
 
 CLUSTER_HELP = "standalone | docker (Spark on Docker nodes: streamchaos image build) | local-cluster[W,C,M] | spark://HOST:PORT"
@@ -25,6 +26,10 @@ out = Console(highlight=False, soft_wrap=True)
 Standby = Annotated[bool, typer.Option("--standby/--no-standby",
                                        help="pre-warmed drivers: a standby takes over a killed driver and each "
                                             "trial's first driver boots ahead (--no-standby: cold restarts)")]
+
+Image = Annotated[str | None, typer.Option(
+    help="with --cluster docker: your node image (Java 17 on its PATH, /bin/sh; this machine's Python and Spark "
+         "are mounted in), instead of the one `streamchaos image build` makes")]
 
 # A user's job as written (module:function): what the harness needs beside it (chaos/jobspec.py).
 JobSchema = Annotated[str | None, typer.Option(
@@ -78,6 +83,7 @@ def trial(
         help="KEY=VALUE for the pipeline's query (repeatable): a spark.* setting, trigger=processingTime:3s|"
              "availableNow|once, or a writeStream option")] = None,
     standby: Standby = True,
+    image: Image = None,
     schema: JobSchema = None,
     sink: JobSink = None,
     key: JobKey = None,
@@ -89,6 +95,7 @@ def trial(
     from chaos.trial import Harness
     from pipelines_under_test import resolve
 
+    cluster = with_image(cluster, image)
     pipeline = job_ref(pipeline, schema, sink, key)
     chosen = resolve(pipeline)
     given = {"partitions": partitions, "late_fraction": late_fraction, "resent_fraction": resent_fraction}
@@ -197,6 +204,7 @@ def campaign_run(
         help="KEY=V1,V2: run every pipeline under each value (repeatable: every combination), e.g. "
              "spark.sql.streaming.stateStore.providerClass=A,B or asyncProgressTrackingEnabled=false,true")] = None,
     standby: Standby = True,
+    image: Image = None,
     schema: JobSchema = None,
     sink: JobSink = None,
     key: JobKey = None,
@@ -207,6 +215,7 @@ def campaign_run(
     from chaos.queryconf import parse_matrix
     from properties.planning import parse_kinds
 
+    cluster = with_image(cluster, image)
     spec = CampaignSpec(
         pipelines=[job_ref(p, schema, sink, key) for p in pipeline or []], expect=expect,
         kinds=list(parse_kinds(faults)),
@@ -255,6 +264,7 @@ def conformance(
     workers: Annotated[int, typer.Option(help="workers of the standalone cluster")] = 2,
     toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
     standby: Standby = True,
+    image: Image = None,
 ) -> None:
     """Measure Spark's documented guarantees row by row under a standard fault mix; exit 1 on a contradiction."""
     from chaos import conformance as conf
@@ -263,6 +273,7 @@ def conformance(
 
     if trials < 1:
         raise UserError(f"--trials must be at least 1, got {trials}")
+    cluster = with_image(cluster, image)
     rows = conf.select_rows(list(only or []))
     names = [r.pipeline for r in rows]
     spec = CampaignSpec(pipelines=names, kinds=["kill", "channel"], trials=trials, seed=seed, events=events,

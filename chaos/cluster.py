@@ -334,13 +334,14 @@ _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
 
 def make_cluster(spec: str, owned: Owned, workdir: Path, workers: int = 2, worker_cores: int = 1,
                  java_options: str = "", data_dir: Path | None = None) -> Cluster:
-    """``standalone`` | ``docker`` | ``local-cluster[W,C,M]`` | ``spark://host:port``. ``data_dir``: where the
-    trials' directories live (mounted into Docker nodes: executors write state and files there)."""
-    if spec == "docker":
+    """``standalone`` | ``docker[:IMAGE]`` | ``local-cluster[W,C,M]`` | ``spark://host:port``. ``data_dir``: where
+    the trials' directories live (mounted into Docker nodes: executors write state and files there)."""
+    if spec == "docker" or spec.startswith("docker:"):
         from chaos.nodes import DockerCluster
 
         return DockerCluster(owned, workdir, workers=workers, worker_cores=worker_cores,
-                             worker_memory=f"{worker_cores}g", java_options=java_options, data_dir=data_dir)
+                             worker_memory=f"{worker_cores}g", java_options=java_options, data_dir=data_dir,
+                             image=spec.partition(":")[2] or None)
     if spec == "standalone":
         # Each worker's memory fits one 512m executor per core (a standby application holds its own).
         return StandaloneCluster(owned, workdir, workers=workers, worker_cores=worker_cores,
@@ -350,7 +351,7 @@ def make_cluster(spec: str, owned: Owned, workdir: Path, workers: int = 2, worke
     if re.match(r"^spark://[^:/]+:\d+$", spec):
         return Cluster(spec)
     raise UserError(
-        f"unknown cluster {spec!r}: use standalone, docker, local-cluster[WORKERS,CORES,MEMORY_MB] "
+        f"unknown cluster {spec!r}: use standalone, docker (or docker:IMAGE), local-cluster[WORKERS,CORES,MEMORY_MB] "
         "(e.g. local-cluster[2,1,1024]) or a master URL spark://HOST:PORT"
     )
 
@@ -364,3 +365,13 @@ def read_log(path: Path) -> str:
 
 def log_tail(path: Path, lines: int = 3) -> str:
     return " | ".join(read_log(path).strip().splitlines()[-lines:])
+
+
+def with_image(cluster: str, image: str | None) -> str:
+    """The cluster spec ``--cluster docker --image IMAGE`` stands for (``docker:IMAGE``: stored with a scenario,
+    so a replay runs on the same image)."""
+    if image is None:
+        return cluster
+    if cluster != "docker":
+        raise UserError(f"--image {image} names the image of Docker nodes: add --cluster docker")
+    return f"docker:{image}"

@@ -28,6 +28,7 @@ from chaos.cluster import MASTER_CLASS, WORKER_CLASS, Cluster, log_tail, read_lo
 from chaos.containers import client, labels
 from chaos.errors import HarnessError, UserError
 from chaos.image import find
+from chaos.jvm import cache_dir
 from chaos.procs import OWNER_VAR, Owned, wait_until
 
 MASTER_PORT = 7077
@@ -52,11 +53,12 @@ def module_roots() -> list[str]:
     return sorted(roots)
 
 
-def host_mounts(*workdirs: Path) -> dict[str, dict[str, str]]:
-    """The host paths a node needs, each mounted at itself: this Python's prefixes and every directory on
-    ``sys.path`` outside them (read-only), and ``workdirs`` (read-write; one inside another is mounted with it)."""
+def host_mounts(*workdirs: Path, shared: tuple[Path, ...] = ()) -> dict[str, dict[str, str]]:
+    """The host paths a node needs, each mounted at itself: this Python's prefixes, every directory on
+    ``sys.path`` outside them and ``shared`` (read-only), and ``workdirs`` (read-write; one inside another is
+    mounted with it)."""
     read_only: list[Path] = []
-    for entry in [sys.prefix, sys.base_prefix, *sys.path, *module_roots()]:
+    for entry in [sys.prefix, sys.base_prefix, *sys.path, *module_roots(), *shared]:
         path = Path(entry or ".").resolve()
         if not path.is_dir() or path == Path("/") or any(path == p or p in path.parents for p in read_only):
             continue
@@ -98,6 +100,9 @@ class DockerCluster(Cluster):
         self.driver_conf = dict(DRIVER_TIMEOUTS)
         self.prefix = f"streamchaos-{os.getpid()}-{owned.tag.rsplit('#', 1)[-1]}"
         self.tmp = self.workdir / "tmp"
+        # The pipelines' JVM hooks (chaos.jvm.hooks_jar: a file sink's commit protocol) are built into this cache,
+        # maybe after the nodes start: executors load them from their class path at the same path.
+        self.jars = cache_dir()
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -107,8 +112,12 @@ class DockerCluster(Cluster):
             if self.image is None:
                 raise UserError("the node image is not built: run `streamchaos image build` once (a few minutes, "
                                 "offline from Debian's packages)")
+        elif not self._have_image():
+            raise UserError(f"no image {self.image} in this machine's dockerd: `docker pull` or `docker load` it, "
+                            "or leave out --image to use the one `streamchaos image build` makes")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir(exist_ok=True)
+        self.jars.mkdir(parents=True, exist_ok=True)
         self.network = self._network()
         self.master = self._run("master", "node-master", [MASTER_CLASS, "--port", str(MASTER_PORT)])
         log = self._log("master")
@@ -119,6 +128,15 @@ class DockerCluster(Cluster):
             self.start_worker(i)
         for i in range(self.workers):
             self.wait_worker(i)
+
+    def _have_image(self) -> bool:
+        import docker
+
+        try:
+            self.docker.images.get(self.image)
+        except docker.errors.ImageNotFound:
+            return False
+        return True
 
     def _network(self):
         """The internal bridge network, on a subnet Docker found free, fixed in its configuration: a node
@@ -153,7 +171,8 @@ class DockerCluster(Cluster):
         return self.docker.containers.run(
             self.image, ["/bin/sh", "-c", script, spark_class, *spark_args], name=f"{self.prefix}-{name}",
             hostname=name, network=self.network.name, labels=labels(kind, self.owned.tag), environment=env,
-            volumes=host_mounts(self.data_dir, self.workdir), working_dir=str(self.workdir), detach=True, init=True)
+            volumes=host_mounts(self.data_dir, self.workdir, shared=(self.jars,)), working_dir=str(self.workdir),
+            detach=True, init=True)
 
     @property
     def host(self) -> str:

@@ -57,6 +57,9 @@ def test_a_node_mounts_this_python_and_its_code_read_only_and_the_work_directory
     assert inside[str(Path(image.__file__).resolve().parent / "work")]["mode"] == "rw"
     assert any(spec["mode"] == "ro" and chaos_root.startswith(m) for m, spec in inside.items())
     assert "/" not in mounts
+    jars = tmp_path / "cache" / "streamchaos"  # the JVM hooks' cache, read by executors in the nodes
+    jars.mkdir(parents=True)
+    assert host_mounts(tmp_path / "cluster", shared=(jars,))[str(jars.resolve())]["mode"] == "ro"
 
 
 def test_no_docker_daemon_is_one_clear_line_and_nothing_to_reap(monkeypatch, tmp_path):

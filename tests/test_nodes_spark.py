@@ -157,7 +157,15 @@ def test_key_count_stays_exactly_once_across_a_partition_and_a_node_kill(node_im
 
 
 def test_a_starved_node_slows_the_trial_and_key_count_stays_exactly_once(node_image, docker_client, tmp_path):
-    result = _node_trial(tmp_path, "key-count", "--events", "2000", "--fault", "slow-node@3:reading/8s")
+    """On a user's image (--image): here the built one under a name of the user's."""
+    image = docker_client.images.get(node_image)
+    image.tag("streamchaos-test/users-node", "1")
+    try:
+        result = _node_trial(tmp_path, "key-count", "--events", "2000", "--fault", "slow-node@3:reading/8s",
+                             "--image", "streamchaos-test/users-node:1")
+    finally:
+        docker_client.images.remove("streamchaos-test/users-node:1")
+    assert result["cluster"]["image"] == "streamchaos-test/users-node:1"
     assert result["verdict"] == "exactly-once" and result["consistent_cut"]["ok"] is True
     [fired] = result["faults"]
     assert fired["fired"] and fired["detail"]["cpus"] == 0.1 and fired["detail"]["duration"] == 8.0
@@ -175,6 +183,15 @@ def test_every_node_cut_off_past_the_recovery_timeout_is_stalled_never_a_pass(no
     assert all(f["fired"] for f in result["faults"])
     assert left_by(run.pid) == []
     assert docker_client.containers.list(all=True, filters={"name": result["cluster"]["network"]}) == []
+
+
+def test_an_image_dockerd_does_not_have_is_one_line_and_nothing_is_started(docker_client, tmp_path):
+    from tests.conftest import cli
+
+    run = cli("trial", "key-count", "--cluster", "docker", "--image", "streamchaos-test/no-such:0", cwd=tmp_path)
+    assert run.rc == 2 and "Traceback" not in run.stderr
+    assert "no image streamchaos-test/no-such:0 in this machine's dockerd" in run.stderr.strip().splitlines()[-1]
+    assert docker_client.containers.list(all=True, filters={"label": OWNER_LABEL}) == []
 
 
 def _history(run_dir) -> list[dict]:
