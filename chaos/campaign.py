@@ -65,6 +65,11 @@ class CampaignSpec:
     # one would mix two Sparks in one campaign's verdicts.
     spark: str | None = None
 
+    @property
+    def on_nodes(self) -> bool:
+        """The trials run on Docker nodes (``docker`` or ``docker:IMAGE``): node faults apply, worker kills not."""
+        return self.cluster == "docker" or self.cluster.startswith("docker:")
+
 
 def slug(name: str) -> str:
     """A pipeline's name as a trial id's prefix: a user's job by its entry point and a digest of its options."""
@@ -122,6 +127,8 @@ class Campaign:
             raise UserError(f"--expect {spec.expect!r}: use one of {', '.join(GUARANTEES)}")
         if spec.trials is not None and spec.trials < 1:
             raise UserError(f"--trials must be at least 1, got {spec.trials}")
+        if "node" in spec.kinds and not spec.on_nodes:
+            raise UserError("--faults node needs --cluster docker (node faults act on containers)")
         if owns_workers is None:
             owns_workers = spec.cluster == "standalone"
         per_pipeline = spec.trials or MAX_PLANNED_PER_PIPELINE
@@ -138,7 +145,7 @@ class Campaign:
                 continue
             actions = applicable_actions(spec.kinds, sink_channel=pipeline.sink_channel,
                                          database=pipeline.database, owns_workers=owns_workers,
-                                         source_channel=not pipeline.own_source)
+                                         source_channel=not pipeline.own_source, nodes=spec.on_nodes)
             fixed = (spec.schedules or {}).get(name)
             if not actions and not spec.examples and fixed is None:
                 skipped.append({"pipeline": name, "reason": f"no fault of kind(s) {','.join(spec.kinds)} applies"})
@@ -408,7 +415,7 @@ class Campaign:
         expected = self.spec.expect or resolved.guarantee
         actions = applicable_actions(self.spec.kinds, sink_channel=resolved.sink_channel,
                                      database=resolved.database, owns_workers=self.spec.cluster == "standalone",
-                                     source_channel=not resolved.own_source)
+                                     source_channel=not resolved.own_source, nodes=self.spec.on_nodes)
         candidates = self.spec.shrink_trials
         if self.spec.time_budget_s is not None:
             left = self.spec.time_budget_s - self.elapsed()

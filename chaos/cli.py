@@ -183,7 +183,8 @@ app.add_typer(campaign_app, name="campaign")
                                     "--seed 1 --out runs/c1")
 def campaign_run(
     pipeline: Annotated[list[str] | None, typer.Option(help="catalogue name or module:attr, repeatable")] = None,
-    faults: Annotated[str, typer.Option(help="fault kinds: kill,pause,channel,checkpoint,db")] = "kill",
+    faults: Annotated[str, typer.Option(
+        help="fault kinds: kill,pause,channel,checkpoint,db,node (node: --cluster docker)")] = "kill",
     trials: Annotated[int | None, typer.Option(help="planned trials per pipeline (default 3)")] = None,
     time_budget: Annotated[str | None, typer.Option(help="stop starting trials after this much, e.g. 30m")] = None,
     seed: Annotated[int, typer.Option(help="seed of the plan and the event streams")] = 0,

@@ -27,7 +27,7 @@ from hypothesis import seed as hypothesis_seed
 
 from chaos.errors import UserError
 from chaos.spec import PHASES, Fault, parse_fault
-from properties.strategies import ACTION_ORDER, Schedule, crash_schedules
+from properties.strategies import ACTION_ORDER, ALL_ACTIONS, NODE_ACTIONS, Schedule, crash_schedules
 
 # ``--faults`` kinds and the actions each one allows.
 FAULT_KINDS: dict[str, tuple[str, ...]] = {
@@ -36,6 +36,7 @@ FAULT_KINDS: dict[str, tuple[str, ...]] = {
     "channel": tuple(a for a in ACTION_ORDER if a.split("-")[0] in ("delay", "cut", "reset", "down")),
     "checkpoint": ("damage-checkpoint",),
     "db": ("kill-sink-db",),
+    "node": NODE_ACTIONS,  # --cluster docker: kill, freeze, starve or cut off a whole node
 }
 DEFAULT_KINDS = ("kill",)
 CANDIDATES_PER_TRIAL = 12
@@ -71,13 +72,18 @@ def parse_kinds(text: str | Iterable[str] | None) -> tuple[str, ...]:
 
 
 def applicable_actions(kinds: Iterable[str], *, sink_channel: bool, database: bool,
-                       owns_workers: bool, source_channel: bool = True) -> tuple[str, ...]:
+                       owns_workers: bool, source_channel: bool = True, nodes: bool = False) -> tuple[str, ...]:
     """The actions of ``kinds`` a pipeline and cluster can take, in shrink order. A pipeline with a
-    source of its own (socket, rate) has no source channel: a fault there would change nothing."""
+    source of its own (socket, rate) has no source channel: a fault there would change nothing. ``nodes``:
+    the cluster's workers are Docker nodes (node faults; no worker process of the harness's to kill)."""
     wanted = {a for k in kinds for a in FAULT_KINDS[k]}
     out = []
-    for action in ACTION_ORDER:
+    for action in ALL_ACTIONS:
         if action not in wanted:
+            continue
+        if action in NODE_ACTIONS and not nodes:
+            continue
+        if action.endswith("-worker") and nodes:
             continue
         if action.endswith("-sink") and not sink_channel:
             continue
@@ -181,7 +187,7 @@ def plan_schedules(batches: int, actions: tuple[str, ...], trials: int, seed: in
     for schedule in canonical_schedules(batches, actions, phases, seed, max_faults):
         if len(plan) < trials and schedule not in plan:
             plan.append(schedule)
-    rank = {a: len(ACTION_ORDER) - i for i, a in enumerate(ACTION_ORDER)}
+    rank = {a: len(ACTION_ORDER) - i for i, a in enumerate(ACTION_ORDER)} | {a: 1 for a in NODE_ACTIONS}
     candidates = draw_schedules(batches, actions, max(50, CANDIDATES_PER_TRIAL * trials), seed, max_faults, phases)
     seen = {tuple(s) for s in plan}
     unique = []

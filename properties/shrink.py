@@ -25,7 +25,7 @@ from hypothesis.errors import NoSuchExample
 from chaos.errors import UserError
 from chaos.scenario import Scenario
 from chaos.spec import DAMAGE_MODES, PHASES, Fault, parse_fault
-from properties.strategies import ACTION_ORDER, Schedule, StreamSpec, crash_schedules
+from properties.strategies import ACTION_ORDER, ALL_ACTIONS, Schedule, StreamSpec, crash_schedules
 from properties.verdicts import meets
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ def _simplifications(faults: list[str], actions: tuple[str, ...], phases: tuple[
             if 0 <= batch < f.batch:
                 yield _replace(parsed, i, Fault(f.action, batch, f.phase, f.args))
     for i, f in enumerate(parsed):
-        for action in ACTION_ORDER[: ACTION_ORDER.index(f.action)]:
+        for action in ALL_ACTIONS[: ALL_ACTIONS.index(f.action)]:
             if action in actions and action.split("-")[0] == f.action.split("-")[0]:
                 yield _replace(parsed, i, Fault(action, f.batch, f.phase, ()))
     for i, f in enumerate(parsed):

@@ -37,6 +37,9 @@ ACTION_ORDER = (
     "down-source", "down-sink",
     "damage-checkpoint",
 )
+# Whole-node faults, on --cluster docker only (never drawn unless asked for), each the most complex of its kind.
+NODE_ACTIONS = ("kill-node", "pause-node", "slow-node", "partition")
+ALL_ACTIONS = ACTION_ORDER + NODE_ACTIONS  # the shrink order of every action
 # Actions every pipeline can take (sink channel faults need a database sink).
 NO_SINK_CHANNEL = tuple(a for a in ACTION_ORDER if "sink" not in a)
 PAUSE_DURATIONS = ("2s", "5s", "10s")
@@ -133,10 +136,10 @@ def faults(
     phases: tuple[str, ...] = PHASES,
 ) -> st.SearchStrategy[Fault]:
     """One fault within batches ``0..batches-1``, with the arguments its action needs."""
-    unknown = [a for a in actions if a not in ACTION_ORDER]
+    unknown = [a for a in actions if a not in ALL_ACTIONS]
     if unknown:
-        raise ValueError(f"unknown actions {unknown}: use some of {ACTION_ORDER}")
-    ordered = tuple(a for a in ACTION_ORDER if a in actions)  # keep the shrink order whatever the caller's
+        raise ValueError(f"unknown actions {unknown}: use some of {ALL_ACTIONS}")
+    ordered = tuple(a for a in ALL_ACTIONS if a in actions)  # keep the shrink order whatever the caller's
 
     @st.composite
     def one(draw) -> Fault:
@@ -144,8 +147,10 @@ def faults(
         batch = draw(st.integers(0, batches - 1))
         phase = draw(st.sampled_from(phases))
         args: tuple[str, ...] = ()
-        if action.startswith("pause-"):
+        if action.startswith("pause-") or action == "slow-node":
             args = (draw(st.sampled_from(PAUSE_DURATIONS)),)
+        elif action == "partition":  # the node at the phase, cut off for a while
+            args = (draw(st.sampled_from(CHANNEL_DURATIONS)),)
         elif action.startswith("delay-"):
             args = (f"latency={draw(st.sampled_from(LATENCIES_MS))}", draw(st.sampled_from(CHANNEL_DURATIONS)))
         elif action.split("-")[0] in ("cut", "reset", "down"):

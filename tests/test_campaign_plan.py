@@ -27,7 +27,7 @@ KILLS = applicable_actions(["kill"], sink_channel=False, database=False, owns_wo
 def test_kinds_parse_and_reject_unknown():
     assert parse_kinds("kill,channel") == ("kill", "channel")
     assert parse_kinds(None) == ("kill",)
-    with pytest.raises(UserError, match="bogus.*kill, pause, channel, checkpoint, db"):
+    with pytest.raises(UserError, match="bogus.*kill, pause, channel, checkpoint, db, node"):
         parse_kinds("kill,bogus")
 
 
@@ -40,6 +40,27 @@ def test_actions_follow_pipeline_and_cluster():
     assert applicable_actions(["channel", "kill"], sink_channel=False, database=False, owns_workers=True,
                               source_channel=False) == KILLS  # a source of its own: no source channel
     assert "kill-sink-db" in applicable_actions(["db"], sink_channel=True, database=True, owns_workers=True)
+
+
+def test_node_faults_are_planned_on_docker_nodes_only_and_shrink_toward_simpler_kills():
+    assert applicable_actions(["node"], sink_channel=False, database=False, owns_workers=False) == ()
+    on_nodes = applicable_actions(["kill", "node"], sink_channel=False, database=False, owns_workers=False,
+                                  nodes=True)
+    assert on_nodes == ("kill-driver", "kill-executor", "kill-node", "pause-node", "slow-node", "partition")
+    assert "kill-worker" not in applicable_actions(["kill"], sink_channel=False, database=False, owns_workers=True,
+                                                   nodes=True)  # a node's worker goes with its node
+    plan = plan_schedules(10, on_nodes, 12, seed=3, max_faults=2)
+    assert plan == plan_schedules(10, on_nodes, 12, seed=3, max_faults=2)
+    drawn = {parse_fault(spec).action for schedule in plan for spec in schedule}
+    assert {"kill-node", "pause-node", "slow-node", "partition"} <= drawn  # coverage first reaches every one
+    for spec in (s for schedule in plan for s in schedule):
+        fault = parse_fault(spec)
+        if fault.action in ("pause-node", "slow-node", "partition"):
+            assert fault.duration is not None, spec
+    # A node kill that violates shrinks to an executor kill when that violates too.
+    assert shrink_schedule(["kill-node@4:sink-write"], lambda f: True, actions=on_nodes, budget=20) == []
+    assert shrink_schedule(["kill-node@4:sink-write"], lambda f: bool(f) and "kill" in f[0], actions=on_nodes,
+                           budget=30) == ["kill-driver@0:planned"]
 
 
 def test_plan_is_deterministic_examples_then_canonical_windows_then_coverage_first():

@@ -27,6 +27,8 @@ from tests.conftest import cli, left_by
         (["trial", "pg-append", "--fault", "delay-sink@1:sink-write/latency=x"], "unknown argument 'latency=x'"),
         (["trial", "rescale", "--fault", "stop-driver@1:sink-done"], "goes at :committed"),
         (["conformance", "--only", "nope"], "no conformance row for nope"),
+        (["campaign", "run", "--pipeline", "key-count", "--faults", "kill,node"],
+         "--faults node needs --cluster docker"),
         (["trial", "key-count", "--image", "my/spark:1"], "--image my/spark:1 names the image of Docker nodes: "
                                                           "add --cluster docker"),
         (["--spark", "3.5.1", "trial", "key-count"], "no Python data source API"),
