@@ -194,11 +194,20 @@ class Nemesis:
         if fault.target == "sink-db":  # the database's node: the sink's proxy and the drivers lose it
             if self.database is None or not hasattr(self.database, "disconnect"):
                 raise LookupError("no sink database node (a pg-* pipeline on --cluster docker)")
-            self.database.disconnect()
-            return {"done": True, **self._heal_after(fault, self.database.reconnect, node="sink")}
-        index = self._worker_index(fault, detail)
-        self.cluster.disconnect_node(index)
-        return {"done": True, **self._heal_after(fault, lambda: self.cluster.reconnect_node(index), node=index)}
+            node, container = "sink", self.database.container
+            cut, heal = self.database.disconnect, self.database.reconnect
+        else:
+            index = self._worker_index(fault, detail)
+            node, container = index, self.cluster.nodes[index]
+            cut, heal = (lambda: self.cluster.disconnect_node(index)), (lambda: self.cluster.reconnect_node(index))
+        if fault.peer is None:
+            cut()
+            return {"done": True, **self._heal_after(fault, heal, node=node)}
+        # Between the node and one peer only (iptables in the node's namespace): the rest of the network stays.
+        mode, peer = fault.peer
+        source = self.cluster.peer_address(peer, self.database)
+        unblock = self.cluster.block(container, source, both=mode == "with")
+        return {"done": True, **self._heal_after(fault, unblock, node=node, **{mode: peer})}
 
     def _slow(self, fault: Fault, detail: dict) -> dict:
         """A CPU quota on the whole node (every process in it shares a tenth of one CPU), lifted after the duration:

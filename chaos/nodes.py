@@ -21,6 +21,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -71,6 +72,18 @@ def host_mounts(*workdirs: Path, shared: tuple[Path, ...] = ()) -> dict[str, dic
     mounts = {str(p): {"bind": str(p), "mode": "ro"} for p in read_only if p not in writable}
     mounts.update({str(p): {"bind": str(p), "mode": "rw"} for p in writable})
     return mounts
+
+
+def _iptables(pid: str, op: str, rule: list[str]) -> None:
+    """One iptables change in the network namespace of process ``pid`` (a node's init)."""
+    nsenter, iptables = shutil.which("nsenter"), shutil.which("iptables")
+    if not nsenter or not iptables:
+        raise UserError("a one-peer partition (from=/with=) needs nsenter and iptables on this machine "
+                        "(Debian: apt-get install util-linux iptables)")
+    done = subprocess.run([nsenter, "-t", pid, "-n", iptables, "-w", op, *rule], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise HarnessError(f"iptables {op} {' '.join(rule)} in the node's namespace failed: "
+                           f"{(done.stderr or done.stdout).strip()[-300:]}")
 
 
 class DockerCluster(Cluster):
@@ -272,6 +285,42 @@ class DockerCluster(Cluster):
     def reconnect(self, container) -> None:
         """Attach a container again at the address it had (its servers are bound to it)."""
         self.network.connect(container, ipv4_address=self.addresses.get(container.id))
+
+    def peer_address(self, peer: str, database=None) -> str:
+        """The address ``peer`` of a one-peer partition sends from: ``driver`` is the host's end of the network
+        (the drivers, and the event log, controller and proxies that listen beside them), ``master``, ``node=M``,
+        ``sink`` (the database node)."""
+        if peer == "driver":
+            return self.gateway
+        if peer == "master":
+            return self.address(self.master)
+        if peer == "sink":
+            if database is None or getattr(database, "container", None) is None:
+                raise LookupError("no sink database node (a pg-* pipeline on --cluster docker)")
+            return database.address
+        index = int(peer.split("=", 1)[1])
+        if index >= self.workers:
+            raise LookupError(f"no worker node {index}")
+        return self.address(self.nodes[index])
+
+    def block(self, container, source: str, both: bool):
+        """Drop the packets ``source`` sends ``container`` (and, ``both``, those it sends ``source``) with iptables
+        rules in the container's own network namespace, entered from the host (the node needs no privilege).
+        Returns the heal: the rules deleted (nothing to do if the node was replaced meanwhile)."""
+        container.reload()
+        pid = str(container.attrs["State"]["Pid"])
+        rules = [["INPUT", "-s", source, "-j", "DROP"]] + ([["OUTPUT", "-d", source, "-j", "DROP"]] if both else [])
+        for rule in rules:
+            _iptables(pid, "-I", rule)
+
+        def heal() -> None:
+            for rule in rules:
+                try:
+                    _iptables(pid, "-D", rule)
+                except HarnessError:  # the node died (or was replaced) with its namespace and rules
+                    pass
+
+        return heal
 
     def attached(self, container) -> bool:
         container.reload()

@@ -47,6 +47,8 @@ _DURATION = re.compile(r"^(?P<n>\d+(\.\d+)?)(?P<unit>ms|s|m)$")
 _ATTRIBUTE = re.compile(r"^(?P<key>latency|jitter)=(?P<value>\d+)$")
 _UNTIL = re.compile(r"^until=(?P<phase>[a-z-]+)$")
 _NODE = re.compile(r"^node=(?P<index>\d+|sink)$")  # sink: the sink database's node
+# A partition between two machines only: from=PEER drops what PEER sends the node (one way), with=PEER both ways.
+_PEER = re.compile(r"^(?P<mode>from|with)=(?P<peer>driver|master|sink|node=\d+)$")
 _UPGRADE = re.compile(r"^upgrade=(?P<version>\d+\.\d+\.\d+)$")
 UNTIL_MAX_S = 60.0  # a channel fault "until PHASE" is healed after this at the latest (no deadlock)
 
@@ -140,6 +142,14 @@ class Fault:
         return None
 
     @property
+    def peer(self) -> tuple[str, str] | None:
+        """``(mode, peer)`` of a partition between the node and one peer (``from=`` one way, ``with=`` both)."""
+        for arg in self.args:
+            if match := _PEER.match(arg):
+                return match["mode"], match["peer"]
+        return None
+
+    @property
     def upgrade(self) -> str | None:
         """``upgrade=VERSION`` of stop-driver: the query resumes on that PySpark (chaos/sparkenv.py)."""
         for arg in self.args:
@@ -176,12 +186,13 @@ def parse_fault(text: str) -> Fault:
     fault = Fault(action, batch, phase, args)
     for arg in args:
         known = (_DURATION.match(arg) or arg.isdigit() or arg in DAMAGE_MODES or _ATTRIBUTE.match(arg)
-                 or _UNTIL.match(arg) or _UPGRADE.match(arg) or (action == "partition" and _NODE.match(arg)))
+                 or _UNTIL.match(arg) or _UPGRADE.match(arg)
+                 or (action == "partition" and (_NODE.match(arg) or _PEER.match(arg))))
         if not known:
             raise UserError(
                 f"unknown argument {arg!r} in {text!r}: use a duration (3s, 500ms), an index (0, 1, ...), "
-                f"latency=MS, jitter=MS, until=PHASE, node=N or node=sink (partition), upgrade=X.Y.Z or a damage mode "
-                f"({', '.join(DAMAGE_MODES)})"
+                f"latency=MS, jitter=MS, until=PHASE, node=N|sink, from=PEER or with=PEER (partition), "
+                f"upgrade=X.Y.Z or a damage mode ({', '.join(DAMAGE_MODES)})"
             )
     if fault.until is not None:
         if fault.until not in PHASES:
@@ -191,6 +202,10 @@ def parse_fault(text: str) -> Fault:
                             "partition")
         if fault.duration is not None:
             raise UserError(f"{text!r}: give a duration or until=PHASE, not both")
+    if fault.peer is not None:
+        me = "sink" if fault.target == "sink-db" else f"node={fault.index}"
+        if fault.peer[1] == me:
+            raise UserError(f"{text!r}: a node is not partitioned from itself; name another peer")
     if fault.attributes and fault.kind != "delay":
         raise UserError(f"{text!r}: latency= and jitter= only go with delay-source and delay-sink")
     if fault.channel and fault.index is not None:

@@ -140,7 +140,8 @@ def _node_trial(tmp_path, pipeline: str, *args: str) -> dict:
     return run.json
 
 
-@pytest.mark.parametrize("fault", ["partition@3:reading/node=1/10s", "kill-node@4:sink-write"])
+@pytest.mark.parametrize("fault", ["partition@3:reading/node=1/10s", "kill-node@4:sink-write",
+                                   "partition@3:reading/node=1/from=driver/10s"])
 def test_key_count_stays_exactly_once_across_a_partition_and_a_node_kill(node_image, docker_client, tmp_path,
                                                                           fault):
     result = _node_trial(tmp_path, "key-count", "--events", "2000", "--fault", fault)
@@ -150,6 +151,10 @@ def test_key_count_stays_exactly_once_across_a_partition_and_a_node_kill(node_im
     assert fired["spec"] == fault and fired["fired"] and fired["detail"]["node"] in (0, 1)
     if fault.startswith("partition"):
         assert fired["detail"]["node"] == 1 and fired["detail"]["duration"] == 10.0
+        heals = [e for e in _history(tmp_path / "run") if e["kind"] == "heal"]
+        assert len(heals) == 1 and heals[0]["t"] - fired["t"] >= 10.0 - 0.5  # cut for its duration, then healed
+    if "from=" in fault:
+        assert fired["detail"]["from"] == "driver"  # one way: what the host's end sends node 1 was dropped
     assert result["cluster"]["kind"] == "docker"
     prefix = result["cluster"]["network"]
     assert docker_client.containers.list(all=True, filters={"name": prefix}) == []  # nodes gone with the trial

@@ -110,6 +110,15 @@ def test_node_faults_parse_kill_pause_and_partition():
     held = parse_fault("partition@3:reading/node=0/until=committed")
     assert (held.index, held.until, held.duration) == (0, "committed", None)
     assert held.spec == "partition@3:reading/node=0/until=committed"
+    one_way = parse_fault("partition@3:reading/node=1/from=master/10s")
+    assert (one_way.target, one_way.index, one_way.peer) == ("node", 1, ("from", "master"))
+    both = parse_fault("partition@3:sink-write/node=sink/with=node=0/until=committed")
+    assert (both.target, both.peer, both.until) == ("sink-db", ("with", "node=0"), "committed")
+    for bad, words in [("partition@3:reading/node=1/from=node=1/5s", "not partitioned from itself"),
+                       ("partition@3:reading/from=moon/5s", "unknown argument 'from=moon'"),
+                       ("kill-node@3:reading/with=master", "unknown argument 'with=master'")]:
+        with pytest.raises(UserError, match=words):
+            parse_fault(bad)
     db = parse_fault("partition@3:sink-write/node=sink/10s")
     assert (db.kind, db.target, db.index, db.duration) == ("partition", "sink-db", None, 10.0)
     for bad, words in [("partition@3:reading/node=x", "unknown argument 'node=x'"),
