@@ -65,6 +65,7 @@ class Nemesis:
             "stop": self._stop,
             "partition": self._partition,
             "slow": self._slow,
+            "oom": self._oom,
         }[fault.kind]
         return handler(fault, detail)
 
@@ -216,6 +217,14 @@ class Nemesis:
         self.cluster.limit_cpu(index, SLOW_NODE_CPUS)
         self._heal_later(fault, fault.duration or 0.0, lambda: self.cluster.limit_cpu(index, None), node=index)
         return {"done": True, "node": index, "duration": fault.duration, "cpus": SLOW_NODE_CPUS}
+
+    def _oom(self, fault: Fault, detail: dict) -> dict:
+        """The node's memory limited to what it uses while a hog in it wants more: the kernel's OOM killer kills
+        an executor (the worker and the hog are exempt); the limit is lifted after the duration."""
+        index = self._worker_index(fault, detail)
+        squeezed = self.cluster.squeeze_memory(index)
+        self._heal_later(fault, fault.duration or 0.0, lambda: self.cluster.release_memory(index), node=index)
+        return {"done": True, "node": index, "duration": fault.duration, **squeezed}
 
     def _damage(self, fault: Fault, detail: dict) -> dict:
         return {"done": True, **damage_checkpoint(self.checkpoint, fault.mode)}

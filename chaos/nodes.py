@@ -25,6 +25,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
+
 from chaos.cluster import MASTER_CLASS, WORKER_CLASS, Cluster, log_tail, read_log, spark_env, spark_home
 from chaos.containers import client, labels
 from chaos.errors import HarnessError, UserError
@@ -39,6 +41,13 @@ MASTER_PORT = 7077
 DRIVER_TIMEOUTS = {"spark.network.timeout": "20s", "spark.network.timeoutInterval": "5s",
                    "spark.executor.heartbeatInterval": "2s"}
 WORKER_TIMEOUT_S = 10  # the master drops a worker silent this long (spark.worker.timeout)
+# oom-node: the node's limit is its usage plus this; the hog wants this much more than the margin.
+OOM_MARGIN = 32 << 20
+OOM_HOG_EXTRA = 96 << 20
+EXECUTOR_CLASS = "CoarseGrainedExecutorBackend"
+OOM_HOG = ("import sys, time; held = []\n"  # touches every page it takes, 8 MiB at a time, then exits
+           "for _ in range(int(sys.argv[1]) >> 23):\n"
+           "    held.append(bytearray(b'x') * (8 << 20)); time.sleep(0.01)\n")
 
 
 def module_roots() -> list[str]:
@@ -268,6 +277,56 @@ class DockerCluster(Cluster):
         """Hold node ``i``'s processes together to ``cpus`` CPUs (a CFS quota), or lift the limit (None)."""
         period = 100_000
         self.nodes[i].update(cpu_period=period, cpu_quota=int(cpus * period) if cpus else -1)
+
+    def squeeze_memory(self, i: int) -> dict:
+        """Leave node ``i`` ``OOM_MARGIN`` above what it uses (a memory limit, no swap) and run a hog in it that
+        wants more, then exits: the kernel's OOM killer kills the process it rates worst. The node's executors
+        are made its first choice (oom_score_adj +1000, set from the host; lowering the worker's would need
+        CAP_SYS_RESOURCE), so an executor dies and the worker lives; the hog's memory is free again at once."""
+        node = self.nodes[i]
+        executors = self._marked_for_oom(node)
+        usage = int(Path(self._memory_cgroup(node), "memory.usage_in_bytes").read_text())
+        limit = usage + OOM_MARGIN
+        node.update(mem_limit=limit, memswap_limit=limit)
+        done = node.exec_run([sys.executable, "-c", OOM_HOG, str(OOM_MARGIN + OOM_HOG_EXTRA)])
+        killed = [pid for pid in executors if not psutil.pid_exists(pid)]
+        return {"limit_mib": limit >> 20, "usage_mib": usage >> 20, "executors": executors, "killed": killed,
+                "hog_exit": done.exit_code}
+
+    def release_memory(self, i: int) -> None:
+        """Lift node ``i``'s memory limit (to all this machine has: a limit, once set, cannot be unset)."""
+        memory = psutil.virtual_memory().total  # memory and memory+swap together, in the order runc needs
+        self.nodes[i].update(mem_limit=memory, memswap_limit=memory)
+
+    def _marked_for_oom(self, node) -> list[int]:
+        """The node's executor JVMs, each given oom_score_adj 1000: the OOM killer's first choice."""
+        marked = []
+        for proc in self._node_processes(node):
+            try:
+                if EXECUTOR_CLASS in " ".join(proc.cmdline()):
+                    Path(f"/proc/{proc.pid}/oom_score_adj").write_text("1000")
+                    marked.append(proc.pid)
+            except (OSError, psutil.Error):  # gone since it was listed
+                continue
+        return marked
+
+    def _memory_cgroup(self, node) -> Path:
+        node.reload()
+        for line in Path(f"/proc/{node.attrs['State']['Pid']}/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            if "memory" in controllers.split(","):
+                return Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+        raise HarnessError("no memory cgroup for the node (cgroup v1 expected)")
+
+    def _node_processes(self, node) -> list:
+        found = []
+        for proc in psutil.process_iter():
+            try:
+                if node.id in Path(f"/proc/{proc.pid}/cgroup").read_text():
+                    found.append(proc)
+            except (OSError, psutil.Error):
+                continue
+        return found
 
     def disconnect_node(self, i: int) -> None:
         """Cut node ``i`` off the network: no packet to or from the master, the other nodes or the host."""

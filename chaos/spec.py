@@ -40,6 +40,7 @@ ACTIONS = (
     "stop-driver",
     "partition",  # a Docker node cut off its network: partition@3:reading/node=1/10s (node=sink: the database's)
     "slow-node",  # a Docker node held to a tenth of a CPU for the duration
+    "oom-node",  # a Docker node's memory limited to what it uses: the kernel's OOM killer takes an executor
 )
 
 _SPEC = re.compile(r"^(?P<action>[a-z-]+)@(?P<batch>\d+):(?P<phase>[a-z-]+)(?P<args>(/[^/]+)*)$")
@@ -210,7 +211,7 @@ def parse_fault(text: str) -> Fault:
         raise UserError(f"{text!r}: latency= and jitter= only go with delay-source and delay-sink")
     if fault.channel and fault.index is not None:
         raise UserError(f"{text!r}: a channel has no index; drop it")
-    if fault.kind in ("pause", "slow") and fault.duration is None:
+    if fault.kind in ("pause", "slow", "oom") and fault.duration is None:
         raise UserError(f"{text!r}: a {fault.kind} fault needs a duration, e.g. {fault.spec}/3s")
     if fault.action == "damage-checkpoint" and fault.mode is None:
         raise UserError(

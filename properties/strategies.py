@@ -38,7 +38,7 @@ ACTION_ORDER = (
     "damage-checkpoint",
 )
 # Whole-node faults, on --cluster docker only (never drawn unless asked for), each the most complex of its kind.
-NODE_ACTIONS = ("kill-node", "pause-node", "slow-node", "partition")
+NODE_ACTIONS = ("kill-node", "pause-node", "slow-node", "oom-node", "partition")
 ALL_ACTIONS = ACTION_ORDER + NODE_ACTIONS  # the shrink order of every action
 # Actions every pipeline can take (sink channel faults need a database sink).
 NO_SINK_CHANNEL = tuple(a for a in ACTION_ORDER if "sink" not in a)
@@ -147,7 +147,7 @@ def faults(
         batch = draw(st.integers(0, batches - 1))
         phase = draw(st.sampled_from(phases))
         args: tuple[str, ...] = ()
-        if action.startswith("pause-") or action == "slow-node":
+        if action.startswith("pause-") or action in ("slow-node", "oom-node"):
             args = (draw(st.sampled_from(PAUSE_DURATIONS)),)
         elif action == "partition":  # the node at the phase, cut off for a while
             args = (draw(st.sampled_from(CHANNEL_DURATIONS)),)

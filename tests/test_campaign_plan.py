@@ -46,16 +46,17 @@ def test_node_faults_are_planned_on_docker_nodes_only_and_shrink_toward_simpler_
     assert applicable_actions(["node"], sink_channel=False, database=False, owns_workers=False) == ()
     on_nodes = applicable_actions(["kill", "node"], sink_channel=False, database=False, owns_workers=False,
                                   nodes=True)
-    assert on_nodes == ("kill-driver", "kill-executor", "kill-node", "pause-node", "slow-node", "partition")
+    assert on_nodes == ("kill-driver", "kill-executor", "kill-node", "pause-node", "slow-node", "oom-node",
+                        "partition")
     assert "kill-worker" not in applicable_actions(["kill"], sink_channel=False, database=False, owns_workers=True,
                                                    nodes=True)  # a node's worker goes with its node
     plan = plan_schedules(10, on_nodes, 12, seed=3, max_faults=2)
     assert plan == plan_schedules(10, on_nodes, 12, seed=3, max_faults=2)
     drawn = {parse_fault(spec).action for schedule in plan for spec in schedule}
-    assert {"kill-node", "pause-node", "slow-node", "partition"} <= drawn  # coverage first reaches every one
+    assert {"kill-node", "pause-node", "slow-node", "oom-node", "partition"} <= drawn  # coverage first: each
     for spec in (s for schedule in plan for s in schedule):
         fault = parse_fault(spec)
-        if fault.action in ("pause-node", "slow-node", "partition"):
+        if fault.action in ("pause-node", "slow-node", "oom-node", "partition"):
             assert fault.duration is not None, spec
     # A node kill that violates shrinks to an executor kill when that violates too.
     assert shrink_schedule(["kill-node@4:sink-write"], lambda f: True, actions=on_nodes, budget=20) == []

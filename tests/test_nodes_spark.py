@@ -176,6 +176,16 @@ def test_a_starved_node_slows_the_trial_and_key_count_stays_exactly_once(node_im
     assert fired["fired"] and fired["detail"]["cpus"] == 0.1 and fired["detail"]["duration"] == 8.0
 
 
+def test_a_node_out_of_memory_loses_an_executor_to_the_oom_killer_and_key_count_stays_exactly_once(
+        node_image, docker_client, tmp_path):
+    result = _node_trial(tmp_path, "key-count", "--events", "2000", "--fault", "oom-node@3:reading/1/8s")
+    assert result["verdict"] == "exactly-once" and result["consistent_cut"]["ok"] is True
+    [fired] = result["faults"]
+    detail = fired["detail"]
+    assert fired["fired"] and detail["node"] == 1 and detail["limit_mib"] > detail["usage_mib"]
+    assert detail["killed"] and set(detail["killed"]) <= set(detail["executors"])  # by the kernel, not by us
+
+
 def test_every_node_cut_off_past_the_recovery_timeout_is_stalled_never_a_pass(node_image, docker_client, tmp_path):
     from tests.conftest import cli, left_by
 

@@ -103,6 +103,10 @@ def test_node_faults_parse_kill_pause_and_partition():
     kill, pause = parse_fault("kill-node@4:sink-write"), parse_fault("pause-node@2:reading/1/3s")
     assert (kill.kind, kill.target, kill.index) == ("kill", "node", None)
     assert (pause.kind, pause.target, pause.index, pause.duration) == ("pause", "node", 1, 3.0)
+    oom = parse_fault("oom-node@3:reading/1/8s")
+    assert (oom.kind, oom.target, oom.index, oom.duration) == ("oom", "node", 1, 8.0)
+    with pytest.raises(UserError, match="oom fault needs a duration"):
+        parse_fault("oom-node@3:reading/1")
     slow = parse_fault("slow-node@5:reading/0/8s")
     assert (slow.kind, slow.target, slow.index, slow.duration) == ("slow", "node", 0, 8.0)
     cut = parse_fault("partition@3:reading/node=1/10s")
