@@ -79,6 +79,7 @@ class Controller:
         self.incarnation = 0
         self.app_id: str | None = None
         self.standby_ready: set[int] = set()  # standby driver incarnations booted, warm and rehearsed
+        self.booted = threading.Event()  # a driver reported its session up (the trial's stall clock restarts)
         self.listeners: list[Callable[[int, str], None]] = []  # told of every phase (e.g. heals "until PHASE")
         controller = self
 
@@ -112,6 +113,8 @@ class Controller:
                 self.standby_ready.add(message.get("incarnation"))
             else:
                 self.app_id = message.get("app_id") or self.app_id
+                if message.get("event") == "booted":
+                    self.booted.set()
             self.history.add("driver", **_drop(message, "type"))
             return {"ok": True}
         detail = dict(message.get("detail") or {})

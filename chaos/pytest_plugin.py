@@ -51,7 +51,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--chaos-events", type=int, default=1000, help="events per trial (default 1000)")
     group.addoption("--chaos-shrink-trials", type=int, default=3, help="trials a shrink may spend (default 3)")
     group.addoption("--chaos-cluster", default="standalone",
-                    help="standalone (started for the session) or spark://HOST:PORT")
+                    help="standalone (started for the session), docker (Docker nodes; docker:IMAGE for your "
+                         "image) or spark://HOST:PORT")
     group.addoption("--chaos-no-standby", action="store_true", default=False,
                     help="restart killed drivers cold (default: pre-warmed standby and spare drivers)")
 
@@ -81,7 +82,8 @@ def chaos_harness(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
     cluster = request.config.getoption("--chaos-cluster")
     try:
         harness = Harness(cluster=cluster, workdir=tmp_path_factory.mktemp("streamchaos-harness"),
-                          standby=not request.config.getoption("--chaos-no-standby")).__enter__()
+                          standby=not request.config.getoption("--chaos-no-standby"),
+                          data_dir=tmp_path_factory.getbasetemp()).__enter__()  # the checks' campaigns live there
     except UserError as exc:
         pytest.fail(f"streamchaos cannot start: {exc}", pytrace=False)
     yield harness

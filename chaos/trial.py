@@ -63,6 +63,9 @@ MAX_RECYCLED_TRIALS = 20
 # What a standby spare needs of a trial's config to rehearse its pipeline (chaos.driver.rehearse_ahead).
 REHEARSAL_KEYS = ("pipeline", "eventlog", "events", "partitions")
 STANDBY_WAIT = 90.0  # longest a held driver waits for its standby to be warm before the kill
+# Until a started driver reports its session up, the stall clock allows at least this long: a boot on a loaded
+# machine or on Docker nodes can outlast a short --recovery-timeout, which is about commits, not boots.
+BOOT_GRACE_S = 120.0
 
 
 def first_upgrade(schedule: list[Fault]) -> Fault | None:
@@ -645,6 +648,7 @@ class Trial:
     def _supervise(self, watcher: CheckpointWatcher) -> tuple[str, str]:
         timeout = self.scenario.recovery_timeout
         last_progress = time.monotonic()
+        booting = not self.controller.booted.is_set()
         unplanned = 0
         while True:
             interrupt.check()
@@ -656,7 +660,10 @@ class Trial:
                 watcher.progress.clear()
                 last_progress = time.monotonic()
                 self.committed_by = self.incarnation
-            if time.monotonic() - last_progress > timeout:
+            if self.controller.booted.is_set():  # the stall clock runs from the boot of the driver
+                self.controller.booted.clear()
+                booting, last_progress = False, time.monotonic()
+            if time.monotonic() - last_progress > (max(timeout, BOOT_GRACE_S) if booting else timeout):
                 return "stalled", f"no batch committed for {timeout:.0f}s"
             if self.driver.alive():
                 continue
@@ -680,7 +687,7 @@ class Trial:
             self.restarts += 1
             self.history.add("restart", incarnation=self.incarnation + 1, downtime=downtime)
             self._start_driver()
-            last_progress = time.monotonic()
+            booting, last_progress = not self.controller.booted.is_set(), time.monotonic()
 
     def _settle(self, watcher: CheckpointWatcher) -> None:
         """Stop the drained query, restart it from its checkpoint with every fault disarmed, and let it

@@ -206,7 +206,9 @@ def test_an_image_dockerd_does_not_have_is_one_line_and_nothing_is_started(docke
     run = cli("trial", "key-count", "--cluster", "docker", "--image", "streamchaos-test/no-such:0", cwd=tmp_path)
     assert run.rc == 2 and "Traceback" not in run.stderr
     assert "no image streamchaos-test/no-such:0 in this machine's dockerd" in run.stderr.strip().splitlines()[-1]
-    assert docker_client.containers.list(all=True, filters={"label": OWNER_LABEL}) == []
+    mine = [c for c in docker_client.containers.list(all=True, filters={"label": OWNER_LABEL})
+            if c.labels[OWNER_LABEL].startswith(f"{run.pid}:")]  # the module's node cluster is not this run's
+    assert mine == []
 
 
 def _history(run_dir) -> list[dict]:
