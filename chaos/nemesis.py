@@ -190,8 +190,10 @@ class Nemesis:
         return {"done": True, "duration": fault.duration, **what}
 
     def _partition(self, fault: Fault, detail: dict) -> dict:
-        """``docker network disconnect``: no packet between the node and the master, the other nodes or the host
-        (driver, event log, controller), both ways, until it is reconnected after the duration or at ``until``."""
+        """``docker network disconnect``: no packet between the node (a worker's, or the sink database's) and the
+        master, the other nodes or the host (driver, event log, controller, proxies), both ways, until it is
+        reconnected after the duration or at ``until``; with ``from=``/``with=`` only what one peer sends it (or
+        both ways with that peer) is dropped."""
         if fault.target == "sink-db":  # the database's node: the sink's proxy and the drivers lose it
             if self.database is None or not hasattr(self.database, "disconnect"):
                 raise LookupError("no sink database node (a pg-* pipeline on --cluster docker)")
@@ -220,7 +222,7 @@ class Nemesis:
 
     def _oom(self, fault: Fault, detail: dict) -> dict:
         """The node's memory limited to what it uses while a hog in it wants more: the kernel's OOM killer kills
-        an executor (the worker and the hog are exempt); the limit is lifted after the duration."""
+        an executor (made its first choice; the worker lives); the limit is lifted after the duration."""
         index = self._worker_index(fault, detail)
         squeezed = self.cluster.squeeze_memory(index)
         self._heal_later(fault, fault.duration or 0.0, lambda: self.cluster.release_memory(index), node=index)

@@ -17,7 +17,7 @@ from pathlib import Path
 from chaos.containers import labels
 from chaos.errors import HarnessError
 from chaos.nodes import DockerCluster
-from chaos.postgres import PG_USER, PostgresServer, require_postgres
+from chaos.postgres import PG_USER, PostgresServer, accepts, require_postgres
 from chaos.procs import wait_until
 
 PORT = 5432
@@ -88,15 +88,7 @@ class PostgresNode:
                                + " | ".join(tail))
 
     def ready(self) -> bool:
-        if self.container is None:
-            return False
-        import psycopg
-
-        try:
-            with psycopg.connect(self.dsn, connect_timeout=2):
-                return True
-        except psycopg.Error:
-            return False
+        return self.container is not None and accepts(self.dsn)
 
     def kill(self) -> int | None:
         """``docker kill`` the node (the fault ``kill-sink-db``): its server dies with every connection."""

@@ -108,15 +108,7 @@ class PostgresServer:
             raise HarnessError(f"PostgreSQL did not accept connections within 60 s: see {self.log_dir}/postgres.log")
 
     def ready(self) -> bool:
-        if self.group is None or not self.group.alive():
-            return False
-        import psycopg
-
-        try:
-            with psycopg.connect(self.dsn, connect_timeout=2):
-                return True
-        except psycopg.Error:
-            return False
+        return self.group is not None and self.group.alive() and accepts(self.dsn)
 
     def kill(self) -> int | None:
         """SIGKILL the server's process group (the fault ``kill-sink-db``)."""
@@ -141,6 +133,17 @@ class PostgresServer:
         if self._home is not None:
             shutil.rmtree(self._home, ignore_errors=True)
             self._home = None
+
+
+def accepts(dsn: str) -> bool:
+    """The server at ``dsn`` takes a connection (within 2 s)."""
+    import psycopg
+
+    try:
+        with psycopg.connect(dsn, connect_timeout=2):
+            return True
+    except psycopg.Error:
+        return False
 
 
 def other_database(dsn: str, dbname: str) -> str:
