@@ -67,8 +67,10 @@ class CampaignSpec:
 
     @property
     def on_nodes(self) -> bool:
-        """The trials run on Docker nodes (``docker`` or ``docker:IMAGE``): node faults apply, worker kills not."""
-        return self.cluster == "docker" or self.cluster.startswith("docker:")
+        """The trials run on Docker nodes: node faults apply, worker kills not."""
+        from chaos.cluster import on_nodes
+
+        return on_nodes(self.cluster)
 
 
 def slug(name: str) -> str:

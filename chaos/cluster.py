@@ -336,7 +336,7 @@ def make_cluster(spec: str, owned: Owned, workdir: Path, workers: int = 2, worke
                  java_options: str = "", data_dir: Path | None = None) -> Cluster:
     """``standalone`` | ``docker[:IMAGE]`` | ``local-cluster[W,C,M]`` | ``spark://host:port``. ``data_dir``: where
     the trials' directories live (mounted into Docker nodes: executors write state and files there)."""
-    if spec == "docker" or spec.startswith("docker:"):
+    if on_nodes(spec):
         from chaos.nodes import DockerCluster
 
         return DockerCluster(owned, workdir, workers=workers, worker_cores=worker_cores,
@@ -365,6 +365,11 @@ def read_log(path: Path) -> str:
 
 def log_tail(path: Path, lines: int = 3) -> str:
     return " | ".join(read_log(path).strip().splitlines()[-lines:])
+
+
+def on_nodes(spec: str) -> bool:
+    """``spec`` names a cluster of Docker nodes: ``docker`` or ``docker:IMAGE``."""
+    return spec == "docker" or spec.startswith("docker:")
 
 
 def with_image(cluster: str, image: str | None) -> str:

@@ -91,14 +91,19 @@ def default_recipe() -> Recipe:
 
 def find(docker_client, recipe: Recipe | None = None) -> str | None:
     """The tag of the built image for ``recipe`` (the default one), if dockerd has it."""
+    tag = (recipe or default_recipe()).tag
+    return tag if has(docker_client, tag) else None
+
+
+def has(docker_client, image: str) -> bool:
+    """dockerd holds ``image`` (a tag or an id)."""
     import docker
 
-    tag = (recipe or default_recipe()).tag
     try:
-        docker_client.images.get(tag)
+        docker_client.images.get(image)
     except docker.errors.ImageNotFound:
-        return None
-    return tag
+        return False
+    return True
 
 
 def build(docker_client, recipe: Recipe | None = None, echo=print, force: bool = False) -> str:

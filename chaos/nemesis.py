@@ -194,21 +194,20 @@ class Nemesis:
         master, the other nodes or the host (driver, event log, controller, proxies), both ways, until it is
         reconnected after the duration or at ``until``; with ``from=``/``with=`` only what one peer sends it (or
         both ways with that peer) is dropped."""
-        if fault.target == "sink-db":  # the database's node: the sink's proxy and the drivers lose it
-            if self.database is None or not hasattr(self.database, "disconnect"):
+        database = getattr(self.database, "container", None)  # the database's node (chaos.pgnode), if any
+        if fault.target == "sink-db":  # the sink's proxy and the drivers lose it
+            if database is None:
                 raise LookupError("no sink database node (a pg-* pipeline on --cluster docker)")
-            node, container = "sink", self.database.container
-            cut, heal = self.database.disconnect, self.database.reconnect
+            node, container = "sink", database
         else:
-            index = self._worker_index(fault, detail)
-            node, container = index, self.cluster.nodes[index]
-            cut, heal = (lambda: self.cluster.disconnect_node(index)), (lambda: self.cluster.reconnect_node(index))
+            node = self._worker_index(fault, detail)
+            container = self.cluster.nodes[node]
         if fault.peer is None:
-            cut()
-            return {"done": True, **self._heal_after(fault, heal, node=node)}
+            self.cluster.disconnect(container)
+            return {"done": True, **self._heal_after(fault, lambda: self.cluster.reconnect(container), node=node)}
         # Between the node and one peer only (iptables in the node's namespace): the rest of the network stays.
         mode, peer = fault.peer
-        source = self.cluster.peer_address(peer, self.database)
+        source = self.cluster.peer_address(peer, database)
         unblock = self.cluster.block(container, source, both=mode == "with")
         return {"done": True, **self._heal_after(fault, unblock, node=node, **{mode: peer})}
 

@@ -30,7 +30,7 @@ import psutil
 from chaos.cluster import MASTER_CLASS, WORKER_CLASS, Cluster, log_tail, read_log, spark_env, spark_home
 from chaos.containers import client, labels
 from chaos.errors import HarnessError, UserError
-from chaos.image import find
+from chaos.image import find, has
 from chaos.jvm import cache_dir
 from chaos.procs import OWNER_VAR, Owned, wait_until
 
@@ -134,7 +134,7 @@ class DockerCluster(Cluster):
             if self.image is None:
                 raise UserError("the node image is not built: run `streamchaos image build` once (a few minutes, "
                                 "offline from Debian's packages)")
-        elif not self._have_image():
+        elif not has(self.docker, self.image):
             raise UserError(f"no image {self.image} in this machine's dockerd: `docker pull` or `docker load` it, "
                             "or leave out --image to use the one `streamchaos image build` makes")
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -150,15 +150,6 @@ class DockerCluster(Cluster):
             self.start_worker(i)
         for i in range(self.workers):
             self.wait_worker(i)
-
-    def _have_image(self) -> bool:
-        import docker
-
-        try:
-            self.docker.images.get(self.image)
-        except docker.errors.ImageNotFound:
-            return False
-        return True
 
     def _network(self):
         """The internal bridge network, on a subnet Docker found free, fixed in its configuration: a node
@@ -250,7 +241,7 @@ class DockerCluster(Cluster):
             if node.status == "paused":
                 node.unpause()
             if not self.attached(node):
-                self.reconnect_node(i)
+                self.reconnect(node)
             if node.status not in ("running", "paused"):
                 self.restart_worker(i)
 
@@ -328,16 +319,9 @@ class DockerCluster(Cluster):
                 continue
         return found
 
-    def disconnect_node(self, i: int) -> None:
-        """Cut node ``i`` off the network: no packet to or from the master, the other nodes or the host."""
-        self.disconnect(self.nodes[i])
-
-    def reconnect_node(self, i: int) -> None:
-        """Attach node ``i`` again, at the address its worker is bound to."""
-        self.reconnect(self.nodes[i])
-
     def disconnect(self, container) -> None:
-        """Cut a container of this cluster (a worker, the sink database) off the network, noting its address."""
+        """Cut a container of this cluster (a worker node, the sink database) off the network: no packet to or
+        from the master, the other nodes or the host. Its address is noted for the reconnection."""
         self.addresses[container.id] = self.address(container)
         self.network.disconnect(container, force=True)
 
@@ -348,15 +332,15 @@ class DockerCluster(Cluster):
     def peer_address(self, peer: str, database=None) -> str:
         """The address ``peer`` of a one-peer partition sends from: ``driver`` is the host's end of the network
         (the drivers, and the event log, controller and proxies that listen beside them), ``master``, ``node=M``,
-        ``sink`` (the database node)."""
+        ``sink`` (``database``, the database node's container)."""
         if peer == "driver":
             return self.gateway
         if peer == "master":
             return self.address(self.master)
         if peer == "sink":
-            if database is None or getattr(database, "container", None) is None:
+            if database is None:
                 raise LookupError("no sink database node (a pg-* pipeline on --cluster docker)")
-            return database.address
+            return self.address(database)
         index = int(peer.split("=", 1)[1])
         if index >= self.workers:
             raise LookupError(f"no worker node {index}")

@@ -110,13 +110,6 @@ class PostgresNode:
         self._wait()
         self.recovery_s = round(time.monotonic() - started, 2)
 
-    def disconnect(self) -> None:
-        """A partition of the database node: no packet between it and the host (the sink's proxy, drivers)."""
-        self.cluster.disconnect(self.container)
-
-    def reconnect(self) -> None:
-        self.cluster.reconnect(self.container)
-
     def stop(self) -> None:
         if self.container is not None:
             try:

@@ -209,7 +209,7 @@ class Harness:
                 self.timings["executor_archive_s"] = round(time.monotonic() - t0, 2)
             self.eventlog = EventLogServer(self.cluster.host)
             host = self.cluster.host  # where drivers and executors reach this machine (loopback, or a gateway)
-            self.channels = Channels(self.toxiproxy, hosts=() if host == "127.0.0.1" else (host,))
+            self.channels = Channels(self.toxiproxy, hosts=(host,))
             # Drivers and executors reach the event log only through the source channel's proxy.
             self.source_url = "http://" + self.channels.open("source", urlparse(self.eventlog.url).netloc, host)
             self.boot_spare(Scenario.workers)
