@@ -212,6 +212,8 @@ class Campaign:
             dataclass_fields(Scenario, entry["scenario"], f"{path}: plan[{k}].scenario", fix)
             if not re.fullmatch(r"[A-Za-z0-9_.-]+", entry["id"]) or entry["id"] in (".", ".."):
                 raise UserError(f"{path}: plan id {entry['id'][:60]!r} is not a trial directory name: {fix}")
+            if not isinstance(entry.get("row"), str | None):  # absent in older files: the pipeline's row
+                raise UserError(f"{path}: plan[{k}].row is not a row name: {fix}")
         return cls(root, data)
 
     # -- state ------------------------------------------------------------------------------------
