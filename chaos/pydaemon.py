@@ -8,11 +8,14 @@ and a standard trial starts ~45 daemons. When the zip is the very package this i
 installed (pip's pyspark, whose ``SPARK_HOME`` is the package directory), this module moves the zips
 behind the installed package on ``sys.path``: the same code, imported from cached bytecode.
 
+Spark also puts its spark-core jar on that path, and every worker's ``importlib.invalidate_caches()``
+re-reads each zip's directory (``spark_jars``): this module drops Spark's own jars as well.
+
 Spark's data source planners in the driver start their daemons as ``python -m pyspark.daemon``
 whatever ``spark.python.daemon.module`` says. For those, ``import_home`` builds the drivers' working
 directory: links to the installed pyspark and py4j only. ``python -m`` puts the working directory
 first on ``sys.path``, ahead of ``PYTHONPATH``'s zips, so the planners import the same installed
-package too (from its cached bytecode).
+package too (from its cached bytecode); chaos/sitehook/sitecustomize.py drops the zips and jars there.
 
 The daemon of the default worker module then imports, once and before it forks, what every reader
 task's worker would import after its fork: ``pyspark.worker``, the harness's source, the Python data
@@ -56,6 +59,30 @@ def prefer_installed(path: list[str], spark_home: str) -> list[str]:
     return rest
 
 
+def spark_jars(path: list[str], spark_home: str) -> list[str]:
+    """The entries of ``path`` that are jars of Spark's own (``$SPARK_HOME/jars``). Spark puts the jar of its
+    Python utilities (spark-core, ~6,000 entries and not one Python file) on every Python process's PYTHONPATH.
+    Python 3.11's ``importlib.invalidate_caches()``, which each worker calls at its first task (Spark's files
+    directory), re-reads the directory of every zip on the path in pure Python: measured here, that was most of
+    a reader task's worker's CPU."""
+    jars = Path(spark_home, "jars").resolve() if spark_home else None
+    return [p for p in path if jars is not None and p.endswith(".jar") and Path(p).resolve().parent == jars]
+
+
+def without_spark_jars(path: list[str], spark_home: str) -> list[str]:
+    """``path`` without Spark's own jars, which hold classes only: nothing imports from them."""
+    jars = spark_jars(path, spark_home)
+    return [p for p in path if p not in jars]
+
+
+def forget_importers(dropped: set[str]) -> None:
+    """Drop the cached finders of the dropped path entries and of the folders inside them (a zip's
+    ``archive.jar/org`` gets its own zipimporter), which ``importlib.invalidate_caches()`` would re-read."""
+    for key in list(sys.path_importer_cache):
+        if any(key == d or key.startswith(d + os.sep) for d in dropped):
+            del sys.path_importer_cache[key]
+
+
 def import_home(folder: Path, spark_home: str) -> Path | None:
     """``folder`` with links to the installed pyspark (if it is ``spark_home``) and py4j: a driver's cwd."""
     pyspark_spec = importlib.machinery.PathFinder.find_spec("pyspark")
@@ -91,9 +118,9 @@ SINGLE_THREADED_IMPORTS = {"JE_ARROW_MALLOC_CONF": "background_thread:false", "O
 
 def main() -> None:
     before = list(sys.path)
-    sys.path[:] = prefer_installed(sys.path, os.environ.get("SPARK_HOME", ""))
-    for dropped in set(before) - set(sys.path):
-        sys.path_importer_cache.pop(dropped, None)
+    home = os.environ.get("SPARK_HOME", "")
+    sys.path[:] = without_spark_jars(prefer_installed(sys.path, home), home)
+    forget_importers(set(before) - set(sys.path))
     worker_module = sys.argv[1] if len(sys.argv) > 1 else "pyspark.worker"
     if worker_module == "pyspark.worker":
         for key, value in SINGLE_THREADED_IMPORTS.items():

@@ -373,10 +373,14 @@ def driver_argv() -> list[str]:
     return [sys.executable, "-m", "chaos.driver"]
 
 
+SITE_HOOK = Path(__file__).resolve().parent / "sitehook"  # its sitecustomize: chaos/sitehook/sitecustomize.py
+
+
 def driver_env() -> dict[str, str]:
-    """A driver imports chaos and the user's pipeline module from the harness's working directory."""
+    """A driver imports chaos and the user's pipeline module from the harness's working directory. Every
+    Python process it starts (its data source planners) runs chaos/sitehook/sitecustomize.py first."""
     env = spark_env()
-    env["PYTHONPATH"] = ":".join(p for p in [str(Path.cwd()), env.get("PYTHONPATH", "")] if p)
+    env["PYTHONPATH"] = ":".join(p for p in [str(SITE_HOOK), str(Path.cwd()), env.get("PYTHONPATH", "")] if p)
     return env
 
 

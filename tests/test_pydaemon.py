@@ -109,3 +109,49 @@ def test_a_daemon_whose_imports_start_threads_becomes_the_plain_pyspark_daemon(t
     threads, cmdline, err = serve_and_stop(start_daemon({"OPENBLAS_NUM_THREADS": "2"}, tmp_path))
     assert "pyspark.daemon" in cmdline and "chaos.pydaemon" not in cmdline
     assert "streamchaos: python daemon" not in err
+
+
+def spark_core_jar() -> str:
+    return str(next(Path(spark_home(), "jars").glob("spark-core_*.jar")))
+
+
+def test_sparks_own_jars_are_dropped_from_the_path_and_their_cached_finders_forgotten():
+    from chaos.pydaemon import forget_importers, spark_jars, without_spark_jars
+
+    jar = spark_core_jar()
+    path = [jar, "/elsewhere/user.jar", str(REPO)]
+    assert spark_jars(path, spark_home()) == [jar]  # a jar of the user's may hold Python: kept
+    assert without_spark_jars(path, spark_home()) == path[1:]
+    sys.path_importer_cache[jar] = None
+    sys.path_importer_cache[os.path.join(jar, "org")] = None
+    forget_importers({jar})
+    assert not [key for key in sys.path_importer_cache if key.startswith(jar)]
+
+
+def test_the_site_hook_prunes_every_python_a_driver_starts_and_chains_the_next_sitecustomize(tmp_path):
+    """As a driver's JVM starts a planner: Spark's zips and jar on PYTHONPATH, then the driver's own PYTHONPATH
+    (chaos.trial.driver_env), with a user's sitecustomize after the hook. ``invalidate_caches()`` then has no
+    zip to re-read."""
+    from chaos.trial import driver_env
+
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "sitecustomize.py").write_text("import os\nos.environ['USERS_SITE_RAN'] = '1'\n")
+    env = {**os.environ, "SPARK_HOME": spark_home()}
+    os_env = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(users)
+    try:
+        driver = driver_env()["PYTHONPATH"]
+    finally:
+        os.environ.pop("PYTHONPATH") if os_env is None else os.environ.__setitem__("PYTHONPATH", os_env)
+    env["PYTHONPATH"] = ":".join([spark_pythonpath().rsplit(":", 1)[0], spark_core_jar(), driver])
+    code = ("import importlib, os, sys, zipimport, pyspark.daemon\nimportlib.invalidate_caches()\n"
+            "print([p for p in sys.path if p.startswith(os.environ['SPARK_HOME'])])\n"
+            "print([k for k, v in sys.path_importer_cache.items() if isinstance(v, zipimport.zipimporter)])\n"
+            "print(os.environ.get('USERS_SITE_RAN'), pyspark.daemon.__file__)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[0] == "[]" and out[1] == "[]", out  # no Spark zip or jar left to re-read
+    ran, daemon = out[2].split()
+    assert ran == "1"  # the user's sitecustomize still ran
+    assert Path(daemon).resolve().parent == Path(spark_home()).resolve()  # the installed pyspark

@@ -1,0 +1,48 @@
+"""Loaded by ``site`` at the start of every Python process a harness's driver starts (its directory is on the
+drivers' PYTHONPATH, ``chaos.trial.driver_env``): the driver itself, and the data source planners and
+streaming source runners its JVM forks from ``python -m pyspark.daemon``, which no Spark setting lets the
+harness start otherwise.
+
+Spark puts its own zips and the spark-core jar on those processes' PYTHONPATH, and each worker calls
+``importlib.invalidate_caches()`` at its start, which in Python 3.11 re-reads the directory of every zip
+cached as a path entry (the jar: ~6,000 entries, in pure Python). Dropping them here, when the installed
+pyspark is the one they hold (chaos/pydaemon.py does the same for the executors' daemons), leaves imports
+unchanged and takes that cost off every planner's worker.
+
+A ``sitecustomize`` found after this one on the path (the user's, or the Python installation's) still runs.
+"""
+
+import os
+import sys
+
+
+def _prune() -> None:
+    from chaos.pydaemon import forget_importers, prefer_installed, without_spark_jars
+
+    home = os.environ.get("SPARK_HOME", "")
+    before = list(sys.path)
+    sys.path[:] = without_spark_jars(prefer_installed(sys.path, home), home)
+    forget_importers(set(before) - set(sys.path))
+
+
+def _chain() -> None:
+    """Import the next ``sitecustomize`` on the path, as if this one were not there."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    sys.path_importer_cache.pop(here, None)
+    me = sys.modules.pop("sitecustomize", None)
+    try:
+        import sitecustomize  # noqa: F401  (the next one, if any)
+    except ImportError:
+        if me is not None:
+            sys.modules["sitecustomize"] = me
+    except Exception as exc:  # site prints a failing sitecustomize and goes on: do the same for the next one
+        print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{type(exc).__name__}: {exc}",
+              file=sys.stderr)
+
+
+try:
+    _prune()
+except ImportError:  # chaos not importable here: leave the path as it is
+    pass
+_chain()
