@@ -219,14 +219,7 @@ class DockerCluster(Cluster):
     def worker_index_of(self, pid: int) -> int | None:
         """Which worker node runs the process ``pid`` (an executor or its Python worker): the container id is in
         the process's cgroup path."""
-        try:
-            cgroups = Path(f"/proc/{pid}/cgroup").read_text()
-        except OSError:
-            return None
-        for i, node in enumerate(self.nodes):
-            if node is not None and node.id in cgroups:
-                return i
-        return None
+        return next((i for i, node in enumerate(self.nodes) if node is not None and _in_node(pid, node)), None)
 
     def healthy(self) -> bool:
         return self.master is not None and self._running(self.master) and all(
@@ -310,14 +303,7 @@ class DockerCluster(Cluster):
         raise HarnessError("no memory cgroup for the node (cgroup v1 expected)")
 
     def _node_processes(self, node) -> list:
-        found = []
-        for proc in psutil.process_iter():
-            try:
-                if node.id in Path(f"/proc/{proc.pid}/cgroup").read_text():
-                    found.append(proc)
-            except (OSError, psutil.Error):
-                continue
-        return found
+        return [proc for proc in psutil.process_iter() if _in_node(proc.pid, node)]
 
     def disconnect(self, container) -> None:
         """Cut a container of this cluster (a worker node, the sink database) off the network: no packet to or
@@ -392,3 +378,11 @@ class DockerCluster(Cluster):
     def describe(self) -> dict:
         return {"kind": self.kind, "master": self.master_url, "workers": self.workers, "image": self.image,
                 "network": self.prefix, "worker_cores": self.worker_cores, "worker_memory": self.worker_memory}
+
+
+def _in_node(pid: int, node) -> bool:
+    """Whether the process ``pid`` runs in the container ``node``: its id is in the process's cgroup paths."""
+    try:
+        return node.id in Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:  # gone, or not ours to read
+        return False
