@@ -93,9 +93,6 @@ def main() -> None:
         print(f"{mode}: CPU seconds per trial by role")
         for name, n, cpu in res["usage"].cpu_by_role():
             print(f"  {name:<34} {n:>4} process(es) {cpu / len(res['rows']):>7.1f} CPU-s")
-        print(f"{mode}: CPU seconds per trial of the children each role reaped (the short-lived ones live here)")
-        for name, cpu in res["usage"].reaped_by_role():
-            print(f"  {name:<34} {cpu / len(res['rows']):>7.1f} CPU-s")
     fast, cold = figures["default"], figures["no-standby"]
     print(f"\nratio default / no-standby: trials per hour {fast['per_hour'] / cold['per_hour']:.2f}, "
           f"median trial {fast['median'] / cold['median']:.2f}, CPU per trial {fast['cpu'] / cold['cpu']:.2f}")

@@ -70,7 +70,6 @@ class Usage:
         self.peak_rows: list[tuple[str, int, int]] = []  # (role, rss, pss) of each process at the RSS peak
         self._window = (0, 0)  # peak (RSS, PSS) since the last ``take_window``
         self._cpu: dict[tuple[int, float], float] = {}  # (pid, create time) -> CPU seconds at its last sample
-        self._reaped: dict[tuple[int, float], float] = {}  # (pid, create time) -> its reaped children's CPU seconds
         self._roles: dict[tuple[int, float], str] = {}
         self._own = 0.0
         self._start = 0.0
@@ -97,16 +96,6 @@ class Usage:
             sums[name][0] += 1
             sums[name][1] += cpu - (self._start + self._own if key[0] == self._pid else 0.0)
         return sorted(((name, int(n), cpu) for name, (n, cpu) in sums.items()), key=lambda row: -row[2])
-
-    def reaped_by_role(self) -> list[tuple[str, float]]:
-        """(role, CPU seconds of the children each role's processes reaped while sampled), largest first: where
-        the processes too short-lived to sample live (an executor's Python daemon reaps the worker it forked
-        for each task). A sampled child that exits and is reaped counts here too, so this overlaps cpu_by_role
-        for long-lived children (an executor JVM reaping its daemon at the application's end)."""
-        sums: dict[str, float] = defaultdict(float)
-        for key, cpu in self._reaped.items():
-            sums[self._roles.get(key, "harness and others")] += cpu
-        return sorted(sums.items(), key=lambda row: -row[1])
 
     def take_window(self) -> tuple[int, int]:
         """Peak summed (RSS, PSS) since the previous call, e.g. one trial's (a soak's drift series)."""
@@ -144,7 +133,6 @@ class Usage:
                     times = proc.cpu_times()
                     key = (proc.pid, proc.create_time())
                     self._cpu[key] = times.user + times.system
-                    self._reaped[key] = times.children_user + times.children_system
                     if key not in self._roles:
                         self._roles[key] = "harness and others" if proc.pid == me.pid else role(proc.cmdline())
                     name = self._roles[key]
