@@ -33,12 +33,12 @@ def _chain() -> None:
     me = sys.modules.pop("sitecustomize", None)
     try:
         import sitecustomize  # noqa: F401  (the next one, if any)
-    except ImportError:
+    except Exception as exc:  # as site does: no other one is fine, a failing one is printed and skipped
         if me is not None:
             sys.modules["sitecustomize"] = me
-    except Exception as exc:  # site prints a failing sitecustomize and goes on: do the same for the next one
-        print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{type(exc).__name__}: {exc}",
-              file=sys.stderr)
+        if not (isinstance(exc, ImportError) and exc.name == "sitecustomize"):
+            print(f"Error in sitecustomize; set PYTHONVERBOSE for traceback:\n{type(exc).__name__}: {exc}",
+                  file=sys.stderr)
 
 
 try:
