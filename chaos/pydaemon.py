@@ -83,6 +83,16 @@ def forget_importers(dropped: set[str]) -> None:
             del sys.path_importer_cache[key]
 
 
+def prune_path() -> None:
+    """This process's ``sys.path`` without Spark's zips (when the installed pyspark is the one they hold) and
+    Spark's own jars, and without their cached finders: for the executors' daemons (``main``) and, through
+    chaos/sitehook/sitecustomize.py, every Python process a driver starts."""
+    home = os.environ.get("SPARK_HOME", "")
+    before = list(sys.path)
+    sys.path[:] = without_spark_jars(prefer_installed(sys.path, home), home)
+    forget_importers(set(before) - set(sys.path))
+
+
 def import_home(folder: Path, spark_home: str) -> Path | None:
     """``folder`` with links to the installed pyspark (if it is ``spark_home``) and py4j: a driver's cwd."""
     pyspark_spec = importlib.machinery.PathFinder.find_spec("pyspark")
@@ -117,10 +127,7 @@ SINGLE_THREADED_IMPORTS = {"JE_ARROW_MALLOC_CONF": "background_thread:false", "O
 
 
 def main() -> None:
-    before = list(sys.path)
-    home = os.environ.get("SPARK_HOME", "")
-    sys.path[:] = without_spark_jars(prefer_installed(sys.path, home), home)
-    forget_importers(set(before) - set(sys.path))
+    prune_path()
     worker_module = sys.argv[1] if len(sys.argv) > 1 else "pyspark.worker"
     if worker_module == "pyspark.worker":
         for key, value in SINGLE_THREADED_IMPORTS.items():

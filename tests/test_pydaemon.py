@@ -128,7 +128,8 @@ def test_sparks_own_jars_are_dropped_from_the_path_and_their_cached_finders_forg
     assert not [key for key in sys.path_importer_cache if key.startswith(jar)]
 
 
-def test_the_site_hook_prunes_every_python_a_driver_starts_and_chains_the_next_sitecustomize(tmp_path):
+def test_the_site_hook_prunes_every_python_a_driver_starts_and_chains_the_next_sitecustomize(tmp_path,
+                                                                                              monkeypatch):
     """As a driver's JVM starts a planner: Spark's zips and jar on PYTHONPATH, then the driver's own PYTHONPATH
     (chaos.trial.driver_env), with a user's sitecustomize after the hook. ``invalidate_caches()`` then has no
     zip to re-read."""
@@ -137,14 +138,9 @@ def test_the_site_hook_prunes_every_python_a_driver_starts_and_chains_the_next_s
     users = tmp_path / "users"
     users.mkdir()
     (users / "sitecustomize.py").write_text("import os\nos.environ['USERS_SITE_RAN'] = '1'\n")
+    monkeypatch.setenv("PYTHONPATH", str(users))  # the harness's own PYTHONPATH, which drivers keep
     env = {**os.environ, "SPARK_HOME": spark_home()}
-    os_env = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(users)
-    try:
-        driver = driver_env()["PYTHONPATH"]
-    finally:
-        os.environ.pop("PYTHONPATH") if os_env is None else os.environ.__setitem__("PYTHONPATH", os_env)
-    env["PYTHONPATH"] = ":".join([spark_pythonpath().rsplit(":", 1)[0], spark_core_jar(), driver])
+    env["PYTHONPATH"] = ":".join([spark_pythonpath().rsplit(":", 1)[0], spark_core_jar(), driver_env()["PYTHONPATH"]])
     code = ("import importlib, os, sys, zipimport, pyspark.daemon\nimportlib.invalidate_caches()\n"
             "print([p for p in sys.path if p.startswith(os.environ['SPARK_HOME'])])\n"
             "print([k for k, v in sys.path_importer_cache.items() if isinstance(v, zipimport.zipimporter)])\n"

@@ -1,7 +1,7 @@
 """Loaded by ``site`` at the start of every Python process a harness's driver starts (its directory is on the
-drivers' PYTHONPATH, ``chaos.trial.driver_env``): the driver itself, and the data source planners and
-streaming source runners its JVM forks from ``python -m pyspark.daemon``, which no Spark setting lets the
-harness start otherwise.
+drivers' PYTHONPATH, ``chaos.trial.driver_env``): the driver itself, its JVM's data source planners
+(``python -m pyspark.daemon``, whatever ``spark.python.daemon.module`` says) and streaming source runners,
+which no Spark setting lets the harness start otherwise.
 
 Spark puts its own zips and the spark-core jar on those processes' PYTHONPATH, and each worker calls
 ``importlib.invalidate_caches()`` at its start, which in Python 3.11 re-reads the directory of every zip
@@ -14,15 +14,6 @@ A ``sitecustomize`` found after this one on the path (the user's, or the Python 
 
 import os
 import sys
-
-
-def _prune() -> None:
-    from chaos.pydaemon import forget_importers, prefer_installed, without_spark_jars
-
-    home = os.environ.get("SPARK_HOME", "")
-    before = list(sys.path)
-    sys.path[:] = without_spark_jars(prefer_installed(sys.path, home), home)
-    forget_importers(set(before) - set(sys.path))
 
 
 def _chain() -> None:
@@ -42,7 +33,9 @@ def _chain() -> None:
 
 
 try:
-    _prune()
+    from chaos.pydaemon import prune_path
 except ImportError:  # chaos not importable here: leave the path as it is
     pass
+else:
+    prune_path()
 _chain()
