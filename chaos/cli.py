@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -14,6 +14,10 @@ from rich.console import Console
 from chaos import interrupt
 from chaos.cluster import with_image
 from chaos.errors import HarnessError, UserError
+
+if TYPE_CHECKING:
+    from chaos.scenario import Scenario
+    from chaos.trial import Harness
 
 CLUSTER_HELP = "standalone | docker (Spark on Docker nodes: streamchaos image build) | local-cluster[W,C,M] | spark://HOST:PORT"
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -89,10 +93,40 @@ def trial(
     key: JobKey = None,
 ) -> None:
     """Run one trial of PIPELINE (or your job's module:function) under a fault schedule and print what happened."""
+    from chaos.trial import Harness
+
+    scenario = trial_scenario(pipeline, events, seed, fault, events_per_batch, partitions, keys, skew,
+                              max_disorder_ms, late_fraction, resent_fraction, cluster, workers, downtime,
+                              recovery_timeout, conf, image, schema, sink, key)
+    run_dir = keep or Path("runs") / time.strftime("trial-%Y%m%d-%H%M%S")
+    with Harness(cluster=scenario.cluster, workers=workers, workdir=run_dir.parent, toxiproxy=toxiproxy,
+                 standby=standby) as harness:
+        if not as_json:
+            err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
+        result = run_trial(harness, scenario, run_dir, last=True)
+    if as_json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        print_result(result)
+    if result["outcome"] != "drained":
+        raise typer.Exit(EXIT_INCONCLUSIVE)
+    if result["meets"] is False or (result.get("consistent_cut") or {}).get("ok") is False:
+        raise typer.Exit(EXIT_VIOLATION)
+
+
+def trial_scenario(pipeline: str, events: int = 2000, seed: int = 0, fault: list[str] | None = None,
+                   events_per_batch: int = 200, partitions: int | None = None, keys: int = 20, skew: float = 1.0,
+                   max_disorder_ms: int = 2000, late_fraction: float | None = None,
+                   resent_fraction: float | None = None, cluster: str = "standalone", workers: int = 2,
+                   downtime: float = 1.0, recovery_timeout: float = 180.0, conf: list[str] | None = None,
+                   image: str | None = None, schema: str | None = None, sink: str | None = None,
+                   key: str | None = None) -> Scenario:
+    """The scenario ``streamchaos trial`` runs for these options (the pipeline's stream defaults under what is
+    given), checked before any JVM starts."""
     from chaos.jobspec import job_ref
     from chaos.queryconf import parse_conf
     from chaos.scenario import Scenario
-    from chaos.trial import Harness
+    from chaos.trial import validate_schedule
     from pipelines_under_test import resolve
 
     cluster = with_image(cluster, image)
@@ -106,25 +140,17 @@ def trial(
         cluster=cluster, workers=workers, driver_downtime=downtime, recovery_timeout=recovery_timeout,
         conf=parse_conf(list(conf or [])), **stream,
     )
-    from chaos.trial import validate_schedule
+    validate_schedule(scenario, chosen)  # unknown pipeline, impossible fault
+    return scenario
 
-    validate_schedule(scenario, chosen)  # unknown pipeline, impossible fault: before any JVM starts
-    run_dir = keep or Path("runs") / time.strftime("trial-%Y%m%d-%H%M%S")
-    with Harness(cluster=cluster, workers=workers, workdir=run_dir.parent, toxiproxy=toxiproxy,
-                 standby=standby) as harness:
-        if not as_json:
-            err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
-        result = harness.trial(scenario, run_dir, last=True)
+
+def run_trial(harness: Harness, scenario: Scenario, run_dir: Path, last: bool) -> dict:
+    """One trial on ``harness`` and the checker's verdict of its stored run: what ``trial --json`` prints.
+    ``last``: no trial follows on this harness (a shared one keeps its spares for the next)."""
+    result = harness.trial(scenario, run_dir, last=last)
     result["timings"] = harness.timings
     result.update(verdict_fields(run_dir))
-    if as_json:
-        print(json.dumps(result, indent=2, default=str))
-    else:
-        print_result(result)
-    if result["outcome"] != "drained":
-        raise typer.Exit(EXIT_INCONCLUSIVE)
-    if result["meets"] is False or (result.get("consistent_cut") or {}).get("ok") is False:
-        raise typer.Exit(EXIT_VIOLATION)
+    return result
 
 
 @app.command(epilog="\b\nExample: streamchaos init examples/orders_upsert.py:run --schema 'order_id STRING, "

@@ -25,9 +25,9 @@ CUT_FAULTS = ["--fault", "kill-driver@2:state-commit", "--fault", "kill-driver@4
 
 
 @pytest.mark.parametrize("pipeline", ["windowed-count", "windowed-count-rocksdb", "windowed-count-changelog"])
-def test_windowed_count_is_exactly_once_with_a_consistent_cut_through_driver_kills(spark_cluster, tmp_path, pipeline):
+def test_windowed_count_is_exactly_once_with_a_consistent_cut_through_driver_kills(chaos_harness, tmp_path, pipeline):
     # 5% late events: the oracle must drop exactly those the watermark drops (none in batch 0).
-    r = trial(spark_cluster, tmp_path, pipeline, "--seed", "3", "--late-fraction", "0.05", *CUT_FAULTS, *SMALL)
+    r = trial(chaos_harness, tmp_path, pipeline, "--seed", "3", "--late-fraction", "0.05", *CUT_FAULTS, *SMALL)
     assert [f["fired"] for f in r["faults"]] == [True, True] and r["restarts"] == 2
     assert r["verdict"] == "exactly-once", r
     assert r["multiplicity"]["1"] > 500 and r["multiplicity"][">1"] == 0  # windows the watermark closed
@@ -44,24 +44,24 @@ def test_windowed_count_is_exactly_once_with_a_consistent_cut_through_driver_kil
     assert f"batches dumped ({how})" in last_log.read_text(), last_log.read_text()[-2000:]
 
 
-def test_dedup_within_watermark_drops_the_resent_copies_exactly_once(spark_cluster, tmp_path):
-    r = trial(spark_cluster, tmp_path, "dedup-within-watermark", "--seed", "6",
+def test_dedup_within_watermark_drops_the_resent_copies_exactly_once(chaos_harness, tmp_path):
+    r = trial(chaos_harness, tmp_path, "dedup-within-watermark", "--seed", "6",
               "--fault", "kill-driver@2:sink-done", *SMALL)
     assert r["verdict"] == "exactly-once" and r["meets"] is True, r
     assert r["multiplicity"]["0"] > 50  # the re-sent copies (10%) were dropped, as the oracle said
     assert r["redelivered"] == [{"batch": 2, "times": 2, "effective": "once"}]
 
 
-def test_stream_join_emits_every_pair_once_through_driver_kills(spark_cluster, tmp_path):
-    r = trial(spark_cluster, tmp_path, "stream-join", "--seed", "3", "--fault", "kill-driver@2:state-commit", *SMALL)
+def test_stream_join_emits_every_pair_once_through_driver_kills(chaos_harness, tmp_path):
+    r = trial(chaos_harness, tmp_path, "stream-join", "--seed", "3", "--fault", "kill-driver@2:state-commit", *SMALL)
     assert r["faults"][0]["fired"] and r["restarts"] == 1
     assert r["verdict"] == "exactly-once" and r["unexpected"] == [], r
     assert r["multiplicity"]["1"] + r["multiplicity"][">1"] > 100  # events with partners; more than one is owed
 
 
-def test_file_sink_through_its_log_is_exactly_once_and_the_raw_directory_shows_the_replay(spark_cluster, tmp_path):
+def test_file_sink_through_its_log_is_exactly_once_and_the_raw_directory_shows_the_replay(chaos_harness, tmp_path):
     """One run, two views: the kill lands after batch 2's part files and before _spark_metadata/2."""
-    raw = trial(spark_cluster, tmp_path, "passthrough-file-raw", "--seed", "3",
+    raw = trial(chaos_harness, tmp_path, "passthrough-file-raw", "--seed", "3",
                 "--fault", "kill-driver@2:sink-write", *SMALL)
     assert raw["verdict"] == "at-least-once" and raw["anomaly_counts"]["duplicated"] == 200, raw
     assert {d["batch"] for d in raw["duplicated"]} == {2}
@@ -77,8 +77,8 @@ def test_file_sink_through_its_log_is_exactly_once_and_the_raw_directory_shows_t
     assert logged.rc == 0 and logged.json["verdict"] == "exactly-once", logged.stdout[-2000:]
 
 
-def test_file_sink_without_faults_is_exactly_once_in_both_views(spark_cluster, tmp_path):
-    r = trial(spark_cluster, tmp_path, "passthrough-file-raw", "--seed", "5", *SMALL)
+def test_file_sink_without_faults_is_exactly_once_in_both_views(chaos_harness, tmp_path):
+    r = trial(chaos_harness, tmp_path, "passthrough-file-raw", "--seed", "5", *SMALL)
     assert r["verdict"] == "exactly-once", r
     run_dir = Path(r["run_dir"])
     scenario = json.loads((run_dir / "scenario.json").read_text())
@@ -86,26 +86,26 @@ def test_file_sink_without_faults_is_exactly_once_in_both_views(spark_cluster, t
     assert cli("check", str(run_dir), "--json", cwd=tmp_path).json["verdict"] == "exactly-once"
 
 
-def test_foreach_writer_is_at_least_once_and_clean_without_faults(spark_cluster, tmp_path):
-    quiet = trial(spark_cluster, tmp_path, "foreach-writer", "--seed", "3", *SMALL, name="quiet")
+def test_foreach_writer_is_at_least_once_and_clean_without_faults(chaos_harness, tmp_path):
+    quiet = trial(chaos_harness, tmp_path, "foreach-writer", "--seed", "3", *SMALL, name="quiet")
     assert quiet["verdict"] == "exactly-once", quiet
-    faulted = trial(spark_cluster, tmp_path, "foreach-writer", "--seed", "3",
+    faulted = trial(chaos_harness, tmp_path, "foreach-writer", "--seed", "3",
                     "--fault", "kill-driver@1:sink-done", *SMALL, name="faulted")
     assert faulted["verdict"] == "at-least-once" and faulted["meets"] is True, faulted
     assert {d["batch"] for d in faulted["duplicated"]} == {1}  # the partition(s) of epoch 1 written before the kill
 
 
 @pytest.mark.parametrize("kind", ["value", "list", "map"])
-def test_keyed_state_is_exactly_once_with_a_consistent_cut(spark_cluster, tmp_path, kind):
-    r = trial(spark_cluster, tmp_path, f"keyed-state-{kind}", "--seed", "3", "--fault", "kill-driver@2:state-commit",
+def test_keyed_state_is_exactly_once_with_a_consistent_cut(chaos_harness, tmp_path, kind):
+    r = trial(chaos_harness, tmp_path, f"keyed-state-{kind}", "--seed", "3", "--fault", "kill-driver@2:state-commit",
               *SMALL)
     assert r["faults"][0]["fired"] and r["restarts"] == 1
     assert r["verdict"] == "exactly-once" and r["multiplicity"] == {"0": 0, "1": 1000, ">1": 0}, r
     assert r["consistent_cut"]["ok"] is True and r["consistent_cut"]["batches_checked"] == [0, 1, 2, 3, 4]
 
 
-def test_nondeterministic_key_without_faults_is_exactly_once(spark_cluster, tmp_path):
-    r = trial(spark_cluster, tmp_path, "nondeterministic-key", "--seed", "8", *SMALL)
+def test_nondeterministic_key_without_faults_is_exactly_once(chaos_harness, tmp_path):
+    r = trial(chaos_harness, tmp_path, "nondeterministic-key", "--seed", "8", *SMALL)
     assert r["verdict"] == "exactly-once" and r["unexpected"] == [], r
 
 
@@ -132,8 +132,8 @@ def test_conformance_reproduces_documented_rows_and_stores_the_table(spark_clust
     assert 'id="conformance"' in html and "nondeterministic" in html
 
 
-def test_socket_source_is_clean_without_faults_and_not_fault_tolerant_with_one(spark_cluster, tmp_path):
-    quiet = trial(spark_cluster, tmp_path, "socket-source", "--seed", "3", *SMALL, name="quiet")
+def test_socket_source_is_clean_without_faults_and_not_fault_tolerant_with_one(chaos_harness, spark_cluster, tmp_path):
+    quiet = trial(chaos_harness, tmp_path, "socket-source", "--seed", "3", *SMALL, name="quiet")
     assert quiet["verdict"] == "exactly-once" and quiet["outcome"] == "drained", quiet
     run = cli("trial", "socket-source", "--cluster", spark_cluster.master_url, "--keep", str(tmp_path / "killed"),
               "--seed", "3", "--fault", "kill-driver@2:sink-done", "--recovery-timeout", "30", *SMALL, cwd=tmp_path)
@@ -146,8 +146,8 @@ def test_socket_source_is_clean_without_faults_and_not_fault_tolerant_with_one(s
         assert r["anomaly_counts"]["lost"] > 0
 
 
-def test_rescale_stop_and_restart_on_fewer_cores_with_a_code_change_stays_exactly_once(spark_cluster, tmp_path):
-    r = trial(spark_cluster, tmp_path, "rescale", "--seed", "3", "--fault", "stop-driver@2:committed/1", *SMALL)
+def test_rescale_stop_and_restart_on_fewer_cores_with_a_code_change_stays_exactly_once(chaos_harness, tmp_path):
+    r = trial(chaos_harness, tmp_path, "rescale", "--seed", "3", "--fault", "stop-driver@2:committed/1", *SMALL)
     assert r["faults"][0]["fired"] and r["restarts"] == 1
     assert r["verdict"] == "exactly-once" and r["multiplicity"] == {"0": 0, "1": 1000, ">1": 0}, r
     assert r["consistent_cut"]["ok"] is True and r["consistent_cut"]["batches_checked"] == [0, 1, 2, 3, 4]
@@ -158,12 +158,12 @@ def test_rescale_stop_and_restart_on_fewer_cores_with_a_code_change_stays_exactl
     assert starts[1].get("cores_max") == 1
 
 
-def test_continuous_map_is_clean_without_faults_and_duplicates_an_epoch_printed_before_the_kill(spark_cluster,
+def test_continuous_map_is_clean_without_faults_and_duplicates_an_epoch_printed_before_the_kill(chaos_harness,
                                                                                                tmp_path):
-    quiet = trial(spark_cluster, tmp_path, "continuous-map", "--seed", "3", *SMALL, name="quiet")
+    quiet = trial(chaos_harness, tmp_path, "continuous-map", "--seed", "3", *SMALL, name="quiet")
     assert quiet["verdict"] == "exactly-once" and quiet["multiplicity"] == {"0": 0, "1": 1000, ">1": 0}, quiet
     # Epoch 2 ends 18 s after the query starts, its tasks run from 4-7 s: it holds rows.
-    faulted = trial(spark_cluster, tmp_path, "continuous-map", "--seed", "3", "--fault", "kill-driver@2:sink-done",
+    faulted = trial(chaos_harness, tmp_path, "continuous-map", "--seed", "3", "--fault", "kill-driver@2:sink-done",
                     *SMALL, name="faulted")
     assert faulted["faults"][0]["fired"] and faulted["restarts"] == 1
     assert faulted["verdict"] == "at-least-once" and faulted["meets"] is True, faulted

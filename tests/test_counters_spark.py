@@ -17,8 +17,8 @@ KILL = ["--events", "2000", "--seed", "5", "--fault", "kill-driver@3:sink-done",
 
 
 def test_key_count_keeps_a_consistent_cut_through_a_driver_kill_and_a_corrupted_value_breaks_it(
-        spark_cluster, tmp_path):
-    r = trial(spark_cluster, tmp_path, "key-count", *KILL)
+        chaos_harness, tmp_path):
+    r = trial(chaos_harness, tmp_path, "key-count", *KILL)
     assert r["faults"][0]["fired"] and r["restarts"] == 1
     assert r["verdict"] == "exactly-once" and r["meets"] is True
     assert r["multiplicity"] == {"0": 0, "1": 2000, ">1": 0}
@@ -41,8 +41,8 @@ def test_key_count_keeps_a_consistent_cut_through_a_driver_kill_and_a_corrupted_
     assert broken["mismatches"][0]["actual"]["total"] == broken["mismatches"][0]["expected"]["total"] + 7
 
 
-def test_incrementing_counter_is_at_least_once_inferred_from_per_key_counts(spark_cluster, tmp_path):
-    r = trial(spark_cluster, tmp_path, "api-count-increment", *KILL)
+def test_incrementing_counter_is_at_least_once_inferred_from_per_key_counts(chaos_harness, tmp_path):
+    r = trial(chaos_harness, tmp_path, "api-count-increment", *KILL)
     assert r["inferred"] is True and r["verdict"] == "at-least-once" and r["meets"] is True
     assert r["anomaly_counts"]["duplicated"] == 200  # exactly batch 3's events, counted twice
     assert r["anomaly_counts"]["lost"] == 0
@@ -51,16 +51,16 @@ def test_incrementing_counter_is_at_least_once_inferred_from_per_key_counts(spar
     assert r["consistent_cut"] is None  # no streaming state
 
 
-def test_api_count_without_faults_is_exactly_once_inferred(spark_cluster, tmp_path):
-    r = trial(spark_cluster, tmp_path, "api-count", "--events", "1000", "--json")
+def test_api_count_without_faults_is_exactly_once_inferred(chaos_harness, tmp_path):
+    r = trial(chaos_harness, tmp_path, "api-count", "--events", "1000", "--json")
     assert r["inferred"] is True and r["verdict"] == "exactly-once"
     assert r["keys"]["over"] == 0 and r["keys"]["under"] == 0 and r["keys"]["exact"] == 20
     assert r["consistent_cut"]["ok"] is True
 
 
 def test_api_count_two_phase_publishes_each_batch_once_through_kills_between_and_after_its_phases(
-        spark_cluster, tmp_path):
-    r = trial(spark_cluster, tmp_path, "api-count-two-phase", "--events", "1000", "--seed", "5",
+        chaos_harness, tmp_path):
+    r = trial(chaos_harness, tmp_path, "api-count-two-phase", "--events", "1000", "--seed", "5",
               "--fault", "kill-driver@1:sink-write", "--fault", "kill-driver@3:sink-done", "--json")
     assert [f["fired"] for f in r["faults"]] == [True, True] and r["restarts"] == 2
     assert r["inferred"] is True and r["verdict"] == "exactly-once" and r["meets"] is True, r

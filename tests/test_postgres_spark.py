@@ -13,8 +13,8 @@ pytestmark = [pytest.mark.spark,
 SCHEDULE = ["--events", "3000", "--fault", "delay-sink@3:sink-write/latency=3000", "--fault", "kill-driver@3:sink-done"]
 
 
-def test_pg_append_duplicates_the_replayed_batch(spark_cluster, tmp_path):
-    r = trial(spark_cluster, tmp_path, "pg-append", *SCHEDULE, "--json")
+def test_pg_append_duplicates_the_replayed_batch(chaos_harness, tmp_path):
+    r = trial(chaos_harness, tmp_path, "pg-append", *SCHEDULE, "--json")
     assert all(f["fired"] for f in r["faults"]), r["faults"]
     assert r["verdict"] == "at-least-once" and r["meets"] is True
     dup = {a["id"] for a in r["duplicated"]}
@@ -22,8 +22,8 @@ def test_pg_append_duplicates_the_replayed_batch(spark_cluster, tmp_path):
     assert {(a["batch"], a["fault"]) for a in r["duplicated"]} == {(3, "kill-driver@3:sink-done")}
 
 
-def test_pg_upsert_by_batch_stays_exactly_once_through_every_fault_kind(spark_cluster, tmp_path):
-    r = trial(spark_cluster, tmp_path, "pg-upsert-by-batch", *SCHEDULE,
+def test_pg_upsert_by_batch_stays_exactly_once_through_every_fault_kind(chaos_harness, tmp_path):
+    r = trial(chaos_harness, tmp_path, "pg-upsert-by-batch", *SCHEDULE,
               "--fault", "kill-sink-db@6:sink-write", "--fault", "cut-source@9:reading/3s",
               "--fault", "reset-sink@11:sink-write/2s", "--json")
     assert all(f["fired"] for f in r["faults"]), r["faults"]
@@ -34,8 +34,8 @@ def test_pg_upsert_by_batch_stays_exactly_once_through_every_fault_kind(spark_cl
     assert delay["detail"]["latency"] == 3000 and delay["detail"]["channel"] == "sink"
 
 
-def test_pg_two_phase_publishes_each_batch_once_even_when_commit_runs_twice(spark_cluster, tmp_path):
-    r = trial(spark_cluster, tmp_path, "pg-two-phase", *SCHEDULE, "--fault", "kill-executor@6:sink-write", "--json")
+def test_pg_two_phase_publishes_each_batch_once_even_when_commit_runs_twice(chaos_harness, tmp_path):
+    r = trial(chaos_harness, tmp_path, "pg-two-phase", *SCHEDULE, "--fault", "kill-executor@6:sink-write", "--json")
     assert all(f["fired"] for f in r["faults"]), r["faults"]
     assert r["verdict"] == "exactly-once" and r["meets"] is True
     assert r["multiplicity"] == {"0": 0, "1": 3000, ">1": 0}

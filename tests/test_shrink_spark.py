@@ -12,7 +12,6 @@ import shlex
 
 import pytest
 
-from chaos.trial import Harness
 from pipelines_under_test import resolve
 from properties.shrink import harness_runner, search_violation
 from properties.strategies import StreamSpec
@@ -21,15 +20,15 @@ from tests.conftest import cli, left_by
 pytestmark = pytest.mark.spark
 
 
-def test_hypothesis_finds_and_shrinks_a_duplicating_schedule_that_replays(spark_cluster, tmp_path):
+def test_hypothesis_finds_and_shrinks_a_duplicating_schedule_that_replays(chaos_harness, spark_cluster, tmp_path):
+    """The search runs on the session's shared harness; its replay command, in a process of its own."""
     stream = StreamSpec(events=600, seed=1, events_per_batch=200)
-    with Harness(cluster=spark_cluster.master_url, workdir=tmp_path / "search") as harness:
-        found = search_violation(
-            resolve("passthrough-append"), "exactly-once", stream,
-            harness_runner(harness, tmp_path / "search", resolve("passthrough-append")),
-            actions=("kill-driver",), max_faults=2, max_trials=12, seed=5,
-            harness={"cluster": spark_cluster.master_url},
-        )
+    found = search_violation(
+        resolve("passthrough-append"), "exactly-once", stream,
+        harness_runner(chaos_harness, tmp_path / "search", resolve("passthrough-append")),
+        actions=("kill-driver",), max_faults=2, max_trials=12, seed=5,
+        harness={"cluster": chaos_harness.cluster_spec},
+    )
     print(found.describe())
     for t in found.trials:
         print("  tried", t)
@@ -41,7 +40,8 @@ def test_hypothesis_finds_and_shrinks_a_duplicating_schedule_that_replays(spark_
 
     argv = shlex.split(found.command)
     assert argv[:3] == ["streamchaos", "trial", "passthrough-append"]
-    replay = cli(*argv[1:], "--keep", str(tmp_path / "replay"), "--json", cwd=tmp_path)
+    replay = cli(*argv[1:], "--cluster", spark_cluster.master_url, "--keep", str(tmp_path / "replay"), "--json",
+                 cwd=tmp_path)
     assert replay.rc == 0, replay.stderr[-2000:]  # at-least-once meets the catalogue's declared guarantee
     assert replay.json["verdict"] == found.verdict
     assert left_by(replay.pid) == []

@@ -28,8 +28,8 @@ def job(name: str) -> str:
 
 
 @needs_postgres
-def test_an_upsert_job_as_written_is_exactly_once_against_its_batch_query(spark_cluster, tmp_path):
-    r = trial(spark_cluster, tmp_path, job("orders_upsert"), "--schema", ORDER, "--sink", "postgres:customer_totals",
+def test_an_upsert_job_as_written_is_exactly_once_against_its_batch_query(chaos_harness, tmp_path):
+    r = trial(chaos_harness, tmp_path, job("orders_upsert"), "--schema", ORDER, "--sink", "postgres:customer_totals",
               "--key", "customer", *KILL)
     assert all(f["fired"] for f in r["faults"]) and r["recoveries"], r["faults"]
     assert r["verdict"] == "exactly-once" and r["meets"] is True and r["inferred"] is True
@@ -75,8 +75,8 @@ def test_a_campaign_on_an_append_job_finds_and_shrinks_its_duplicates(spark_clus
     assert again.rc == 1 and "0 changed" in again.stdout, again.stdout + again.stderr
 
 
-def test_a_file_directory_job_with_a_file_sink_is_exactly_once(spark_cluster, tmp_path):
-    r = trial(spark_cluster, tmp_path, job("clicks_files"), "--sink", "parquet", "--events", "1000",
+def test_a_file_directory_job_with_a_file_sink_is_exactly_once(chaos_harness, tmp_path):
+    r = trial(chaos_harness, tmp_path, job("clicks_files"), "--sink", "parquet", "--events", "1000",
               "--fault", "kill-driver@3:committed", "--json")
     assert all(f["fired"] for f in r["faults"]), r["faults"]
     assert r["verdict"] == "exactly-once" and r["meets"] is True
@@ -86,9 +86,9 @@ def test_a_file_directory_job_with_a_file_sink_is_exactly_once(spark_cluster, tm
 
 
 @needs_postgres
-def test_an_event_time_job_with_sparks_defaults_and_late_records_claims_no_loss(spark_cluster, tmp_path):
+def test_an_event_time_job_with_sparks_defaults_and_late_records_claims_no_loss(chaos_harness, tmp_path):
     view = "page STRING, user_id LONG, at TIMESTAMP"
-    r = trial(spark_cluster, tmp_path, job("page_views_windowed"), "--schema", view,
+    r = trial(chaos_harness, tmp_path, job("page_views_windowed"), "--schema", view,
               "--sink", "postgres:page_minutes", "--key", "minute,page", "--late-fraction", "0.05", "--events", "2000",
               "--fault", "kill-driver@3:sink-done", "--json")
     assert all(f["fired"] for f in r["faults"]), r["faults"]
@@ -121,8 +121,8 @@ def test_the_starter_test_init_writes_passes_on_the_upsert_job(spark_cluster, tm
     assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
 
 
-def test_a_sqlite_job_gets_its_file_through_database_url_and_is_exactly_once(spark_cluster, tmp_path):
-    r = trial(spark_cluster, tmp_path, job("orders_sqlite"), "--schema", ORDER, "--sink", "sqlite:customer_counts",
+def test_a_sqlite_job_gets_its_file_through_database_url_and_is_exactly_once(chaos_harness, tmp_path):
+    r = trial(chaos_harness, tmp_path, job("orders_sqlite"), "--schema", ORDER, "--sink", "sqlite:customer_counts",
               "--key", "customer", *KILL)
     assert all(f["fired"] for f in r["faults"]), r["faults"]
     assert r["verdict"] == "exactly-once" and r["meets"] is True and r["keys"]["exact"] > 1
