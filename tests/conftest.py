@@ -1,7 +1,11 @@
 """Shared fixtures: one standalone Spark cluster per test session, and a CLI runner.
 
-Spark tests run the real ``streamchaos`` CLI as a subprocess against the session's cluster
-(``--cluster spark://...``), so each test pays for its driver, not for a cluster start.
+Two ways a Spark test runs a trial. Most run on the session's shared harness, the pytest plugin's
+``chaos_harness`` (``tests.test_trials_spark.trial``, with ``streamchaos trial``'s own options): as in a
+campaign, each trial's first driver and first standby were booted during the previous test's trial or
+recycled from it. What needs the command itself (its exit codes, its own harness's options and process
+tree, the cold path) runs the real ``streamchaos`` CLI as a subprocess against the session's cluster
+(``--cluster spark://...``), so each such test pays for its drivers, not for a cluster start.
 """
 
 from __future__ import annotations

@@ -120,22 +120,26 @@ def test_plugin_project_passes_and_fails_with_a_counterexample(spark_cluster, tm
     assert report.exists() and "streamchaos report:" in out
 
 
-def test_weaker_pipelines_are_caught_by_the_first_planned_trial(spark_cluster, tmp_path):
+def test_weaker_pipelines_are_caught_by_the_first_planned_trial(chaos_harness, tmp_path):
     """``--expect exactly-once`` on pipelines whose truth is weaker: the first planned trial (driver kills after
     the sink wrote and at the second batch after the restart) already violates, for each of two seeds, on the
-    fast path (pre-warmed drivers). Faults only fire at phases the pipelines reach."""
+    session's shared harness (pre-warmed drivers), planned as on a cluster whose workers it does not own (the
+    same plan as ``campaign run --cluster spark://...``). Faults only fire at phases the pipelines reach."""
+    from chaos.campaign import Campaign, CampaignSpec
+
     for seed in (1, 4):
-        run = cli("campaign", "run", "--pipeline", "passthrough-append", "--pipeline", "passthrough-file-raw",
-                  "--expect", "exactly-once", "--trials", "1", "--seed", str(seed), "--events", "1000",
-                  "--no-shrink", "--standby", "--out", f"c{seed}", "--cluster", spark_cluster.master_url,
-                  cwd=tmp_path, timeout=1200)
-        assert run.rc == 1, run.stdout + run.stderr
+        spec = CampaignSpec(pipelines=["passthrough-append", "passthrough-file-raw"], expect="exactly-once",
+                            trials=1, seed=seed, events=1000, shrink=False, cluster=chaos_harness.cluster_spec,
+                            workers=chaos_harness.workers)
+        campaign = Campaign.create(tmp_path / f"c{seed}", spec, owns_workers=False)
+        summary = campaign.run(chaos_harness)
+        assert summary["exit_code"] == 1, summary
         rows = json.loads((tmp_path / f"c{seed}" / "summary.json").read_text())["pipelines"]
         for name, row in rows.items():
             assert row["meets"] is False and row["verdict"] == "at-least-once", (seed, name, row)
             assert row["faulted_trials"] == 1 and "kill-driver:after-restart" in row["covered"]
-        assert "(not fired)" not in run.stderr
-        assert left_by(run.pid) == []
+        results = [json.loads(p.read_text()) for p in (tmp_path / f"c{seed}" / "trials").glob("*/result.json")]
+        assert len(results) == 2 and all(f["fired"] for r in results for f in r["faults"]), results
 
 
 def test_late_writes_of_a_recycled_driver_do_not_change_stored_verdicts(spark_cluster, tmp_path):
