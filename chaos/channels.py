@@ -41,18 +41,25 @@ class Channels:
         else:
             self.embedded = ToxiproxyServer(proxy_hosts=hosts).start()
             host, port = "127.0.0.1", self.embedded.port
+        self.host, self.port = host, port
         self.client = Toxiproxy()
-        self.client.update_api_consumer(host, port)
-        if self.embedded is None and not self.client.running():
+        if self.embedded is None and not self.api().running():
             raise UserError(f"no Toxiproxy answers at {host}:{port}: start it, or unset TOXIPROXY_URL "
                             "to use the embedded one")
         self.url = f"http://{host}:{port}"
         self.proxies: dict[str, object] = {}
 
+    def api(self):
+        """The client, pointed at this instance's server. toxiproxy-python keeps the API's address in a class
+        attribute shared by every client and proxy object of the process: another ``Channels`` (a second
+        harness in the same process, a test's own proxy) re-points it, so each use points it back first."""
+        self.client.update_api_consumer(self.host, self.port)
+        return self.client
+
     def open(self, name: str, upstream: str, host: str = "127.0.0.1") -> str:
         """(Re)create the proxy ``name`` in front of ``upstream`` (host:port), listening on ``host``; returns its
         listen address."""
-        existing = self.client.get_proxy(name)
+        existing = self.api().get_proxy(name)
         if existing is not None:
             existing.destroy()
         proxy = self.client.create(upstream=upstream, name=name, listen=f"{host}:0")
@@ -61,7 +68,7 @@ class Channels:
 
     def reset(self) -> None:
         """Between trials: every proxy enabled, no toxics."""
-        self.client.reset()
+        self.api().reset()
 
     def apply(self, fault: Fault) -> Callable[[], None]:
         """Carry out a channel fault now; return its heal."""
@@ -69,9 +76,15 @@ class Channels:
         proxy = self.proxies.get(name)
         if proxy is None:
             raise LookupError(f"this pipeline has no {name} channel")
+        self.api()
         if fault.kind == "down":
             proxy.disable()
-            return proxy.enable
+
+            def enable() -> None:
+                self.api()
+                proxy.enable()
+
+            return enable
         toxics = {
             "delay": ("latency", {"latency": fault.attributes.get("latency", DEFAULT_LATENCY_MS),
                                   "jitter": fault.attributes.get("jitter", 0)}),
@@ -86,12 +99,14 @@ class Channels:
             names.append(toxic)
 
         def heal() -> None:
+            self.api()
             for toxic in names:
                 proxy.destroy_toxic(toxic)
 
         return heal
 
     def close(self) -> None:
+        self.api()
         for proxy in self.proxies.values():
             try:
                 proxy.destroy()

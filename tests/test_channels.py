@@ -79,3 +79,21 @@ def test_until_phase_heals_at_that_phase_of_the_batch_or_a_later_one(source, tmp
     heals = [r for r in history.snapshot() if r["kind"] == "heal"]
     assert [h["detail"]["spec"] for h in heals] == [fault.spec] and heals[0]["detail"]["until"] == "committed"
     history.close()
+
+
+def test_two_channels_in_one_process_each_reach_their_own_proxy(source):
+    """toxiproxy-python keeps the API's address in one class attribute for the whole process: a second
+    Channels (another harness, a test's own proxy), opened and closed, must not leave the first one talking
+    to its stopped server."""
+    channels, listen = source
+    echo = _serve(_Echo)
+    other = Channels(url="")
+    other.open("source", f"127.0.0.1:{echo.server_address[1]}")
+    other.close()
+    echo.shutdown()
+    heal = channels.apply(parse_fault("down-source@1:reading"))
+    with pytest.raises(OSError):
+        _ping(listen, timeout=2)
+    heal()
+    channels.reset()
+    assert _ping(listen)[0] == b"ping"
