@@ -97,6 +97,11 @@ class Usage:
             sums[name][1] += cpu - (self._start + self._own if key[0] == self._pid else 0.0)
         return sorted(((name, int(n), cpu) for name, (n, cpu) in sums.items()), key=lambda row: -row[2])
 
+    def roles_seen(self) -> dict[int, str]:
+        """pid -> role of every process sampled at least once (benchmarks/accounting.py attributes the kernel's
+        records of each process by it)."""
+        return {pid: name for (pid, _), name in self._roles.items()}
+
     def take_window(self) -> tuple[int, int]:
         """Peak summed (RSS, PSS) since the previous call, e.g. one trial's (a soak's drift series)."""
         window, self._window = self._window, (0, 0)
