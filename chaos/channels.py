@@ -21,11 +21,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from chaos.errors import UserError
 from chaos.spec import DEFAULT_LATENCY_MS, Fault
 from chaos.toxiproxy_server import ToxiproxyServer
+
+if TYPE_CHECKING:
+    from toxiproxy import Toxiproxy
 
 
 class Channels:
@@ -49,7 +53,7 @@ class Channels:
         self.url = f"http://{host}:{port}"
         self.proxies: dict[str, object] = {}
 
-    def api(self):
+    def api(self) -> Toxiproxy:
         """The client, pointed at this instance's server. toxiproxy-python keeps the API's address in a class
         attribute shared by every client and proxy object of the process: another ``Channels`` (a second
         harness in the same process, a test's own proxy) re-points it, so each use points it back first."""
