@@ -108,10 +108,19 @@ def trial(
         print(json.dumps(result, indent=2, default=str))
     else:
         print_result(result)
+    code = trial_exit_code(result)
+    if code:
+        raise typer.Exit(code)
+
+
+def trial_exit_code(result: dict) -> int:
+    """How ``streamchaos trial`` exits for a result of ``run_trial``: inconclusive unless drained, a violation
+    when the pipeline's guarantee is not met or a committed batch broke the consistent cut, else 0."""
     if result["outcome"] != "drained":
-        raise typer.Exit(EXIT_INCONCLUSIVE)
+        return EXIT_INCONCLUSIVE
     if result["meets"] is False or (result.get("consistent_cut") or {}).get("ok") is False:
-        raise typer.Exit(EXIT_VIOLATION)
+        return EXIT_VIOLATION
+    return 0
 
 
 def trial_scenario(pipeline: str, events: int = 2000, seed: int = 0, fault: list[str] | None = None,

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 import typer
 
-from chaos.cli import app, run_trial, trial_scenario
+from chaos.cli import app, run_trial, trial_exit_code, trial_scenario
 from chaos.cluster import QUICK_JVM_OPTIONS
 from tests.conftest import cli, left_by
 
@@ -21,7 +21,6 @@ APPEND_KILL = ["--events", "2000", "--seed", "11", "--fault", "kill-driver@3:sin
 
 # `streamchaos trial`'s own option parser: the shared-harness trials below take the same arguments.
 TRIAL_COMMAND = typer.main.get_command(app).get_command(None, "trial")
-HARNESS_DEFAULTS = {"cluster": "standalone", "workers": 2, "toxiproxy": None, "standby": True, "keep": None}
 
 
 def trial(harness, tmp: Path, pipeline: str, *args: str, name: str = "run") -> dict:
@@ -30,14 +29,15 @@ def trial(harness, tmp: Path, pipeline: str, *args: str, name: str = "run") -> d
     trial, or recycled from it), as a campaign runs its trials. Its result is what the command prints, and
     it must pass as the command's exit 0 would: drained, the pipeline's guarantee met, a consistent cut."""
     params = TRIAL_COMMAND.make_context("trial", [pipeline, *args]).params
-    harness_options = {k: params[k] for k in HARNESS_DEFAULTS}
-    assert harness_options == HARNESS_DEFAULTS, f"options of the harness itself need cli_trial: {harness_options}"
+    asked = {k: params[k] for k in ("cluster", "workers", "toxiproxy", "standby", "keep")}
+    shared = {"cluster": harness.cluster_spec, "workers": harness.workers, "toxiproxy": harness.toxiproxy,
+              "standby": harness.standby, "keep": None}
+    assert asked == shared, f"options of another harness than the shared one need cli_trial: {asked}"
     wanted = inspect.signature(trial_scenario).parameters
     options = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items() if k in wanted}
     result = run_trial(harness, trial_scenario(**options), tmp / name, last=False)
     result = json.loads(json.dumps(result, default=str))
-    assert result["outcome"] == "drained", result["reason"]
-    assert result["meets"] is not False and (result.get("consistent_cut") or {}).get("ok") is not False, result
+    assert trial_exit_code(result) == 0, result
     return result
 
 
