@@ -78,7 +78,7 @@ class Controller:
         self.attempts: dict[tuple, int] = {}
         self.incarnation = 0
         self.app_id: str | None = None
-        self.standby_ready: set[int] = set()  # standby driver incarnations booted, warm and rehearsed
+        self.standby_ready: set[int] = set()  # standby driver incarnations booted and warm
         self.booted = threading.Event()  # a driver reported its session up (the trial's stall clock restarts)
         self.listeners: list[Callable[[int, str], None]] = []  # told of every phase (e.g. heals "until PHASE")
         controller = self

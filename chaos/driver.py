@@ -5,7 +5,7 @@ the driver kills all of it, as losing the driver's host would. Each incarnation 
 from the same checkpoint: Spark re-runs the last batch that has offsets/N but no commits/N.
 
 Start-up is split in two steps, ``boot`` (JVM + SparkSession, the slow part) and ``run`` (start the
-query). ``--standby`` boots, rehearses the query (``rehearse``) and then waits for SIGUSR1: the
+query). ``--standby`` boots, warms its executors and then waits for SIGUSR1: the
 harness keeps one such pre-warmed driver (with its own application and, where the workers have cores
 to spare, its own executors) and wakes it when the active one dies, like Flink's standby JobManager.
 It then does exactly what a cold restart does: start the query from the same checkpoint.
@@ -181,55 +181,6 @@ def warm_up(spark, wait: float = 15.0, read: bool = True, until=lambda: False) -
         slots = max(2, sc.defaultParallelism)
         spark.read.format(WARM_SOURCE_NAME).option("partitions", str(slots * 2)).load().collect()
     return True
-
-
-def can_rehearse(config: dict) -> bool:
-    """Whether the pipeline's side effects stay in a scratch directory (see ``rehearse``)."""
-    from pipelines_under_test import resolve
-
-    pipeline = resolve(config["pipeline"])
-    return pipeline.rehearsable and not (pipeline.database or pipeline.own_source or pipeline.boot_conf())
-
-
-def rehearse(spark, config: dict, timeout: float = 60.0, until=lambda: False) -> bool:
-    """Run the pipeline's own query for one small batch on a scratch checkpoint and sink, with no barriers.
-
-    ``warm_up`` starts Python workers, but not the ones the query's reader tasks use, nor the query's
-    code paths (planning, codegen, state store, the foreachBatch callback). A rehearsal runs exactly
-    those, so the standby's takeover starts the real query on a warm JVM and warm workers. Only for
-    pipelines whose side effects stay in the scratch directory: no database sink, no JVM hook that
-    reports to the controller, the harness's own source.
-    """
-    import shutil
-    import tempfile
-
-    from pipelines_under_test import DriverContext, resolve
-
-    if not can_rehearse(config):
-        return False
-    pipeline = resolve(config["pipeline"])
-    scratch = Path(tempfile.mkdtemp(prefix="rehearsal-", dir=Path(config["sink_dir"]).parent))
-    try:
-        (scratch / "sink").mkdir()
-        pipeline.prepare_sink(scratch / "sink")
-        checkpoint = str(scratch / "checkpoint")
-        source = make_source(spark, {**config, "controller": "", "checkpoint": checkpoint, "events_per_batch": 20})
-        ctx = DriverContext(spark, source, checkpoint, scratch / "sink", -1, lambda *a, **k: None,
-                            events=config.get("events", 0), partitions=config.get("partitions", 1),
-                            events_per_batch=20)
-        query = pipeline.start(ctx)
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline and query.isActive and not until():
-                progress = query.lastProgress
-                if progress is not None and progress.get("batchId", -1) >= 0:
-                    return True
-                time.sleep(0.1)
-            return False
-        finally:
-            query.stop()
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def tell(spark, config: dict, event: str, incarnation: int) -> None:
@@ -429,38 +380,25 @@ class Signals:
             time.sleep(0.05)
 
 
-def stand_by(spark, config: dict, incarnation: int, signals: Signals, count: int, warm_read: bool = True,
-             rehearsed: str | None = None):
+def stand_by(spark, config: dict, incarnation: int, signals: Signals, count: int, warm_read: bool = True):
     """Warm up as ``incarnation``'s standby, say so, and wait for the ``count``-th SIGUSR1 (the active
     driver died); returns the query's source, made ahead too. ``warm_read``: its executors' Python
-    workers are not started yet (a spare started them at its boot). ``rehearsed``: the pipeline a standby
-    spare rehearsed before its hand-over (``rehearse_ahead``): if it is this trial's, it is ready at once."""
+    workers are not started yet (a spare started them at its boot).
+
+    Ready means booted with executors and their Python workers: a kill held at its phase waits for that.
+    The standby does not run the pipeline's query ahead (docs/architecture.md): that would cut a takeover
+    from 4-7 s to 2-3, but every held kill would wait for it, and trials take longer for more CPU.
+    """
     from pipelines_under_test import resolve
 
     pipeline = resolve(config["pipeline"])
     source = make_source(spark, config) if pipeline.source_frame and not pipeline.own_source else None
     warm = warm_up(spark, read=False)
     if warm and warm_read and signals.count < count:
-        # The Python workers first: a takeover that cuts the rehearsal short before its first read would
-        # start them itself (2 s after planning its batch, measured, on a busy machine).
-        warm_up(spark, wait=0)
-    rehearsable = can_rehearse(config)
-    app = spark.sparkContext.applicationId
-    if warm and rehearsable and rehearsed == config["pipeline"]:
-        state = "rehearsed ahead"
-    elif warm and rehearsable:
-        print(f"streamchaos: standby incarnation {incarnation} ({app}) rehearses the query", flush=True)
-        done = rehearse(spark, config, until=lambda: signals.count >= count)
-        state = "rehearsed" if done else "cut short" if signals.count >= count else "not rehearsed"
-    else:
-        state = "warm" if warm else "no executors"
-    # Ready once warm and rehearsed: a kill held at its phase waits for that. A takeover that cut the
-    # rehearsal short planned, compiled and loaded the state cold, beside the next standby's boot: 4-6 s
-    # from kill to commit instead of 1-3 (measured with recycled first drivers, whose trials reach their
-    # first kill a few seconds after they start). A kill the watcher saw is not held: it cuts it short.
+        warm_up(spark, wait=0)  # the Python workers, which a takeover would otherwise start after planning
     tell(spark, config, "standby-ready", incarnation)
-    print(f"streamchaos: standby incarnation {incarnation} booted, {state} ({app}), "
-          "waiting for the active driver to die", flush=True)
+    print(f"streamchaos: standby incarnation {incarnation} booted, {'warm' if warm else 'no executors'} "
+          f"({spark.sparkContext.applicationId}), waiting for the active driver to die", flush=True)
     signals.wait(count)
     return source
 
@@ -478,38 +416,15 @@ def spare_main(spare_dir: Path) -> int:
         print(f"streamchaos: {'standby spare' if standby else 'spare driver'} booted, "
               f"{'warm' if warm else 'not warmed'} ({spark.sparkContext.applicationId}), waiting for a trial",
               flush=True)
-        rehearsed = rehearse_ahead(spark, spare, spare_dir, signals) if standby and warm else None
         handed = await_trial(spark, spare_dir, signals)
         if handed is None:
             return 2
         config, incarnation, as_standby = handed
-        source = stand_by(spark, config, incarnation, signals, 2, warm_read=not warm,
-                          rehearsed=rehearsed) if as_standby else None
+        source = stand_by(spark, config, incarnation, signals, 2, warm_read=not warm) if as_standby else None
         return serve(spark, config, incarnation, source)
     except Exception:
         traceback.print_exc()
         return 1
-
-
-def rehearse_ahead(spark, spare: dict, spare_dir: Path, signals: Signals) -> str | None:
-    """A standby spare's rehearsal before its hand-over, of the pipeline of the trial that booted it
-    (``rehearse`` in spare.json), in its own folder. Handed the next trial, it is warm and rehearsed before
-    that trial's first driver kill, which a rehearsal started at the hand-over (beside the trial's first
-    batches, on 2 cores) held for 2-3 s. The hand-over (the first SIGUSR1) does not cut it short: what it
-    has done is not done twice; the takeover (the second) does. Returns the pipeline, if rehearsed. A
-    campaign's next trial runs the same pipeline as a rule; for another one, ``stand_by`` rehearses."""
-    ahead = spare.get("rehearse")
-    if not ahead:
-        return None
-    config = {**ahead, "controller": "", "sink_dir": str(spare_dir / "sink")}  # its scratch: in spare_dir
-    try:
-        done = rehearse(spark, config, until=lambda: signals.count > 1)
-    except Exception as exc:  # the event log swapped for the next trial under it, say: it rehearses then
-        print(f"streamchaos: rehearsal ahead failed: {str(exc).splitlines()[0][:200]}", flush=True)
-        return None
-    print(f"streamchaos: standby spare {'rehearsed' if done else 'did not rehearse'} {ahead['pipeline']} ahead",
-          flush=True)  # not: a pipeline ``rehearse`` refuses (``can_rehearse``), or a takeover came first
-    return ahead["pipeline"] if done else None
 
 
 def _pipeline_boot_conf(config: dict) -> dict:

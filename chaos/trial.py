@@ -60,8 +60,6 @@ STATE_DUMP_GRACE = 120.0
 # A recycled driver runs at most this many more trials, then a freshly booted spare takes its place: each trial
 # leaves a stopped query and a session behind in its JVM (Spark keeps a session's listener bus registered).
 MAX_RECYCLED_TRIALS = 20
-# What a standby spare needs of a trial's config to rehearse its pipeline (chaos.driver.rehearse_ahead).
-REHEARSAL_KEYS = ("pipeline", "eventlog", "events", "partitions")
 STANDBY_WAIT = 90.0  # longest a held driver waits for its standby to be warm before the kill
 # Until a started driver reports its session up, the stall clock allows at least this long: a boot on a loaded
 # machine or on Docker nodes can outlast a short --recovery-timeout, which is about commits, not boots.
@@ -237,14 +235,12 @@ class Harness:
         shutil.rmtree(self.tmp, ignore_errors=True)
         shutil.rmtree(self.workdir / "spares", ignore_errors=True)
 
-    def boot_spare(self, cores_max: int, driver: bool = True, rehearse: dict | None = None) -> list[tuple[Spare, str]]:
+    def boot_spare(self, cores_max: int, driver: bool = True) -> list[tuple[Spare, str]]:
         """With ``spare``: boot the next trial's first driver now, in the background (chaos/spare.py); with
         ``standby`` too, its first standby beside it (``standby_spares``: on a third core per worker). Its
         session runs at a lower priority until the next trial hands it over; the standby has its JVM, session
-        and executors booted and its query rehearsed by then: what kept a first driver kill waiting.
-        ``driver=False``: the standby only (the trial's last driver will be recycled). ``rehearse``: the config
-        of the trial that boots it, whose pipeline the standby spare rehearses before its hand-over
-        (chaos.driver.rehearse_ahead). Returns what it booted."""
+        and executors booted by then: what kept a first driver kill waiting.
+        ``driver=False``: the standby only (the trial's last driver will be recycled). Returns what it booted."""
         if not self.use_spare or not self.next_trial:
             return []
         settings = {"master": self.cluster.master_url, **self.start_settings(), "cores_max": cores_max}
@@ -253,8 +249,7 @@ class Harness:
             self.spare = self._boot_one(settings)
             booted.append((self.spare, "driver"))
         if self.standby_spares and (self.standby_spare is None or not self.standby_spare.group.alive()):
-            ahead = {k: rehearse[k] for k in REHEARSAL_KEYS if k in rehearse} if rehearse else None
-            self.standby_spare = self._boot_one({**settings, "role": "standby", "rehearse": ahead})
+            self.standby_spare = self._boot_one({**settings, "role": "standby"})
             booted.append((self.standby_spare, "standby"))
         return booted
 
@@ -365,7 +360,7 @@ class Harness:
         finally:  # the scratch files of this trial's dead drivers (and their executors): a spare stays
             sweep_driver_scratch(self.tmp, {group.pid for group in self.owned.groups})
         # If the trial's tail did not (it drained before its last driver committed).
-        self.boot_spare(scenario.workers, rehearse=trial.config)
+        self.boot_spare(scenario.workers)
         return result
 
 
@@ -426,7 +421,7 @@ class Trial:
 
     def _await_standby(self, detail: dict) -> None:
         """Before a driver kill at a phase where Spark is held (not one the watcher saw in the checkpoint):
-        wait until the standby is booted, holds executors and has rehearsed the query (chaos.driver.stand_by),
+        wait until the standby is booted and holds executors with their Python workers (chaos.driver.stand_by),
         so the kill lands at the same logical point and the takeover is measured, not the standby's boot.
         The held driver does nothing meanwhile."""
         standby = self.standby
@@ -544,7 +539,7 @@ class Trial:
         """At a driver kill that a standby will take over, with another driver kill ahead: boot that one's
         standby now, in the downtime, when the machine has cores to spare (the dead application's, and the
         waiting standby's), rather than after the takeover's first commit, beside the trial's batches: it
-        is then warm, and rehearsed, before the next kill instead of holding it."""
+        is then warm before the next kill instead of holding it."""
         ends = sorted((f for f in self.controller.unfired() if f.action in ("kill-driver", "stop-driver")),
                       key=lambda f: f.batch)
         if (self.standby is not None and self.standby.alive() and self.next_standby is None
@@ -560,7 +555,7 @@ class Trial:
         will boot), no standby, and the active driver has committed a batch. With a recycled driver (
         ``recycle`` in driver.json: it will be the next trial's first) that is the standby spare only, and
         then already at the last driver kill (``at_kill``, in its downtime): the next trial's first kill
-        comes a few batches after its start, and the spare, niced, must be warm and rehearsed by then."""
+        comes a few batches after its start, and the spare, niced, must be warm by then."""
         if not self.h.use_spare or self.spares_booted:
             return
         recycled = bool(self.config.get("recycle"))
@@ -572,7 +567,7 @@ class Trial:
         if any(f.action == "kill-driver" for f in self.controller.unfired()):  # checked last: it runs every 0.1 s
             return
         self.spares_booted = True
-        for spare, role in self.h.boot_spare(self.scenario.workers, driver=not recycled, rehearse=self.config):
+        for spare, role in self.h.boot_spare(self.scenario.workers, driver=not recycled):
             self.history.add("driver", event="spare", folder=spare.folder.name, pid=spare.group.pid, role=role)
 
     # -- the loop -----------------------------------------------------------------------------

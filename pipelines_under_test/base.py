@@ -88,7 +88,6 @@ class Pipeline:
     # whose committed offsets can name rows it never wrote (continuous processing), so rows a restart
     # still delivers count as delayed, not lost. 0: the drain is final (micro-batch queries).
     settle_commits: int = 0
-    rehearsable: bool = True  # a standby may run the query once on a scratch checkpoint (chaos.driver.rehearse)
     # The harness reports the sink phases around the pipeline's foreachBatch functions and Python data source
     # writers (chaos.asjob.sink_phases): it need not call ``ctx.phase`` for them.
     auto_phases: bool = False

@@ -30,7 +30,6 @@ class UserJob(Pipeline):
     # Whether the job keeps state is known only once it runs: a state-commit fault on a stateless job does
     # not fire (and the history says so).
     state_store = True
-    rehearsable = False  # a standby warms up without running it: the job's side effects are not ours to redirect
     source_frame = False  # it builds its own reads (chaos.asjob substitutes them)
     spark_oracle = True
     interpreted_sql = False  # run as written: Spark's own code generation
