@@ -48,7 +48,7 @@ from chaos.queryconf import REFUSED_RC
 from chaos.scenario import Scenario, generate_events
 from chaos.socketfeed import SocketFeed
 from chaos.source import read_offsets_file
-from chaos.spare import Spare, can_renice, recycle_folder, session_nice
+from chaos.spare import Spare, recycle_folder
 from chaos.sparkenv import current_version as spark_version
 from chaos.spec import Fault
 from chaos.watcher import CheckpointWatcher
@@ -539,9 +539,7 @@ class Trial:
         """At a driver kill that a standby will take over, with another driver kill ahead: boot that one's
         standby now, in the downtime, when the machine has cores to spare (the dead application's, and the
         waiting standby's), rather than after the takeover's first commit, beside the trial's batches: it
-        is then warm before the next kill instead of holding it. Until that first commit its session runs
-        at a lower priority, so the takeover is not slowed by it: measured, each trial's first kill -> commit
-        4.7-5.2 s instead of 6.0-7.3 s, the trial's time and CPU unchanged (docs/architecture.md)."""
+        is then warm before the next kill instead of holding it."""
         ends = sorted((f for f in self.controller.unfired() if f.action in ("kill-driver", "stop-driver")),
                       key=lambda f: f.batch)
         if (self.standby is not None and self.standby.alive() and self.next_standby is None
@@ -550,8 +548,6 @@ class Trial:
                 and ends and ends[0].action == "kill-driver"):  # a stop-driver first would rescale: no standby
             incarnation = self.incarnation + 2
             self.next_standby = self._spawn_driver(incarnation, standby=True)
-            if can_renice():  # the takeover first; a normal share again at its first commit (_supervise)
-                session_nice(self.next_standby.pid, 10)
             self.history.add("driver", event="standby", incarnation=incarnation, pid=self.next_standby.pid)
 
     def _keep_spare(self, at_kill: bool = False) -> None:
@@ -662,8 +658,6 @@ class Trial:
             if watcher.progress.is_set():
                 watcher.progress.clear()
                 last_progress = time.monotonic()
-                if self.committed_by != self.incarnation and self.standby is not None and can_renice():
-                    session_nice(self.standby.pid, 0)  # booted niced beside this takeover (_boot_next_standby)
                 self.committed_by = self.incarnation
             if self.controller.booted.is_set():  # the stall clock runs from the boot of the driver
                 self.controller.booted.clear()
