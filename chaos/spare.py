@@ -11,8 +11,8 @@ a cold driver and the spare is stopped (its executors would hold the cores the t
 With ``standby`` on as well, a second spare boots in the same tail and becomes the next trial's first
 standby (only on the harness's own cluster, whose workers then have a third core for its executors):
 handed over with ``standby``, it is that incarnation's standby and starts the query at a second
-SIGUSR1, as a standby started by the trial would. A trial's first driver
-kill then no longer waits for a JVM boot. Until its hand-over its session runs at a lower priority (``session_nice``).
+SIGUSR1, as a standby started by the trial would. A trial's first driver kill then no longer waits for
+a JVM boot. Until its hand-over its session runs at a lower priority (``session_nice``).
 """
 
 from __future__ import annotations
