@@ -233,6 +233,10 @@ class StandaloneCluster(Cluster):
         shutil.rmtree(self.tmp, ignore_errors=True)  # what killed JVMs of an earlier start left
         self.tmp.mkdir()
         log = self.workdir / "master.log"
+        # Fresh, as a worker's is: readiness is read from this start's lines. An earlier harness's "ALIVE" in
+        # the same runs/ directory let the workers start before this master was leader; refused as a standby
+        # master's, they registered again only on their retry, 10-15 s later.
+        log.write_text("")
         self.master = self.owned.spawn(
             "master",
             [self._spark_class(), MASTER_CLASS, "--host", "127.0.0.1", "--port", str(self.port),
