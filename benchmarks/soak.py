@@ -48,10 +48,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from usage import Usage, role  # noqa: E402  (benchmarks/)
 
-from chaos.campaign import Campaign, CampaignSpec, Progress, parse_time_budget  # noqa: E402
+from chaos.campaign import Campaign, CampaignSpec, parse_time_budget  # noqa: E402
+from chaos.harness import Harness  # noqa: E402
 from chaos.procs import OWNER_VAR, wait_until  # noqa: E402
+from chaos.runner import Progress, Runner  # noqa: E402
 from chaos.scenario import Scenario  # noqa: E402
-from chaos.trial import Harness  # noqa: E402
 
 WARMUP = 2
 LEAK_SHARE = 0.05
@@ -153,7 +154,7 @@ def settle(harness: Harness, limit: float = 60.0) -> float:
     and the number of its processes unchanged for two seconds. A count taken while a spare's JVM, executors
     and Python workers come up depends on timing, not on leaks. Returns the seconds waited."""
     t0 = time.monotonic()
-    spares = [s for s in (harness.spare, harness.standby_spare) if s is not None]
+    spares = [s for s in (harness.spares.driver, harness.spares.standby) if s is not None]
     wait_until(lambda: all(not s.group.alive() or (s.folder / "ready").exists() for s in spares), limit, 0.2)
     counts: list[int] = []
     while time.monotonic() - t0 < limit:
@@ -180,7 +181,7 @@ class Sampler(Progress):
         procs = owned(os.getpid())
         fds, threads = fds_and_threads([psutil.Process(), *procs])
         logs = kept_logs(self.workdir)
-        row = {"trial": trial_id, "pipeline": scenario.pipeline, "faults": scenario.faults,
+        row = {"trial": trial_id, "pipeline": scenario.pipeline, "faults": scenario.specs,
                "verdict": verdict["verdict"], "truth": TRUTH[scenario.pipeline], "seconds": result["seconds"],
                "peak_rss_mib": rss >> 20, "peak_pss_mib": pss >> 20, "fds": fds, "threads": threads,
                "processes": len(procs), "tmp_mib": dir_bytes(Path(tempfile.gettempdir())) / 2**20,
@@ -243,8 +244,8 @@ def soak(out: Path, trials: int, budget: float | None, seed: int, events: int, p
                     print(f"time budget spent: {len(plan) - k} planned trial(s) not run", flush=True)
                     break
                 try:
-                    campaign.run_trial(harness, entry["id"], Scenario(**entry["scenario"]), sampler,
-                                       last=k == len(plan) - 1)
+                    Runner(campaign, harness, sampler).run_trial(entry["id"], Scenario(**entry["scenario"]),
+                                                                 last=k == len(plan) - 1)
                 except Exception as exc:  # noqa: BLE001  (a harness error is a finding of the soak, not its end)
                     path = campaign.trial_dir(entry["id"]) / "soak-error.txt"
                     path.parent.mkdir(parents=True, exist_ok=True)

@@ -30,8 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trial_speed import FAULTS, driver_recoveries  # noqa: E402  (benchmarks/)
 from usage import Usage  # noqa: E402
 
-from chaos.campaign import Campaign, CampaignSpec, Progress  # noqa: E402
-from chaos.trial import Harness  # noqa: E402
+from chaos.campaign import Campaign, CampaignSpec  # noqa: E402
+from chaos.harness import Harness  # noqa: E402
+from chaos.runner import Runner  # noqa: E402
 
 STANDBY = {"default": True, "no-standby": False}  # each mode's Harness(standby=...)
 
@@ -46,7 +47,7 @@ def run_campaign(mode: str, root: Path, trials: int) -> dict:
         t0 = time.monotonic()
         with Harness(cluster=spec.cluster, workers=spec.workers, workdir=root / "harness",
                      standby=standby, spare=standby) as harness:
-            campaign.run(harness, Progress())
+            Runner(campaign, harness).run()
         wall = time.monotonic() - t0
     rows = []
     for entry in campaign.plan:

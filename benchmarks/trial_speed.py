@@ -41,10 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from usage import Usage  # noqa: E402  (benchmarks/usage.py)
 
+from chaos.harness import Harness  # noqa: E402
+from chaos.judge import judge  # noqa: E402
 from chaos.scenario import Scenario  # noqa: E402
-from chaos.trial import Harness  # noqa: E402
-from pipelines_under_test import for_run  # noqa: E402
-from properties.check import check_run  # noqa: E402
 
 FAULTS = ["kill-driver@3:sink-done", "kill-executor@5:reading", "kill-driver@7:planned"]
 
@@ -74,7 +73,7 @@ def one_trial(harness: Harness, run_dir: Path, last: bool = True) -> dict:
     t0 = time.monotonic()
     result = harness.trial(standard(), run_dir, last=last)
     return {"seconds": time.monotonic() - t0, "recoveries": driver_recoveries(result),
-            "verdict": check_run(run_dir, for_run(run_dir))["verdict"],
+            "verdict": judge(run_dir)["verdict"],
             "offsets": [(b["batch"], b["end"]) for b in result["offsets"]]}
 
 

@@ -9,9 +9,10 @@ The flow is Jepsen's ``test-all`` with Hypothesis' replayable failures::
     summary.json        per pipeline: declared vs measured, coverage, time; rewritten after each trial
     report.html         the offline consistency report (``reports.html``)
 
-Each trial is written as it ends, so a harness that dies loses at most the trial in flight, which
-``resume`` reruns from scratch; finished trials are never run twice. Shrinking is deterministic
-and takes its finished candidates from disk, so a resumed shrink walks the same path.
+This module is the stored campaign: its plan (made once, at creation), its finished trials and
+their summary. chaos/runner.py is the loop that runs it. Each trial is written as it ends, so a
+harness that dies loses at most the trial in flight, which ``resume`` reruns from scratch; finished
+trials are never run twice.
 """
 
 from __future__ import annotations
@@ -23,19 +24,15 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from chaos import interrupt
 from chaos.atomic import write_json
-from chaos.errors import UserError
-from chaos.scenario import Scenario
-from chaos.spec import parse_fault
+from chaos.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VIOLATION, UserError
+from chaos.guarantees import GUARANTEES
+from chaos.scenario import EVENTS, EVENTS_PER_BATCH, Scenario
 from pipelines_under_test import resolve
-from pipelines_under_test.base import GUARANTEES
 
 FORMAT = "streamchaos-campaign"
 VERSION = 1
 MAX_PLANNED_PER_PIPELINE = 500  # a time-budgeted campaign plans this many and stops when time is up
-
-EXIT_OK, EXIT_VIOLATION, EXIT_INCONCLUSIVE = 0, 1, 3
 
 
 @dataclass
@@ -48,8 +45,8 @@ class CampaignSpec:
     trials: int | None = 3
     time_budget_s: float | None = None
     seed: int = 0
-    events: int = 2000
-    events_per_batch: int = 200
+    events: int = EVENTS
+    events_per_batch: int = EVENTS_PER_BATCH
     max_faults: int = 2
     shrink: bool = True
     shrink_trials: int = 6
@@ -155,7 +152,7 @@ class Campaign:
             template = Scenario(pipeline=name, events=spec.events, events_per_batch=spec.events_per_batch,
                                 cluster=spec.cluster, workers=spec.workers, **pipeline.stream_defaults)
             if fixed is not None:
-                schedules = [[parse_fault(f).spec for f in s.split()] for s in fixed]
+                schedules = [s.split() for s in fixed]  # each checked as the scenario parses it
             else:
                 schedules = plan_schedules(template.batches, actions, per_pipeline, stable_seed(spec.seed, name),
                                            max_faults=spec.max_faults, examples=spec.examples,
@@ -168,8 +165,7 @@ class Campaign:
                 windows[row] = window_names(canonical_windows(actions, pipeline.phases, spec.max_faults))
                 plans[row] = [
                     {"id": f"{prefix}-{k:03d}", "pipeline": name, "row": row,
-                     "scenario": asdict(Scenario(**{**asdict(template), "seed": s, "faults": faults,
-                                                    "conf": variant}))}
+                     "scenario": replace(template, seed=s, faults=faults, conf=variant).to_dict()}
                     for k, (faults, s) in enumerate(zip(schedules, seeds, strict=True))
                 ]
         # Round robin over pipelines: a time budget is shared fairly.
@@ -256,7 +252,6 @@ class Campaign:
             v["meets"] = meets(v["verdict"], self.spec.expect)
         return v
 
-    # -- running ----------------------------------------------------------------------------------
     def require_spark(self) -> None:
         """Refuse to run this campaign's trials on another PySpark than the one it was created on."""
         from chaos.sparkenv import current_version
@@ -265,82 +260,7 @@ class Campaign:
             raise UserError(f"{self.root} runs on PySpark {self.spec.spark}, this is {current_version()}: "
                             f"run it with `streamchaos --spark {self.spec.spark} ...`")
 
-    def run(self, harness, progress: Progress | None = None) -> dict:
-        """Run every unfinished planned trial, then shrink each violation; returns (and stores) the summary."""
-        progress = progress or Progress()
-        budget = self.spec.time_budget_s
-        todo = [e for e in self.plan if not self.finished(e["id"])]
-        progress.begin(self, len(self.plan) - len(todo))
-        for k, entry in enumerate(todo):
-            interrupt.check()
-            reserved = self.shrink_reserve()
-            if budget is not None and self.elapsed() + reserved >= budget:
-                progress.note(f"time budget of {budget:.0f}s spent" + (f" ({reserved:.0f}s of it kept for shrinking)"
-                                                                       if reserved else "")
-                              + f": {len(todo) - k} planned trial(s) not run")
-                break
-            last = k == len(todo) - 1 and not self.spec.shrink  # nothing follows: no spare for it
-            self.run_trial(harness, entry["id"], Scenario(**entry["scenario"]), progress, last)
-        if self.spec.shrink:
-            for pipeline in self._pipelines():
-                self._shrink(harness, pipeline, progress)
-        self.note_late_writes(progress)
-        summary = self.summarize()
-        write_json(self.root / "summary.json", summary)
-        progress.end(summary)
-        return summary
-
-    def run_trial(self, harness, trial_id: str, scenario: Scenario, progress: Progress, last: bool = False) -> dict:
-        from chaos.stored import load_result
-        from pipelines_under_test import for_run
-        from properties.check import check_run
-
-        run_dir = self.trial_dir(trial_id)
-        if not (run_dir / "result.json").exists():  # in flight when the harness died: start over
-            progress.trial_start(trial_id, scenario)
-            harness.trial(scenario, run_dir, last=last)
-        check_run(run_dir, for_run(run_dir))
-        verdict = self.verdict_of(trial_id)
-        progress.trial_done(trial_id, scenario, verdict, load_result(run_dir))
-        self.note_late_writes(progress, skip=trial_id)
-        write_json(self.root / "summary.json", self.summarize())
-        return verdict
-
-    def note_late_writes(self, progress: Progress, skip: str | None = None) -> list[str]:
-        """Re-check every finished trial whose live sink changed after it was judged (chaos/evidence.py): the
-        verdict stays the one of its frozen sink, verdict.json gains ``late_writes``, and the campaign says so."""
-        from chaos.evidence import late_writes
-        from pipelines_under_test import for_run
-        from properties.check import check_run
-
-        found = []
-        for trial_id in self.trial_ids():
-            run_dir = self.trial_dir(trial_id)
-            if trial_id == skip or not self.finished(trial_id):
-                continue
-            late = late_writes(run_dir)  # a few stat calls; the verdict is read only when something changed
-            if late is None or _same_files(late, self.verdict_of(trial_id).get("late_writes")):
-                continue
-            again = check_run(run_dir, for_run(run_dir))
-            found.append(trial_id)
-            rows = (again.get("late_writes") or {}).get("rows")
-            progress.note(f"{trial_id}: its sink changed after the trial ended ("
-                          + (f"{rows:+d} rows" if isinstance(rows, int) else "files changed")
-                          + f"); the verdict stays {again['verdict']}, judged from the sink as the trial ended it")
-        return found
-
-    def shrink_reserve(self) -> float:
-        """Seconds of a ``--time-budget`` kept for shrinking: once a violation is found, room for the shrink's
-        trials at the campaign's mean trial time (at most half the budget), so a budget never drops it."""
-        budget = self.spec.time_budget_s
-        if budget is None or not self.spec.shrink:
-            return 0.0
-        facts = [f for e in self.plan if (f := self._facts(e["id"])) is not None]
-        if not any(meets is False for meets, _ in facts):
-            return 0.0
-        return min(budget / 2, self.spec.shrink_trials * self._mean_seconds())
-
-    def _facts(self, trial_id: str) -> tuple[bool | None, float] | None:
+    def facts(self, trial_id: str) -> tuple[bool | None, float] | None:
         """(meets, seconds) of a finished trial, read once (a finished trial's verdict does not change)."""
         memo = self._memo
         if trial_id not in memo:
@@ -356,15 +276,15 @@ class Campaign:
 
         return float(load_result(self.trial_dir(trial_id))["seconds"])
 
-    def _mean_seconds(self) -> float:
-        seconds = [f[1] for t in self.trial_ids() if (f := self._facts(t)) is not None]
+    def mean_seconds(self) -> float:
+        seconds = [f[1] for t in self.trial_ids() if (f := self.facts(t)) is not None]
         return sum(seconds) / len(seconds) if seconds else 1.0
 
     def rows(self) -> dict[str, str]:
         """The summary's rows in plan order (a pipeline, or a pipeline under one configuration variant), each
         with the prefix of its trial ids (its shrink trials and record are named by it too)."""
         if self._rows is None:
-            self._rows = {_row(e): e["id"].rsplit("-", 1)[0] for e in self.plan}
+            self._rows = {row_of_entry(e): e["id"].rsplit("-", 1)[0] for e in self.plan}
         return self._rows
 
     def row_of(self, trial_id: str) -> str | None:
@@ -373,77 +293,6 @@ class Campaign:
             self._row_by_prefix = {p: row for row, p in self.rows().items()}
         prefix = trial_id.split("-shrink-")[0] if "-shrink-" in trial_id else trial_id.rsplit("-", 1)[0]
         return self._row_by_prefix.get(prefix)
-
-    def _pipelines(self) -> list[str]:
-        return list(self.rows())
-
-    def _shrink(self, harness, row: str, progress: Progress) -> None:
-        from properties.planning import applicable_actions
-        from properties.shrink import shrink_schedule
-
-        prefix = self.rows()[row]
-        record_path = self.root / "shrinks" / f"{prefix}.json"
-        if record_path.exists():
-            return
-        violating = []
-        pipeline = next(e["pipeline"] for e in self.plan if _row(e) == row)
-        for entry in self.plan:
-            v = self.verdict_of(entry["id"]) if _row(entry) == row else None
-            if v and v["meets"] is False:
-                violating.append((len(entry["scenario"]["faults"]), entry["id"], entry))
-        if not violating:
-            return
-        _, origin_id, origin = min(violating, key=lambda t: (t[0], t[1]))
-        base = Scenario(**origin["scenario"])
-        # Finished shrink trials of this pipeline are the cache: a resumed shrink reruns none of them.
-        cache: dict[tuple[str, ...], tuple[str, dict]] = {}
-        for trial_id in self.trial_ids():
-            if trial_id.startswith(f"{prefix}-shrink-") and self.finished(trial_id):
-                s = Scenario.load(self.trial_dir(trial_id) / "scenario.json")
-                cache[tuple(s.faults)] = (trial_id, self.verdict_of(trial_id))
-        path: list[dict] = []
-        counter = iter(range(len(cache), 10_000))
-
-        def violates(faults: list[str]) -> bool:
-            key = tuple(faults)
-            if key not in cache:
-                trial_id = f"{prefix}-shrink-{next(counter):02d}"
-                scenario = Scenario(**{**asdict(base), "faults": list(faults)})
-                cache[key] = (trial_id, self.run_trial(harness, trial_id, scenario, progress))
-            trial_id, verdict = cache[key]
-            bad = verdict["meets"] is False
-            path.append({"trial": trial_id, "faults": list(faults), "verdict": verdict["verdict"], "violates": bad})
-            return bad
-
-        resolved = resolve(pipeline)
-        expected = self.spec.expect or resolved.guarantee
-        actions = applicable_actions(self.spec.kinds, sink_channel=resolved.sink_channel,
-                                     database=resolved.database, owns_workers=self.spec.cluster == "standalone",
-                                     source_channel=not resolved.own_source, nodes=self.spec.on_nodes)
-        candidates = self.spec.shrink_trials
-        if self.spec.time_budget_s is not None:
-            left = self.spec.time_budget_s - self.elapsed()
-            candidates = min(candidates, max(0, int(left // max(self._mean_seconds(), 1e-3))))
-        if candidates == 0 and not cache:
-            write_json(record_path, {
-                "pipeline": pipeline, "declared": expected, "from": origin_id, "from_faults": base.faults,
-                "minimal": base.faults, "minimal_trial": origin_id, "verdict": self.verdict_of(origin_id)["verdict"],
-                "path": [], "command": base.command(), "skipped": "the time budget was spent before the shrink"})
-            progress.note(f"shrink of {row} skipped: the time budget is spent; unshrunk counterexample "
-                          f"{' '.join(base.faults)} ({origin_id}), replay: {base.command()}")
-            return
-        progress.note(f"shrinking {origin_id} ({', '.join(base.faults)}) for {row}")
-        minimal = shrink_schedule(base.faults, violates, actions=actions, budget=max(candidates, len(cache)),
-                                  phases=resolved.phases)
-        minimal_trial = origin_id if minimal == base.faults else next(
-            p["trial"] for p in path if p["faults"] == minimal and p["violates"])
-        verdict = self.verdict_of(minimal_trial)
-        scenario = Scenario(**{**asdict(base), "faults": minimal})
-        write_json(record_path, {
-            "pipeline": pipeline, "declared": expected, "from": origin_id,
-            "from_faults": base.faults, "minimal": minimal, "minimal_trial": minimal_trial,
-            "verdict": verdict["verdict"], "path": path, "command": scenario.command(),
-        })
 
     # -- results ----------------------------------------------------------------------------------
     def summarize(self) -> dict:
@@ -455,7 +304,7 @@ class Campaign:
         reports, rows = [], {}
         coverage: dict[str, dict[str, int]] = {}
         prefixes = self.rows()
-        variants = {_row(e): e["scenario"].get("conf") or {} for e in self.plan}
+        variants = {row_of_entry(e): e["scenario"].get("conf") or {} for e in self.plan}
         for trial_id in self.trial_ids():
             v = self.verdict_of(trial_id)
             if v is None:
@@ -506,12 +355,7 @@ class Campaign:
                 "coverage": coverage, "seconds": round(self.elapsed(), 1), "exit_code": code}
 
 
-def _same_files(late: dict, stored: dict | None) -> bool:
-    """Late writes already recorded in verdict.json (no re-check needed)."""
-    return stored is not None and all(late.get(k) == stored.get(k) for k in ("changed", "added", "removed"))
-
-
-def _row(entry: dict) -> str:
+def row_of_entry(entry: dict) -> str:
     """A plan entry's summary row (campaigns stored before configuration variants have none: the pipeline)."""
     return entry.get("row") or entry["pipeline"]
 
@@ -527,20 +371,6 @@ def _postgres_available() -> bool:
     from chaos.postgres import find_bindir
 
     return find_bindir() is not None
-
-
-class Progress:
-    """Campaign events; the CLI's subclass draws rich progress bars. This one stays silent."""
-
-    def begin(self, campaign: Campaign, already: int) -> None: ...
-
-    def trial_start(self, trial_id: str, scenario: Scenario) -> None: ...
-
-    def trial_done(self, trial_id: str, scenario: Scenario, verdict: dict, result: dict) -> None: ...
-
-    def note(self, text: str) -> None: ...
-
-    def end(self, summary: dict) -> None: ...
 
 
 def remove_unfinished(campaign: Campaign) -> list[str]:

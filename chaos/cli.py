@@ -6,25 +6,20 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from chaos import interrupt
 from chaos.cluster import with_image
-from chaos.errors import HarnessError, UserError
-
-if TYPE_CHECKING:
-    from chaos.scenario import Scenario
-    from chaos.trial import Harness
+from chaos.console import err, out, print_result, print_summary, print_verdict
+from chaos.errors import EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_VIOLATION, HarnessError, UserError
+from chaos.scenario import EVENTS, EVENTS_PER_BATCH, KEYS, MAX_DISORDER_MS
 
 CLUSTER_HELP = "standalone | docker (Spark on Docker nodes: streamchaos image build) | local-cluster[W,C,M] | spark://HOST:PORT"
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Fault injection and consistency testing for PySpark Structured Streaming.",
                   epilog="\b\nExample: streamchaos demo")
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False, soft_wrap=True)
 
 # Every command that runs trials: pre-warmed drivers unless the user asks for cold restarts.
 Standby = Annotated[bool, typer.Option("--standby/--no-standby",
@@ -44,11 +39,6 @@ JobSink = Annotated[str | None, typer.Option(
 JobKey = Annotated[str | None, typer.Option(
     "--key", help="your job: columns of an upsert sink's key, compared as the final row per key")]
 
-EXIT_VIOLATION = 1
-EXIT_BAD_INPUT = 2
-EXIT_INCONCLUSIVE = 3
-
-
 @app.callback()
 def _options(
     spark: Annotated[str | None, typer.Option(
@@ -62,15 +52,15 @@ def _options(
 @app.command(epilog="\b\nExample: streamchaos trial passthrough-append --events 2000 --fault kill-driver@3:sink-done")
 def trial(
     pipeline: Annotated[str, typer.Argument(help="catalogue name or module:attribute")],
-    events: Annotated[int, typer.Option(help="events in the stream")] = 2000,
+    events: Annotated[int, typer.Option(help="events in the stream")] = EVENTS,
     seed: Annotated[int, typer.Option(help="seed of the event stream")] = 0,
     fault: Annotated[list[str] | None, typer.Option(help="ACTION@BATCH:PHASE[/ARG...], repeatable")] = None,
-    events_per_batch: Annotated[int, typer.Option(help="events per micro-batch")] = 200,
+    events_per_batch: Annotated[int, typer.Option(help="events per micro-batch")] = EVENTS_PER_BATCH,
     partitions: Annotated[int | None, typer.Option(help="partitions of the event log (default: the pipeline's, "
                                                         "else 2)")] = None,
-    keys: Annotated[int, typer.Option(help="distinct keys in the stream")] = 20,
+    keys: Annotated[int, typer.Option(help="distinct keys in the stream")] = KEYS,
     skew: Annotated[float, typer.Option(help="Zipf exponent of the key distribution (0 = uniform)")] = 1.0,
-    max_disorder_ms: Annotated[int, typer.Option(help="bound of event-time disorder, ms")] = 2000,
+    max_disorder_ms: Annotated[int, typer.Option(help="bound of event-time disorder, ms")] = MAX_DISORDER_MS,
     late_fraction: Annotated[float | None, typer.Option(help="share of events 10 minutes late "
                                                               "(default: the pipeline's, else 0)")] = None,
     resent_fraction: Annotated[float | None, typer.Option(help="share of events re-sent with a new id "
@@ -93,7 +83,9 @@ def trial(
     key: JobKey = None,
 ) -> None:
     """Run one trial of PIPELINE (or your job's module:function) under a fault schedule and print what happened."""
-    from chaos.trial import Harness
+    from chaos.harness import Harness
+    from chaos.judge import run_trial, trial_exit_code
+    from chaos.schedule import trial_scenario
 
     scenario = trial_scenario(pipeline, events, seed, fault, events_per_batch, partitions, keys, skew,
                               max_disorder_ms, late_fraction, resent_fraction, cluster, workers, downtime,
@@ -111,55 +103,6 @@ def trial(
     code = trial_exit_code(result)
     if code:
         raise typer.Exit(code)
-
-
-def trial_exit_code(result: dict) -> int:
-    """How ``streamchaos trial`` exits for a result of ``run_trial``: inconclusive unless drained, a violation
-    when the pipeline's guarantee is not met or a committed batch broke the consistent cut, else 0."""
-    if result["outcome"] != "drained":
-        return EXIT_INCONCLUSIVE
-    if result["meets"] is False or (result.get("consistent_cut") or {}).get("ok") is False:
-        return EXIT_VIOLATION
-    return 0
-
-
-def trial_scenario(pipeline: str, events: int = 2000, seed: int = 0, fault: list[str] | None = None,
-                   events_per_batch: int = 200, partitions: int | None = None, keys: int = 20, skew: float = 1.0,
-                   max_disorder_ms: int = 2000, late_fraction: float | None = None,
-                   resent_fraction: float | None = None, cluster: str = "standalone", workers: int = 2,
-                   downtime: float = 1.0, recovery_timeout: float = 180.0, conf: list[str] | None = None,
-                   image: str | None = None, schema: str | None = None, sink: str | None = None,
-                   key: str | None = None) -> Scenario:
-    """The scenario ``streamchaos trial`` runs for these options (the pipeline's stream defaults under what is
-    given), checked before any JVM starts."""
-    from chaos.jobspec import job_ref
-    from chaos.queryconf import parse_conf
-    from chaos.scenario import Scenario
-    from chaos.trial import validate_schedule
-    from pipelines_under_test import resolve
-
-    cluster = with_image(cluster, image)
-    pipeline = job_ref(pipeline, schema, sink, key)
-    chosen = resolve(pipeline)
-    given = {"partitions": partitions, "late_fraction": late_fraction, "resent_fraction": resent_fraction}
-    stream = {**chosen.stream_defaults, **{k: v for k, v in given.items() if v is not None}}
-    scenario = Scenario(
-        pipeline=pipeline, events=events, seed=seed, events_per_batch=events_per_batch,
-        keys=keys, skew=skew, max_disorder_ms=max_disorder_ms, faults=list(fault or []),
-        cluster=cluster, workers=workers, driver_downtime=downtime, recovery_timeout=recovery_timeout,
-        conf=parse_conf(list(conf or [])), **stream,
-    )
-    validate_schedule(scenario, chosen)  # unknown pipeline, impossible fault
-    return scenario
-
-
-def run_trial(harness: Harness, scenario: Scenario, run_dir: Path, last: bool) -> dict:
-    """One trial on ``harness`` and the checker's verdict of its stored run: what ``trial --json`` prints.
-    ``last``: no trial follows on this harness (a shared one keeps its spares for the next)."""
-    result = harness.trial(scenario, run_dir, last=last)
-    result["timings"] = harness.timings
-    result.update(verdict_fields(run_dir))
-    return result
 
 
 @app.command(epilog="\b\nExample: streamchaos init examples/orders_upsert.py:run --schema 'order_id STRING, "
@@ -223,8 +166,8 @@ def campaign_run(
     trials: Annotated[int | None, typer.Option(help="planned trials per pipeline (default 3)")] = None,
     time_budget: Annotated[str | None, typer.Option(help="stop starting trials after this much, e.g. 30m")] = None,
     seed: Annotated[int, typer.Option(help="seed of the plan and the event streams")] = 0,
-    events: Annotated[int, typer.Option(help="events per trial")] = 2000,
-    events_per_batch: Annotated[int, typer.Option(help="events per micro-batch")] = 200,
+    events: Annotated[int, typer.Option(help="events per trial")] = EVENTS,
+    events_per_batch: Annotated[int, typer.Option(help="events per micro-batch")] = EVENTS_PER_BATCH,
     max_faults: Annotated[int, typer.Option(help="faults per trial at most")] = 2,
     expect: Annotated[str | None, typer.Option(help="judge against this guarantee instead of the declared one")] = None,
     example: Annotated[list[str] | None, typer.Option(help="a schedule to try first, e.g. 'kill-driver@3:sink-done'; "
@@ -347,8 +290,9 @@ def _execute(campaign, toxiproxy: str | None = None, finish=None, standby: bool 
     """Run a campaign on one harness (cluster, event log, proxies, database reused by every trial).
 
     ``finish(summary)`` runs before the report is written (conformance adds its table there)."""
+    from chaos.harness import Harness
     from chaos.progress import RichProgress
-    from chaos.trial import Harness
+    from chaos.runner import Runner
     from reports.html import write_report
 
     spec = campaign.spec
@@ -361,69 +305,13 @@ def _execute(campaign, toxiproxy: str | None = None, finish=None, standby: bool 
     with Harness(cluster=spec.cluster, workers=spec.workers, workdir=campaign.root / "harness",
                  toxiproxy=toxiproxy, standby=standby, spare=standby, data_dir=campaign.root) as harness:
         err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
-        summary = campaign.run(harness, RichProgress(err))
+        summary = Runner(campaign, harness, RichProgress(err)).run()
     if finish is not None:
         finish(summary)
     report = write_report(campaign.root)
     print_summary(summary)
     out.print(f"report: {report}")
     return summary
-
-
-def print_summary(summary: dict) -> None:
-    from rich.markup import escape
-
-    for name, row in summary["pipelines"].items():
-        name = escape(name)  # a configuration variant's row name holds brackets: text, not markup
-        counts = (f"{row['trials']} trial(s) ({row.get('faulted_trials', 0)} with a fired fault), "
-                  f"{row.get('faults_fired', 0)} faults fired, {row.get('stalled', 0)} stalled, "
-                  + (f"{row['refused']} refused by Spark, " if row.get("refused") else "") + f"{row.get('seconds')}s")
-        if row["meets"] is True:
-            out.print(f"[bold]{name}[/]: no violation of {row['declared']} found in {counts}; measured "
-                      f"{row['verdict']}" + (" [bold](weak evidence)[/]" if row.get("weak") else ""))
-        else:
-            meets = {False: "VIOLATES", None: "inconclusive for"}[row["meets"]]
-            out.print(f"[bold]{name}[/]: {row['verdict']} ({meets} {row['declared']}) over {counts}")
-        if row.get("refusal"):
-            out.print(f"  Spark refused the query: {escape(row['refusal'])}")
-        elif "not_covered" in row:
-            out.print(f"  windows covered: {', '.join(row['covered']) or 'none'}"
-                      + (f"; not covered: {', '.join(row['not_covered'])}" if row["not_covered"] else ""))
-        if row.get("late_writes"):
-            out.print(f"  [bold]late writes[/]: the sink changed after the trial ended in {len(row['late_writes'])} "
-                      f"trial(s) ({', '.join(row['late_writes'][:5])}); verdicts are judged from the sink as each "
-                      "trial ended it")
-        ce = row.get("counterexample")
-        if ce and ce.get("skipped"):
-            out.print(f"  counterexample, not shrunk ({ce['skipped']}): {' '.join(ce['minimal']) or 'no fault'} -> "
-                      f"{ce['verdict']}")
-            out.print(f"  replay: {ce['command']}")
-        elif ce:
-            out.print(f"  minimal counterexample: {' '.join(ce['minimal']) or 'no fault'} -> {ce['verdict']} "
-                      f"(shrunk from {' '.join(ce['from_faults'])} in {len(ce['path'])} candidate(s))")
-            out.print(f"  replay: {ce['command']}")
-    for s in summary.get("skipped", []):
-        out.print(f"{s['pipeline']}: skipped ({s['reason']})")
-    print_grid(summary)
-
-
-def print_grid(summary: dict) -> None:
-    """Configuration variants (``--conf KEY=V1,V2``): a pipeline x configuration table of verdicts."""
-    from chaos.queryconf import grid
-
-    table = grid(summary)
-    if table is None:
-        return
-    columns, cells = table
-    out.print("verdicts by configuration (pipeline x --conf variant; * = violates the expected guarantee):")
-    for k, column in enumerate(columns):
-        out.print(f"  [{k + 1}] {column}", markup=False)
-    width = max(len(p) for p in cells)
-    out.print(" " * (width + 4) + "".join(f"[{k + 1}]".ljust(16) for k in range(len(columns))), markup=False)
-    for pipeline, row in cells.items():
-        marks = [(row[c]["verdict"] or "-") + ("*" if row[c]["meets"] is False else "") if c in row else "not run"
-                 for c in columns]
-        out.print(f"  {pipeline:<{width}}  " + "".join(m.ljust(16) for m in marks), markup=False)
 
 
 @app.command(epilog="\b\nExample: streamchaos replay runs/c1/trials/passthrough-append-000")
@@ -436,11 +324,10 @@ def replay(
     """Rerun one stored trial from its scenario and compare the two verdicts (exit 1 if they differ)."""
     from dataclasses import replace
 
+    from chaos.harness import Harness
+    from chaos.judge import judge, verdict_fields
     from chaos.scenario import Scenario
     from chaos.stored import load_verdict
-    from chaos.trial import Harness
-    from pipelines_under_test import for_run
-    from properties.check import check_run
 
     if not (trial_dir / "scenario.json").is_file():
         raise UserError(f"{trial_dir} is not a stored trial (no scenario.json): give DIR/trials/ID")
@@ -466,10 +353,10 @@ def replay(
     _require_java()
     with Harness(cluster=scenario.cluster, workers=scenario.workers, workdir=out_dir.parent,
                  standby=standby) as harness:
-        err.print(f"replaying {trial_dir} ({' '.join(scenario.faults) or 'no fault'}) into {out_dir}")
+        err.print(f"replaying {trial_dir} ({' '.join(scenario.specs) or 'no fault'}) into {out_dir}")
         result = harness.trial(scenario, out_dir, last=True)
-    v = check_run(out_dir, for_run(out_dir))
-    result.update(_summary(v))
+    v = judge(out_dir)
+    result.update(verdict_fields(v))
     print_result(result)
     before = stored["verdict"] if stored else "unknown"
     same = stored is not None and stored["verdict"] == v["verdict"]
@@ -485,8 +372,7 @@ def analyze(campaign_dir: Annotated[Path, typer.Argument(help="a campaign direct
     """Re-check every stored trial of a campaign without Spark; rewrite its summary and report."""
     from chaos.atomic import write_json
     from chaos.campaign import Campaign
-    from pipelines_under_test import for_run
-    from properties.check import check_run
+    from chaos.judge import judge
     from reports.html import write_report
 
     campaign = Campaign.load(campaign_dir)
@@ -497,7 +383,7 @@ def analyze(campaign_dir: Annotated[Path, typer.Argument(help="a campaign direct
             unfinished.append(trial_id)
             continue
         before = campaign.verdict_of(trial_id)
-        check_run(d, for_run(d))
+        judge(d)
         after = campaign.verdict_of(trial_id)
         if before and before["verdict"] == after["verdict"] and before["meets"] == after["meets"]:
             same += 1
@@ -563,121 +449,20 @@ def doctor(
         raise typer.Exit(EXIT_VIOLATION)
 
 
-def verdict_fields(run_dir: Path) -> dict:
-    """The checker's view of a stored run (properties/ decides; the runner only recorded)."""
-    from pipelines_under_test import for_run
-    from properties.check import check_run
-
-    return _summary(check_run(run_dir, for_run(run_dir)))
-
-
-def _summary(v: dict) -> dict:
-    return {
-        "verdict": v["verdict"], "meets": v["meets"], "lost": v["lost"], "duplicated": v["duplicated"],
-        "unexpected": v["unexpected"], "anomaly_counts": v["effect"]["counts"],
-        "multiplicity": v["effect"].get("multiplicity"), "inferred": v.get("inferred", False),
-        "keys": v["effect"].get("keys"), "compared": v.get("compared"),
-        "redelivered": (v["deliveries"] or {}).get("redelivered"),
-        "consistent_cut": v.get("consistent_cut"),
-        "late_writes": v.get("late_writes"),
-    }
-
-
 @app.command(epilog="\b\nExample: streamchaos check runs/trial-20261124-075811")
 def check(run_dir: Annotated[Path, typer.Argument(help="a stored trial directory")],
           as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Re-check a stored trial without Spark: oracle, classifier, attribution -> verdict.json."""
-    from pipelines_under_test import for_run
-    from properties.check import check_run
+    from chaos.judge import exit_code, judge, verdict_fields
 
-    v = check_run(run_dir, for_run(run_dir))
+    v = judge(run_dir)
     if as_json:
         print(json.dumps(v, indent=2, default=str))
     else:
-        print_verdict(_summary(v))
-    if v["meets"] is None:
-        raise typer.Exit(EXIT_INCONCLUSIVE)
-    if v["meets"] is False or (v.get("consistent_cut") or {}).get("ok") is False:
-        raise typer.Exit(EXIT_VIOLATION)
-
-
-def print_verdict(v: dict) -> None:
-    meets = {True: "meets", False: "VIOLATES", None: "inconclusive for"}[v["meets"]]
-    n = v["anomaly_counts"]
-    compared = v.get("compared")  # a user's job: rows (or final rows per key) against Spark's answer
-    unit = (f"{compared} against Spark's answer" if compared else
-            "events inferred from per-key counts" if v.get("inferred") else "ids")
-    out.print(f"  verdict: [bold]{v['verdict']}[/] ({meets} its declared guarantee): "
-              f"{n['lost']} lost, {n['duplicated']} duplicated, {n['unexpected']} unexpected ({unit})")
-    if v.get("multiplicity"):
-        m = v["multiplicity"]
-        out.print(f"  ids in sink: {m['0']} missing, {m['1']} once, {m['>1']} more than once")
-    if v.get("keys") and compared:
-        k = v["keys"]
-        out.print(f"  {compared} (inferred, no provenance): {k['exact']} exact, {k['over']} over, {k['under']} under, "
-                  f"{k.get('optional', 0)} optional (touched by late records)")
-    elif v.get("keys"):
-        k = v["keys"]
-        out.print(f"  keys (inferred, no provenance): {k['exact']} exact, {k['over']} over-counted, "
-                  f"{k['under']} under-counted")
-    for kind in ("lost", "duplicated"):
-        if v.get("inferred"):
-            what = "row" if compared == "rows" else "key" if compared else "event(s) of key"
-            for a in v[kind][:8]:
-                count = f"{abs(a['delta'])} " if not compared else ""
-                out.print(f"    {kind} {count}{what} {a['key']}: batches {a['batches'][:6]}, "
-                          f"after fault(s) {', '.join(a['faults']) or 'none'}")
-            continue
-        by_cause: dict[tuple, list[int]] = {}
-        for a in v[kind]:
-            by_cause.setdefault((a["batch"], a["fault"], a.get("why")), []).append(a["id"])
-        for (batch, fault, why), ids in by_cause.items():
-            cause = f"fault {fault} ({why})" if fault else (why or "no fault fired")
-            out.print(f"    {kind} e.g. ids {ids[:8]}: read by batch {batch}; {cause}")
-    late = v.get("late_writes")
-    if late:
-        rows = late.get("rows")
-        out.print("  [bold]late writes[/]: the sink changed after the trial ended ("
-                  + (f"{rows:+d} rows, " if isinstance(rows, int) else "")
-                  + f"{len(late['changed']) + len(late['added']) + len(late['removed'])} file(s)): the verdict "
-                  "is judged from the sink as the trial ended it")
-    for u in v["unexpected"][:5]:
-        what = f"id {u['id']}" if "id" in u else f"key {u.get('key')!r}"
-        out.print(f"    unexpected {what}: {u['why']}")
-    for r in v.get("redelivered") or []:
-        out.print(f"    batch {r['batch']} delivered {r['times']} times, effective {r['effective']}")
-    cut = v.get("consistent_cut")
-    if cut is not None:
-        if cut["ok"] is None:
-            out.print("  consistent cut: no state was dumped (the driver did not stop cleanly)")
-        elif cut["ok"]:
-            out.print(f"  consistent cut: state matches the oracle at all {len(cut['batches_checked'])} "
-                      f"checked batches (of {cut['committed_batches']} committed)")
-        else:
-            out.print(f"  consistent cut: [bold]BROKEN[/] at {cut['mismatch_count']} (batch, key) pair(s)")
-            for m in cut["mismatches"][:5]:
-                out.print(f"    batch {m['batch']} key {m['key']!r}: expected {m.get('expected')}, "
-                          f"state has {m.get('actual')}")
-
-
-def print_result(result: dict) -> None:
-    out.print(f"[bold]{result['pipeline']}[/] ({result['guarantee']} declared): {result['events']} events, "
-              f"{result['batches']} batches committed, {result['restarts']} driver restart(s), "
-              f"{result['seconds']}s — {result['outcome']} {result['reason']}")
-    for f in result["faults"]:
-        state = f"fired at t={f['t']}s" if f["fired"] else "NOT fired"
-        extra = ", ".join(f"{k}={v}" for k, v in f["detail"].items() if k not in ("done", "spec"))
-        out.print(f"  fault {f['spec']}: {state} (batch {f['batch']}, {f['phase']}) {extra}")
-    if "verdict" in result:
-        print_verdict(result)
-    for rec in result.get("recoveries", []):
-        took = (f"{rec['seconds']}s from the kill to the next committed batch" if rec["seconds"] is not None
-                else "no batch committed after the kill")
-        out.print(f"  recovery after {rec['spec']}: {took}")
-    for d in result.get("drivers", []):
-        if d["incarnation"] > 0 or d["driver_start"] != "cold":
-            out.print(f"  driver {d['incarnation']}: {d['driver_start']}" + (f" ({d['why']})" if d.get("why") else ""))
-    out.print(f"  run directory: {result['run_dir']}")
+        print_verdict(verdict_fields(v))
+    code = exit_code(v)
+    if code:
+        raise typer.Exit(code)
 
 
 spark_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,

@@ -14,7 +14,6 @@ Executors are found in the process table (``CoarseGrainedExecutorBackend --execu
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import socket
 import sys
@@ -331,33 +330,6 @@ class StandaloneCluster(Cluster):
     def describe(self) -> dict:
         return {"kind": self.kind, "master": self.master_url, "workers": self.workers,
                 "worker_cores": self.worker_cores, "worker_memory": self.worker_memory}
-
-
-_LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
-
-
-def make_cluster(spec: str, owned: Owned, workdir: Path, workers: int = 2, worker_cores: int = 1,
-                 java_options: str = "", data_dir: Path | None = None) -> Cluster:
-    """``standalone`` | ``docker[:IMAGE]`` | ``local-cluster[W,C,M]`` | ``spark://host:port``. ``data_dir``: where
-    the trials' directories live (mounted into Docker nodes: executors write state and files there)."""
-    if on_nodes(spec):
-        from chaos.nodes import DockerCluster
-
-        return DockerCluster(owned, workdir, workers=workers, worker_cores=worker_cores,
-                             worker_memory=f"{worker_cores}g", java_options=java_options, data_dir=data_dir,
-                             image=spec.partition(":")[2] or None)
-    if spec == "standalone":
-        # Each worker's memory fits one 512m executor per core (a standby application holds its own).
-        return StandaloneCluster(owned, workdir, workers=workers, worker_cores=worker_cores,
-                                 worker_memory=f"{worker_cores}g", java_options=java_options)
-    if _LOCAL_CLUSTER.match(spec):
-        return LocalCluster(spec)
-    if re.match(r"^spark://[^:/]+:\d+$", spec):
-        return Cluster(spec)
-    raise UserError(
-        f"unknown cluster {spec!r}: use standalone, docker (or docker:IMAGE), local-cluster[WORKERS,CORES,MEMORY_MB] "
-        "(e.g. local-cluster[2,1,1024]) or a master URL spark://HOST:PORT"
-    )
 
 
 def read_log(path: Path) -> str:

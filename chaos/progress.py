@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from chaos.campaign import Campaign
-from chaos.campaign import Progress as CampaignProgress
+from chaos.runner import Progress as CampaignProgress
 from chaos.scenario import Scenario
 
 
@@ -23,7 +23,7 @@ def trial_faults(scenario: Scenario, result: dict) -> str:
     if not scenario.faults:
         return "no fault"
     fired = {f["spec"] for f in result.get("faults", []) if f.get("fired")}
-    text = " ".join(f if f in fired else f"{f} (not fired)" for f in scenario.faults)
+    text = " ".join(f if f in fired else f"{f} (not fired)" for f in scenario.specs)
     return text + (" = a no-fault trial" if not fired else "")
 
 
@@ -61,7 +61,7 @@ class RichProgress(CampaignProgress):
 
     def trial_start(self, trial_id: str, scenario: Scenario) -> None:
         if self.bar:
-            self.bar.update(self.task, status=self._status(f"{trial_id} ({' '.join(scenario.faults) or 'no fault'})"))
+            self.bar.update(self.task, status=self._status(f"{trial_id} ({' '.join(scenario.specs) or 'no fault'})"))
 
     def trial_done(self, trial_id: str, scenario: Scenario, verdict: dict, result: dict) -> None:
         self.verdicts[verdict["verdict"]] += 1

@@ -77,7 +77,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def chaos_harness(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """One harness (cluster, event log, proxies, database when needed) for every check of the session."""
-    from chaos.trial import Harness
+    from chaos.harness import Harness
 
     cluster = request.config.getoption("--chaos-cluster")
     try:
@@ -110,6 +110,7 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
               key: str | tuple[str, ...] | None = None) -> dict:
         from chaos.campaign import Campaign, CampaignSpec, slug
         from chaos.jobspec import job_ref
+        from chaos.runner import Runner
         from properties.planning import parse_kinds
 
         options = _marker_options(request.node)
@@ -138,7 +139,7 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
         except UserError as exc:
             pytest.fail(f"streamchaos: {exc}", pytrace=False)
         config._streamchaos_campaigns.append(campaign.root)
-        summary = campaign.run(chaos_harness)
+        summary = Runner(campaign, chaos_harness).run()
         rows = {name: row for name, row in summary["pipelines"].items() if row.get("pipeline", name) == pipeline}
         if not rows:
             reason = "; ".join(s["reason"] for s in summary["skipped"]) or "no trial ran"
@@ -208,12 +209,11 @@ def describe_violation(pipeline: str, row: dict, root: Path) -> str:
 def chaos_trial(chaos_harness, tmp_path_factory):
     """``chaos_trial(scenario) -> verdict report``: one trial on the session's harness, checked."""
     from chaos.campaign import slug
-    from pipelines_under_test import for_run
-    from properties.check import check_run
+    from chaos.judge import judge
 
     def run(scenario: Scenario) -> dict:
         run_dir = tmp_path_factory.mktemp(f"trial-{slug(scenario.pipeline)[:30]}")
         chaos_harness.trial(scenario, run_dir / "run")
-        return check_run(run_dir / "run", for_run(run_dir / "run"))
+        return judge(run_dir / "run")
 
     return run

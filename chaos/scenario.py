@@ -20,22 +20,29 @@ from chaos.schema import EVENT_SCHEMA  # noqa: F401  (re-exported: the stream's 
 from chaos.spec import Fault, parse_fault
 
 BASE_TIME_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+# A trial's stream unless told otherwise (every command, the campaign spec and the plugin take these):
+# ten micro-batches of 200 events, over 20 keys.
+EVENTS = 2000
+EVENTS_PER_BATCH = 200
+KEYS = 20
+MAX_DISORDER_MS = 2000
 
 
 @dataclass
 class Scenario:
     pipeline: str
-    events: int = 2000
+    events: int = EVENTS
     seed: int = 0
-    events_per_batch: int = 200
+    events_per_batch: int = EVENTS_PER_BATCH
     partitions: int = 2
-    keys: int = 20
-    max_disorder_ms: int = 2000
+    keys: int = KEYS
+    max_disorder_ms: int = MAX_DISORDER_MS
     skew: float = 1.0
     late_fraction: float = 0.0
     late_by_ms: int = 600_000
     resent_fraction: float = 0.0
-    faults: list[str] = field(default_factory=list)
+    # Parsed once, here: given as specs (``kill-driver@3:sink-done``, as stored in scenario.json) or as Faults.
+    faults: list[Fault] = field(default_factory=list)
     cluster: str = "standalone"
     workers: int = 2
     driver_downtime: float = 1.0
@@ -53,10 +60,9 @@ class Scenario:
         for name in ("late_fraction", "resent_fraction"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise UserError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
-        parsed = [parse_fault(f) if isinstance(f, str) else f for f in self.faults]
-        self.faults = [f.spec for f in parsed]
+        self.faults = [parse_fault(f) if isinstance(f, str) else f for f in self.faults]
         last = self.batches - 1
-        for fault in parsed:
+        for fault in self.faults:
             if fault.batch > last:
                 raise UserError(
                     f"fault {fault.spec} names batch {fault.batch}, but {self.events} events at "
@@ -69,8 +75,9 @@ class Scenario:
         return math.ceil(self.events / self.events_per_batch)
 
     @property
-    def schedule(self) -> list[Fault]:
-        return [parse_fault(f) for f in self.faults]
+    def specs(self) -> list[str]:
+        """The faults as the user types them (``--fault`` arguments, scenario.json)."""
+        return [f.spec for f in self.faults]
 
     # Scenario fields the ``trial`` command takes as options (the rest are harness settings it derives).
     _CLI_OPTIONS = {"events": "--events", "seed": "--seed", "events_per_batch": "--events-per-batch",
@@ -87,14 +94,18 @@ class Scenario:
             value = getattr(self, name)
             if name in ("events", "seed") or value != getattr(defaults, name):
                 parts += [option, shlex.quote(str(value))]
-        for spec in self.faults:
+        for spec in self.specs:
             parts += ["--fault", spec]
         for key, value in self.conf.items():
             parts += ["--conf", shlex.quote(f"{key}={value}")]
         return " ".join(parts)
 
+    def to_dict(self) -> dict:
+        """The stored form (scenario.json, a campaign plan's entry): faults as specs."""
+        return {**asdict(self), "faults": self.specs}
+
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True)
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     def save(self, path: Path) -> None:
         path.write_text(self.to_json())

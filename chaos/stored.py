@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import UserError
+from chaos.guarantees import VERDICTS
 
 MAX_BYTES = 64 << 20  # far above anything a run writes (a 100k-event history is a few MiB)
 
@@ -146,8 +147,6 @@ def load_result(run_dir: Path) -> dict:
 
 def load_verdict(run_dir: Path) -> dict:
     """A trial's verdict.json, checked where the campaign and the report read it."""
-    from properties.verdicts import VERDICTS
-
     path = Path(run_dir) / "verdict.json"
     fix = "re-check the trial: streamchaos check DIR (or streamchaos analyze CAMPAIGN_DIR)"
     v = load_object(path, VERDICT_FIELDS, fix)
@@ -197,7 +196,7 @@ def load_history(run_dir: Path) -> list[dict]:
 
 def _elements_ok(annotation: str, value: Any) -> bool:
     """The insides of the containers a stored dataclass holds (fault specs, conf values, conf matrices)."""
-    if annotation == "list[str]":
+    if annotation in ("list[str]", "list[Fault]"):  # a scenario's faults are stored as their specs
         return all_of(value, (str,))
     if annotation == "dict[str, str]":
         return all_of(value.values(), (str,))
@@ -227,6 +226,7 @@ def _kind(value: Any) -> str:
 
 # A stored dataclass's field annotations (``from __future__ import annotations``: strings) as JSON types.
 _ANNOTATION_TYPES = {"str": (str,), "int": (int,), "float": NUMBER, "bool": (bool,), "list[str]": (list,),
+                     "list[Fault]": (list,),
                      "str | None": OPT_STR, "int | None": OPT_INT, "float | None": (int, float, type(None)),
                      "bool | None": (bool, type(None)), "dict[str, list[str]] | None": OPT_DICT,
                      "dict[str, str]": (dict,)}

@@ -16,9 +16,6 @@ import polars as pl
 
 from chaos.spec import PHASES
 
-# "incorrect" declares that not even the values are promised (a nondeterministic pipeline under replay).
-GUARANTEES = ("exactly-once", "at-least-once", "at-most-once", "none", "incorrect")
-
 
 @dataclass
 class DriverContext:

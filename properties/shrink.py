@@ -54,7 +54,7 @@ class Search:
             return (f"no schedule of {len(self.trials)} trial(s) violated {self.declared} "
                     f"for {self.pipeline}")
         return (f"{self.pipeline} violates {self.declared}: {self.verdict} under "
-                f"{', '.join(self.minimal.faults) or 'no fault'} (minimal after {len(self.trials)} trials)\n"
+                f"{', '.join(self.minimal.specs) or 'no fault'} (minimal after {len(self.trials)} trials)\n"
                 f"replay: {self.command}")
 
 
@@ -108,7 +108,7 @@ def search_violation(
 
 
 def _simpler(a: Scenario, b: Scenario) -> bool:
-    return (len(a.faults), a.faults) < (len(b.faults), b.faults)
+    return (len(a.faults), a.specs) < (len(b.faults), b.specs)
 
 
 def harness_runner(harness, out_dir: Path, pipeline: Pipeline) -> TrialRunner:

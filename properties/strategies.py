@@ -77,7 +77,7 @@ class StreamSpec:
 
     def scenario(self, pipeline: str, schedule: Schedule | list[Fault] = (), **harness) -> Scenario:
         """The replayable scenario of this stream under ``schedule`` (``harness``: cluster, workers, ...)."""
-        return Scenario(pipeline=pipeline, faults=[f.spec for f in schedule], **asdict(self), **harness)
+        return Scenario(pipeline=pipeline, faults=list(schedule), **asdict(self), **harness)
 
 
 class Schedule(tuple):

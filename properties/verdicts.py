@@ -1,4 +1,4 @@
-"""The verdict vocabulary of docs/verdicts.md and its order of strength.
+"""The order of strength of docs/verdicts.md's verdicts (their names: chaos/guarantees.py).
 
 exactly-once > at-least-once, at-most-once > none > incorrect; at-least-once and at-most-once are
 incomparable (their meet is none). ``stalled`` says nothing about consistency: it is inconclusive; so does
@@ -8,16 +8,17 @@ its message in the trial's result.
 
 from __future__ import annotations
 
-EXACTLY_ONCE = "exactly-once"
-AT_LEAST_ONCE = "at-least-once"
-AT_MOST_ONCE = "at-most-once"
-NONE = "none"
-INCORRECT = "incorrect"
-STALLED = "stalled"
-REFUSED = "refused"
-
-VERDICTS = (EXACTLY_ONCE, AT_LEAST_ONCE, AT_MOST_ONCE, NONE, INCORRECT, STALLED, REFUSED)
-INCONCLUSIVE = (STALLED, REFUSED)
+from chaos.guarantees import (  # noqa: F401  (re-exported: the checker's vocabulary)
+    AT_LEAST_ONCE,
+    AT_MOST_ONCE,
+    EXACTLY_ONCE,
+    INCONCLUSIVE,
+    INCORRECT,
+    NONE,
+    REFUSED,
+    STALLED,
+    VERDICTS,
+)
 
 # What each verdict still promises: no loss (L), no duplication (D), correct values (C).
 _PROMISES = {

@@ -64,7 +64,7 @@ def trial_view(trial_id: str, run_dir: Path) -> dict | None:
         "verdict": verdict["verdict"],
         "meets": verdict["meets"],
         "inferred": verdict.get("inferred", False),
-        "faults": scenario.faults,
+        "faults": scenario.specs,
         "fired": [f["spec"] for f in result.get("faults", []) if f.get("fired")],
         "seconds": result.get("seconds"),
         "outcome": result.get("outcome"),

@@ -44,13 +44,13 @@ def history(faults: list[str], batches: int = 5, kill_at: int | None = 2) -> lis
 def write_trial(run_dir: Path, scenario: Scenario, verdict: str, declared: str, reason: str = "") -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     scenario.save(run_dir / "scenario.json")
-    dup = [{"id": 400 + i, "key": f"k{i:03d}", "batch": 2, "fault": (scenario.faults or [None])[0]}
+    dup = [{"id": 400 + i, "key": f"k{i:03d}", "batch": 2, "fault": (scenario.specs or [None])[0]}
            for i in range(3)] if verdict == "at-least-once" else []
     write_json(run_dir / "result.json", {
         "pipeline": scenario.pipeline, "guarantee": declared, "events": scenario.events, "batches": 5,
         "restarts": len(scenario.faults), "outcome": "drained", "reason": reason, "seconds": 61.5,
         "faults": [{"spec": f, "fired": True, "batch": int(f.split("@")[1].split(":")[0]),
-                    "phase": f.split(":")[1].split("/")[0], "t": 30.0, "detail": {}} for f in scenario.faults],
+                    "phase": f.split(":")[1].split("/")[0], "t": 30.0, "detail": {}} for f in scenario.specs],
         "offsets": [], "deliveries": None})
     from properties.verdicts import meets
 
@@ -62,7 +62,7 @@ def write_trial(run_dir: Path, scenario: Scenario, verdict: str, declared: str, 
         "unexpected": [{"id": 7, "why": HOSTILE}] if reason else [],
         "deliveries": {"redelivered": [{"batch": 2, "times": 2, "effective": "more than once"}] if dup else []},
         "consistent_cut": None})
-    (run_dir / "history.jsonl").write_text("\n".join(json.dumps(r) for r in history(scenario.faults)) + "\n")
+    (run_dir / "history.jsonl").write_text("\n".join(json.dumps(r) for r in history(scenario.specs)) + "\n")
 
 
 def make_campaign(root: Path, trials: int = 2, hostile: bool = False) -> Campaign:
@@ -73,7 +73,7 @@ def make_campaign(root: Path, trials: int = 2, hostile: bool = False) -> Campaig
     for entry in campaign.plan:
         scenario = Scenario(**entry["scenario"])
         append = entry["pipeline"] == "passthrough-append"
-        violated = append and any("kill-driver" in f and "sink-done" in f for f in scenario.faults)
+        violated = append and any("kill-driver" in f and "sink-done" in f for f in scenario.specs)
         write_trial(campaign.trial_dir(entry["id"]), scenario, "at-least-once" if violated else "exactly-once",
                     "at-least-once" if append else "exactly-once", reason=HOSTILE if hostile else "")
     first = campaign.plan[0]
@@ -81,8 +81,8 @@ def make_campaign(root: Path, trials: int = 2, hostile: bool = False) -> Campaig
     write_trial(campaign.trial_dir("passthrough-append-shrink-00"), minimal, "at-least-once", "at-least-once")
     write_json(root / "shrinks" / "passthrough-append.json", {
         "pipeline": "passthrough-append", "declared": "exactly-once", "from": first["id"],
-        "from_faults": first["scenario"]["faults"], "minimal": minimal.faults,
+        "from_faults": first["scenario"]["faults"], "minimal": minimal.specs,
         "minimal_trial": "passthrough-append-shrink-00", "verdict": "at-least-once",
-        "path": [{"trial": "passthrough-append-shrink-00", "faults": minimal.faults, "verdict": "at-least-once",
+        "path": [{"trial": "passthrough-append-shrink-00", "faults": minimal.specs, "verdict": "at-least-once",
                   "violates": True}], "command": minimal.command()})
     return campaign

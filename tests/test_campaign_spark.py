@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from chaos.procs import wait_until
+from chaos.runner import Runner
 from properties.planning import applicable_actions, coverage, plan_schedules, stable_seed
 from tests.conftest import REPO, cli, left_by
 from tests.test_campaign_store import assert_rendered, render_in_chromium
@@ -132,7 +133,7 @@ def test_weaker_pipelines_are_caught_by_the_first_planned_trial(chaos_harness, t
                             trials=1, seed=seed, events=1000, shrink=False, cluster=chaos_harness.cluster_spec,
                             workers=chaos_harness.workers)
         campaign = Campaign.create(tmp_path / f"c{seed}", spec, owns_workers=False)
-        summary = campaign.run(chaos_harness)
+        summary = Runner(campaign, chaos_harness).run()
         assert summary["exit_code"] == 1, summary
         rows = json.loads((tmp_path / f"c{seed}" / "summary.json").read_text())["pipelines"]
         for name, row in rows.items():

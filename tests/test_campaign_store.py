@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos.campaign import Campaign, CampaignSpec, Progress, remove_unfinished
+from chaos.campaign import Campaign, CampaignSpec, remove_unfinished
 from chaos.errors import UserError
+from chaos.runner import Progress, Runner
 from chaos.scenario import Scenario
 from reports.html import write_report
 from tests.campaign_samples import HOSTILE, make_campaign, write_trial
@@ -134,18 +135,19 @@ def test_a_spent_time_budget_says_it_skipped_the_shrink_and_keeps_the_unshrunk_c
     data["spec"]["time_budget_s"] = 200.0  # four trials of 61.5 s are over it
     (c.root / "campaign.json").write_text(json.dumps(data))
     c = Campaign.load(c.root)
-    assert c.shrink_reserve() == 100.0  # a violation is known: half the budget at most is kept for its shrink
+    # A violation is known: half the budget at most is kept for its shrink.
+    assert Runner(c, None).shrink_reserve() == 100.0
     progress = Notes()
-    summary = c.run(harness=None, progress=progress)  # every planned trial is finished: no trial runs
+    summary = Runner(c, None, progress).run()  # every planned trial is finished: no trial runs
     ce = summary["pipelines"]["passthrough-append"]["counterexample"]
     assert ce["skipped"] and ce["minimal"] == ce["from_faults"] and ce["path"] == []
     assert "streamchaos trial passthrough-append" in ce["command"]
     line = next(n for n in progress.notes if n.startswith("shrink of passthrough-append skipped"))
     assert "time budget" in line and ce["command"] in line
-    from chaos import cli as streamchaos_cli
+    from chaos import console
 
-    with streamchaos_cli.out.capture() as printed:
-        streamchaos_cli.print_summary(summary)
+    with console.out.capture() as printed:
+        console.print_summary(summary)
     assert "counterexample, not shrunk (the time budget was spent" in printed.get()
     assert f"replay: {ce['command']}" in printed.get()
     assert "no violation of exactly-once found in 2 trial(s) (2 with a fired fault)" in printed.get()

@@ -91,8 +91,7 @@ def test_bad_conf_on_the_command_line_is_one_line(tmp_path):
 
 def test_a_refused_variant_is_its_own_inconclusive_verdict(tmp_path):
     from chaos.atomic import write_json
-    from pipelines_under_test import for_run
-    from properties.check import check_run
+    from chaos.judge import judge
     from properties.verdicts import aggregate, meets, weakest
     from tests.test_evidence import stored_run
 
@@ -106,7 +105,7 @@ def test_a_refused_variant_is_its_own_inconclusive_verdict(tmp_path):
     result = {"pipeline": "passthrough-idempotent", "outcome": "refused", "seconds": 3.0, "offsets": [], "faults": [],
               "deliveries": None, "reason": "IllegalArgumentException: stateful operators are not supported"}
     write_json(run_dir / "result.json", result)
-    v = check_run(run_dir, for_run(run_dir))
+    v = judge(run_dir)
     assert v["verdict"] == "refused" and v["meets"] is None
     assert "stateful operators are not supported" in v["effect"]["note"]
 

@@ -13,12 +13,11 @@ from pathlib import Path
 
 from chaos.atomic import write_json
 from chaos.evidence import freeze, judged_sink, late_writes
+from chaos.judge import judge
 from chaos.scenario import Scenario, generate_events
 from chaos.sinks import sqlite as sqlite_sink
 from chaos.spec import parse_fault
-from pipelines_under_test import for_run
 from properties.attribution import attribute, batch_of_events, fault_for_loss
-from properties.check import check_run
 
 EVENTS, PER_BATCH = 600, 200
 
@@ -71,7 +70,7 @@ def test_a_rechecked_run_keeps_its_verdict_and_reports_rows_written_after_the_tr
     db = stored_run(run_dir, written_batches=[0, 1])  # batch 2's write still pending when the trial ended
     frozen = freeze(run_dir)
     assert judged_sink(run_dir) == frozen and (frozen / "sink.sqlite").exists()
-    first = check_run(run_dir, for_run(run_dir))
+    first = judge(run_dir)
     assert first["verdict"] == "at-most-once" and first["late_writes"] is None
     assert first["effect"]["counts"]["lost"] == PER_BATCH
 
@@ -79,7 +78,7 @@ def test_a_rechecked_run_keeps_its_verdict_and_reports_rows_written_after_the_tr
     events = __import__("polars").read_parquet(run_dir / "events.parquet")
     write_batches(db, events, [2])
     assert late_writes(run_dir) == {"changed": ["sink.sqlite"], "added": [], "removed": []}
-    again = check_run(run_dir, for_run(run_dir))
+    again = judge(run_dir)
     assert again["verdict"] == "at-most-once" and again["lost"] == first["lost"]
     assert again["late_writes"]["rows"] == PER_BATCH and "after the trial ended" in again["late_writes"]["note"]
 
@@ -92,7 +91,7 @@ def test_a_run_stored_before_snapshots_is_judged_from_its_live_sink(tmp_path):
     run_dir = tmp_path / "old"
     stored_run(run_dir, written_batches=[0, 1, 2])
     assert judged_sink(run_dir) == run_dir / "sink" and late_writes(run_dir) is None
-    v = check_run(run_dir, for_run(run_dir))
+    v = judge(run_dir)
     assert v["verdict"] == "exactly-once" and v["late_writes"] is None
 
 
@@ -116,7 +115,7 @@ def test_a_loss_after_its_batch_committed_is_attributed_to_the_fault_that_cut_th
     run_dir = tmp_path / "run"
     stored_run(run_dir, written_batches=[0, 1])
     freeze(run_dir)
-    v = check_run(run_dir, for_run(run_dir))
+    v = judge(run_dir)
     lost = {(a["batch"], a["fault"]) for a in v["lost"]}
     assert lost == {(2, "kill-driver@2:committed")}
     assert all("after batch 2 committed" in a["why"] and "pending write" in a["why"] for a in v["lost"])

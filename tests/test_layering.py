@@ -29,3 +29,87 @@ def test_properties_import_neither_the_catalogue_nor_the_cli():
     for path in sorted(PROPERTIES.glob("*.py")):
         bad = {m for m in runtime_imports(path) if m.startswith(("pipelines_under_test", "chaos.cli"))}
         assert not bad, f"{path.name} imports {sorted(bad)} at run time"
+
+
+ROOT = PROPERTIES.parent
+PACKAGES = ("chaos", "properties", "pipelines_under_test", "reports")
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Each module of the harness's packages -> the modules of those packages it imports at run time
+    (functions' deferred imports included: they are imports all the same, only later)."""
+    paths = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            paths[name] = path
+    graph = {}
+    for name, path in paths.items():
+        deps = set()
+        for imported in runtime_imports(path):
+            while imported and imported not in paths:  # ``from chaos.spec import X``: the module chaos.spec
+                imported = imported.rpartition(".")[0]
+            if imported and imported != name:
+                deps.add(imported)
+        graph[name] = deps
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_of_the_harness_imports_itself_through_others():
+    assert cycles(module_graph()) == []
+
+
+def test_the_chaos_modules_the_checker_imports_never_import_the_checker():
+    """properties/ sits above the low chaos/ modules it uses (specs, scenarios, stored files): none of them, nor
+    what they import, reaches back up into properties/."""
+    graph = module_graph()
+    below = set()
+    todo = [m for name, deps in graph.items() if name.startswith("properties") for m in deps
+            if m.startswith("chaos")]
+    while todo:
+        name = todo.pop()
+        if name not in below:
+            below.add(name)
+            todo += [m for m in graph[name] if m.startswith("chaos")]
+    assert below, "the checker imports no chaos module: the test looks at the wrong tree"
+    back = {name: sorted(m for m in graph[name] if m.startswith("properties")) for name in sorted(below)}
+    assert {name: up for name, up in back.items() if up} == {}
+
+
+def test_the_cluster_kinds_do_not_import_each_other():
+    """make_cluster sits above the cluster kinds (chaos/harness.py), so Docker nodes build on the standalone
+    cluster and not the other way round."""
+    graph = module_graph()
+    assert "chaos.nodes" not in graph["chaos.cluster"] and "chaos.cluster" in graph["chaos.nodes"]

@@ -50,7 +50,7 @@ def test_missing_binaries_are_one_clear_line_before_anything_starts(monkeypatch)
     import chaos.postgres
     from chaos.errors import UserError
     from chaos.scenario import Scenario
-    from chaos.trial import validate_schedule
+    from chaos.schedule import validate_schedule
     from pipelines_under_test import resolve
 
     monkeypatch.setattr(chaos.postgres, "find_bindir", lambda: None)

@@ -131,9 +131,9 @@ def test_sparks_own_jars_are_dropped_from_the_path_and_their_cached_finders_forg
 def test_the_site_hook_prunes_every_python_a_driver_starts_and_chains_the_next_sitecustomize(tmp_path,
                                                                                               monkeypatch):
     """As a driver's JVM starts a planner: Spark's zips and jar on PYTHONPATH, then the driver's own PYTHONPATH
-    (chaos.trial.driver_env), with a user's sitecustomize after the hook. ``invalidate_caches()`` then has no
+    (chaos.launch.driver_env), with a user's sitecustomize after the hook. ``invalidate_caches()`` then has no
     zip to re-read."""
-    from chaos.trial import driver_env
+    from chaos.launch import driver_env
 
     users = tmp_path / "users"
     users.mkdir()

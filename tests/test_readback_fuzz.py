@@ -22,11 +22,10 @@ from hypothesis import strategies as st
 from chaos.campaign import Campaign
 from chaos.errors import UserError
 from chaos.evidence import freeze
+from chaos.judge import judge
+from chaos.result import batch_offsets
 from chaos.stored import MAX_BYTES
-from chaos.trial import batch_offsets
-from pipelines_under_test import for_run
 from pipelines_under_test.files import COLUMNS
-from properties.check import check_run
 from reports.html import write_report
 from tests.campaign_samples import make_campaign
 from tests.conftest import cli
@@ -99,7 +98,7 @@ def intact(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("intact") / "run"
     stored_run(run_dir, written_batches=[0, 1])
     freeze(run_dir)
-    return run_dir, check_run(run_dir, for_run(run_dir))["verdict"]
+    return run_dir, judge(run_dir)["verdict"]
 
 
 def damaged_copy(run_dir: Path, tmp: Path, name: str, data: bytes) -> Path:
@@ -121,7 +120,7 @@ def test_a_damaged_run_file_is_one_line_or_the_intact_verdict(intact, tmp_path, 
         what, data = d
         copy = damaged_copy(run_dir, tmp_path, name, data)
         try:
-            v = check_run(copy, for_run(copy))
+            v = judge(copy)
         except UserError as exc:
             assert_one_line(exc, name)
         else:  # a field the checker does not read: the same evidence, the same verdict
@@ -142,7 +141,7 @@ def test_a_damaged_events_or_sink_file_is_one_line(intact, tmp_path, name):
                 "garbage": os.urandom(64)}[how]
         copy = damaged_copy(run_dir, tmp_path, name, data)
         try:
-            v = check_run(copy, for_run(copy))
+            v = judge(copy)
         except UserError as exc:
             assert_one_line(exc, Path(name).parent.name if "sink" in name else name)
         else:  # the damage missed every page that holds rows (SQLite free space, parquet padding) or changed them
@@ -170,7 +169,7 @@ def parquet_run(tmp_path_factory):
                  "blockReplication": 1, "blockSize": 1, "action": "add"}
         (log / str(b)).write_text("v1\n" + json.dumps(entry) + "\n")
     freeze(run_dir)
-    v = check_run(run_dir, for_run(run_dir))
+    v = judge(run_dir)
     assert v["verdict"] == "exactly-once", v["effect"]
     return run_dir
 
@@ -187,7 +186,7 @@ def test_a_damaged_parquet_sink_is_one_line_or_a_verdict_on_what_it_holds(parque
                 "garbage": os.urandom(64), "not-utf8": text[:at] + b"\xff\xfe" + text[at:]}[how]
         copy = damaged_copy(parquet_run, tmp_path, name, data)
         try:
-            v = check_run(copy, for_run(copy))
+            v = judge(copy)
         except UserError as exc:
             assert_one_line(exc, "sink")
         else:  # rows changed or gone: judged as what the sink now holds
@@ -203,7 +202,7 @@ def test_a_huge_run_file_is_refused_unread(intact, tmp_path, name):
     with open(copy / name, "wb") as fh:  # sparse: no disk used, no time spent writing it
         fh.truncate(MAX_BYTES + 1)
     with pytest.raises(UserError, match="larger than anything streamchaos writes") as exc:
-        check_run(copy, for_run(copy))
+        judge(copy)
     assert_one_line(exc.value, name)
 
 

@@ -7,7 +7,6 @@ commit), so the search logic, the budget and the cache are checked in millisecon
 from __future__ import annotations
 
 from chaos.scenario import Scenario
-from chaos.spec import parse_fault
 from pipelines_under_test import resolve
 from properties.shrink import search_violation
 from properties.strategies import StreamSpec
@@ -16,8 +15,7 @@ STREAM = StreamSpec(events=1000, seed=1, events_per_batch=200)
 
 
 def duplicates_after_sink_write(scenario: Scenario) -> dict:
-    faults = [parse_fault(f) for f in scenario.faults]
-    dup = any(f.action == "kill-driver" and f.phase == "sink-done" for f in faults)
+    dup = any(f.action == "kill-driver" and f.phase == "sink-done" for f in scenario.faults)
     return {"verdict": "at-least-once" if dup else "exactly-once"}
 
 
@@ -25,11 +23,11 @@ def test_search_shrinks_to_one_kill_after_the_sink_wrote_and_prints_a_replay_com
     calls: list[list[str]] = []
 
     def run(scenario):
-        calls.append(scenario.faults)
+        calls.append(scenario.specs)
         return duplicates_after_sink_write(scenario)
 
     found = search_violation(resolve("passthrough-append"), "exactly-once", STREAM, run, max_trials=60, seed=3)
-    assert found.minimal is not None and found.minimal.faults == ["kill-driver@0:sink-done"]
+    assert found.minimal is not None and found.minimal.specs == ["kill-driver@0:sink-done"]
     assert found.verdict == "at-least-once"
     assert found.command == "streamchaos trial passthrough-append --events 1000 --seed 1 " \
                             "--fault kill-driver@0:sink-done"

@@ -33,7 +33,7 @@ def test_hypothesis_finds_and_shrinks_a_duplicating_schedule_that_replays(chaos_
     for t in found.trials:
         print("  tried", t)
     assert found.minimal is not None, found.trials
-    [fault] = found.minimal.faults
+    [fault] = found.minimal.specs
     assert fault.startswith("kill-driver@0:") and fault.split(":")[1] in ("sink-write", "sink-done")
     assert found.verdict == "at-least-once"
     assert len(found.trials) <= 12

@@ -162,12 +162,12 @@ RECYCLABLE = ("import json, os, pathlib, signal, sys\n"
 
 
 def test_a_recycled_driver_is_kept_a_bounded_number_of_times_and_only_when_asked(tmp_path, monkeypatch):
-    from chaos import trial
-    from chaos.trial import Harness
+    from chaos import spares as spares_module
+    from chaos.harness import Harness
 
-    monkeypatch.setattr(trial, "MAX_RECYCLED_TRIALS", 2)
+    monkeypatch.setattr(spares_module, "MAX_RECYCLED_TRIALS", 2)
     harness = Harness(workdir=tmp_path / "harness", spare=True)  # not entered: no cluster, only its rules
-    spares = harness.workdir / "spares"
+    spares = harness.spares.folder
     try:
         group = harness.owned.spawn("driver-2", [sys.executable, "-u", "-c", RECYCLABLE, str(spares)],
                                     log_path=tmp_path / "driver-2.log")
@@ -181,17 +181,17 @@ def test_a_recycled_driver_is_kept_a_bounded_number_of_times_and_only_when_asked
             else:
                 log.write_text("")
                 (tmp_path / "driver-2.log").replace(log)  # the trial's own file, as spawned
-            harness.recycle_driver(group, log, grace=10, keep=True)
-            assert harness.spare is not None and harness.spare.group is group and group.alive()
-            assert harness.spare.folder == spares / f"recycled-{group.pid}" and log.is_symlink()
-            kept, harness.spare = harness.spare, None  # handed to the next trial
-        harness.recycle_driver(group, tmp_path / "run-2.log", grace=10, keep=True)  # its third: enough
-        assert harness.spare is None and not group.alive() and group not in harness.owned.groups
+            harness.spares.recycle_driver(group, log, grace=10, keep=True)
+            assert harness.spares.driver is not None and harness.spares.driver.group is group and group.alive()
+            assert harness.spares.driver.folder == spares / f"recycled-{group.pid}" and log.is_symlink()
+            kept, harness.spares.driver = harness.spares.driver, None  # handed to the next trial
+        harness.spares.recycle_driver(group, tmp_path / "run-2.log", grace=10, keep=True)  # its third: enough
+        assert harness.spares.driver is None and not group.alive() and group not in harness.owned.groups
         other = harness.owned.spawn("driver-0", [sys.executable, "-u", "-c", RECYCLABLE, str(spares)],
                                     log_path=tmp_path / "other.log")
         assert wait_until(lambda: "trial 0" in (tmp_path / "other.log").read_text(), 10)
-        harness.recycle_driver(other, tmp_path / "run-3.log", grace=10, keep=False)  # e.g. a stalled trial
-        assert harness.spare is None and not other.alive()
+        harness.spares.recycle_driver(other, tmp_path / "run-3.log", grace=10, keep=False)  # e.g. a stalled trial
+        assert harness.spares.driver is None and not other.alive()
     finally:
         harness.owned.stop_all()
 

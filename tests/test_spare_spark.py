@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from chaos.harness import Harness
+from chaos.judge import judge
 from chaos.procs import tagged_processes
 from chaos.scenario import Scenario
-from chaos.trial import Harness
-from pipelines_under_test import for_run
-from properties.check import check_run
 
 pytestmark = pytest.mark.spark
 
@@ -41,17 +40,17 @@ def test_a_spare_is_the_next_trials_first_driver_and_a_pipeline_with_jvm_hooks_s
     starts = driver_starts(first)
     assert starts[0]["spare"] == "spare-1" and "spare" not in starts[1]
     # the replayed batch 1, as with a cold driver 0
-    assert check_run(first, for_run(first))["verdict"] == "at-least-once"
+    assert judge(first)["verdict"] == "at-least-once"
     # The second trial's driver 0 was booted during the first trial's tail, and ran it exactly once.
     assert driver_starts(second)[0]["spare"] == "spare-2"
-    assert check_run(second, for_run(second))["verdict"] == "exactly-once"
+    assert judge(second)["verdict"] == "exactly-once"
     # Its log is the run directory's own file, not a link into the harness's spares.
     log = second / "logs" / "driver-0.log"
     assert log.is_file() and not log.is_symlink()
     assert "spare driver runs" in log.read_text()
     # A pipeline that sets JVM conf at boot (the file sink's commit hooks) cannot take a spare.
     assert "spare" not in driver_starts(hooked)[0]
-    assert check_run(hooked, for_run(hooked))["verdict"] == "exactly-once"
+    assert judge(hooked)["verdict"] == "exactly-once"
     # The hooked trial stopped spare-3 (booted in the second trial's tail); as the last trial it got no spare-4.
     assert spares == ["spare-1", "spare-2", "spare-3"]
 
@@ -64,31 +63,31 @@ def test_a_trials_last_driver_is_recycled_as_the_next_trials_first(spark_cluster
         first, second, hooked = tmp_path / "first", tmp_path / "second", tmp_path / "hooked"
         harness.trial(Scenario(pipeline="passthrough-append", events=600, events_per_batch=200, seed=3,
                                faults=["kill-driver@1:sink-done"]), first)
-        kept = harness.spare
+        kept = harness.spares.driver
         assert kept is not None and kept.group.alive() and kept.folder.name.startswith("recycled-")
         # The killed driver's scratch files (its lz4 library, blockmgr-*) went with it; the kept one's stay.
         assert sorted(p.name for p in harness.tmp.iterdir()) == [f"driver-{kept.group.pid}"]
         harness.trial(Scenario(pipeline="passthrough-append", events=600, events_per_batch=200, seed=4), second)
         harness.trial(Scenario(pipeline="passthrough-file", events=400, events_per_batch=200, seed=5), hooked,
                       last=True)
-        assert harness.spare is None
+        assert harness.spares.driver is None
         tag = harness.owned.tag
         spares = sorted(p.name for p in (tmp_path / "harness" / "spares").iterdir())
     assert tagged_processes(tag) == [], "the harness left processes behind"
 
     restarted = driver_starts(first)[1]
     assert "spare" not in restarted  # the cold restart after the kill
-    assert check_run(first, for_run(first))["verdict"] == "at-least-once"
+    assert judge(first)["verdict"] == "at-least-once"
     start = driver_starts(second)[0]
     assert start["spare"] == f"recycled-{restarted['pid']}" and start["pid"] == restarted["pid"]
-    assert check_run(second, for_run(second))["verdict"] == "exactly-once"
+    assert judge(second)["verdict"] == "exactly-once"
     # Each run directory keeps the part of the process's log written during its own trial.
     mine, before = (second / "logs" / "driver-0.log").read_text(), (first / "logs" / "driver-1.log").read_text()
     assert str(second) in mine and str(first) not in mine and "recycled as a spare" in before
     assert "spare driver runs" not in before
     # The file sink's JVM hooks need their own boot: the kept driver is dropped, the trial starts cold.
     assert "spare" not in driver_starts(hooked)[0]
-    assert check_run(hooked, for_run(hooked))["verdict"] == "exactly-once"
+    assert judge(hooked)["verdict"] == "exactly-once"
     assert spares == ["recycled-" + str(restarted["pid"]), "spare-1"]
 
 
@@ -119,7 +118,7 @@ def test_a_standby_spare_is_the_next_trials_first_standby(tmp_path):
         last_driver = starts[-1]["pid"]
         # The killed driver's exit is the kill's (not a clean exit reaped by someone else).
         assert [d["rc"] for d in drivers if d["event"] == "exit" and d.get("killed_by")] == [-9]
-        assert check_run(run, for_run(run))["verdict"] == "at-least-once"  # batch 1 replayed, as with a cold restart
+        assert judge(run)["verdict"] == "at-least-once"  # batch 1 replayed, as with a cold restart
         log = run / "logs" / "driver-1.log"
         assert log.is_file() and not log.is_symlink() and "standby of" in log.read_text()
     assert spares == [f"recycled-{driver_starts(runs[0])[-1]['pid']}", "spare-1", "spare-2", "spare-3"]

@@ -136,7 +136,7 @@ def test_node_faults_parse_kill_pause_and_partition():
 
 def test_a_database_partition_needs_a_pipeline_with_a_database():
     from chaos.scenario import Scenario
-    from chaos.trial import validate_schedule
+    from chaos.schedule import validate_schedule
     from pipelines_under_test import resolve
 
     scenario = Scenario("key-count", events=1000, faults=["partition@3:sink-write/node=sink/10s"])

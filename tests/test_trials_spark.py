@@ -10,8 +10,10 @@ import polars as pl
 import pytest
 import typer
 
-from chaos.cli import app, run_trial, trial_exit_code, trial_scenario
+from chaos.cli import app
 from chaos.cluster import QUICK_JVM_OPTIONS
+from chaos.judge import run_trial, trial_exit_code
+from chaos.schedule import trial_scenario
 from tests.conftest import cli, left_by
 
 pytestmark = pytest.mark.spark

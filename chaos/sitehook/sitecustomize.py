@@ -1,5 +1,5 @@
 """Loaded by ``site`` at the start of every Python process a harness's driver starts (its directory is on the
-drivers' PYTHONPATH, ``chaos.trial.driver_env``): the driver itself, its JVM's data source planners
+drivers' PYTHONPATH, ``chaos.launch.driver_env``): the driver itself, its JVM's data source planners
 (``python -m pyspark.daemon``, whatever ``spark.python.daemon.module`` says) and streaming source runners,
 which no Spark setting lets the harness start otherwise.
 

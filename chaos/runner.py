@@ -1,0 +1,190 @@
+"""The loop that runs a stored campaign (chaos/campaign.py) on a harness: every unfinished planned trial, each
+judged and written as it ends, then a shrink of each row's violation, then the summary.
+
+The store decides what runs (its plan) and what a run means (its summary); the runner only runs, so a
+campaign can be run by another loop over the same store (a shard of the plan, another machine's
+harness) and still be resumed, analysed and reported the same way. Shrinking is deterministic and takes
+its finished candidates from disk, so a resumed shrink walks the same path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from chaos import interrupt
+from chaos.atomic import write_json
+from chaos.campaign import Campaign, row_of_entry
+from chaos.evidence import late_writes
+from chaos.judge import judge
+from chaos.scenario import Scenario
+from chaos.stored import load_result
+from pipelines_under_test import resolve
+from properties.planning import applicable_actions
+from properties.shrink import shrink_schedule
+
+if TYPE_CHECKING:
+    from chaos.harness import Harness
+
+
+class Progress:
+    """Campaign events; the CLI's subclass draws rich progress bars. This one stays silent."""
+
+    def begin(self, campaign: Campaign, already: int) -> None: ...
+
+    def trial_start(self, trial_id: str, scenario: Scenario) -> None: ...
+
+    def trial_done(self, trial_id: str, scenario: Scenario, verdict: dict, result: dict) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+    def end(self, summary: dict) -> None: ...
+
+
+class Runner:
+    """Runs ``campaign``'s unfinished trials on ``harness``, telling ``progress`` as it goes."""
+
+    def __init__(self, campaign: Campaign, harness: Harness | None, progress: Progress | None = None) -> None:
+        self.c = campaign
+        self.harness = harness  # None: nothing is left to run (a finished campaign's shrinks and summary)
+        self.progress = progress or Progress()
+
+    def run(self) -> dict:
+        """Run every unfinished planned trial, then shrink each violation; returns (and stores) the summary."""
+        progress = self.progress
+        budget = self.c.spec.time_budget_s
+        todo = [e for e in self.c.plan if not self.c.finished(e["id"])]
+        progress.begin(self.c, len(self.c.plan) - len(todo))
+        for k, entry in enumerate(todo):
+            interrupt.check()
+            reserved = self.shrink_reserve()
+            if budget is not None and self.c.elapsed() + reserved >= budget:
+                progress.note(f"time budget of {budget:.0f}s spent" + (f" ({reserved:.0f}s of it kept for shrinking)"
+                                                                       if reserved else "")
+                              + f": {len(todo) - k} planned trial(s) not run")
+                break
+            last = k == len(todo) - 1 and not self.c.spec.shrink  # nothing follows: no spare for it
+            self.run_trial(entry["id"], Scenario(**entry["scenario"]), last)
+        if self.c.spec.shrink:
+            for pipeline in list(self.c.rows()):
+                self.shrink(pipeline)
+        self.note_late_writes()
+        summary = self.c.summarize()
+        write_json(self.c.root / "summary.json", summary)
+        progress.end(summary)
+        return summary
+
+    def run_trial(self, trial_id: str, scenario: Scenario, last: bool = False) -> dict:
+        """One trial of the campaign, run unless its result is stored, then judged: its verdict."""
+        progress = self.progress
+        run_dir = self.c.trial_dir(trial_id)
+        if not (run_dir / "result.json").exists():  # in flight when the harness died: start over
+            progress.trial_start(trial_id, scenario)
+            self.harness.trial(scenario, run_dir, last=last)
+        judge(run_dir)
+        verdict = self.c.verdict_of(trial_id)
+        progress.trial_done(trial_id, scenario, verdict, load_result(run_dir))
+        self.note_late_writes(skip=trial_id)
+        write_json(self.c.root / "summary.json", self.c.summarize())
+        return verdict
+
+    def note_late_writes(self, skip: str | None = None) -> list[str]:
+        """Re-check every finished trial whose live sink changed after it was judged (chaos/evidence.py): the
+        verdict stays the one of its frozen sink, verdict.json gains ``late_writes``, and the campaign says so."""
+        found = []
+        for trial_id in self.c.trial_ids():
+            run_dir = self.c.trial_dir(trial_id)
+            if trial_id == skip or not self.c.finished(trial_id):
+                continue
+            late = late_writes(run_dir)  # a few stat calls; the verdict is read only when something changed
+            if late is None or _same_files(late, self.c.verdict_of(trial_id).get("late_writes")):
+                continue
+            again = judge(run_dir)
+            found.append(trial_id)
+            rows = (again.get("late_writes") or {}).get("rows")
+            self.progress.note(f"{trial_id}: its sink changed after the trial ended ("
+                               + (f"{rows:+d} rows" if isinstance(rows, int) else "files changed")
+                               + f"); the verdict stays {again['verdict']}, judged from the sink as the trial ended it")
+        return found
+
+    def shrink_reserve(self) -> float:
+        """Seconds of a ``--time-budget`` kept for shrinking: once a violation is found, room for the shrink's
+        trials at the campaign's mean trial time (at most half the budget), so a budget never drops it."""
+        budget = self.c.spec.time_budget_s
+        if budget is None or not self.c.spec.shrink:
+            return 0.0
+        facts = [f for e in self.c.plan if (f := self.c.facts(e["id"])) is not None]
+        if not any(meets is False for meets, _ in facts):
+            return 0.0
+        return min(budget / 2, self.c.spec.shrink_trials * self.c.mean_seconds())
+
+    def shrink(self, row: str) -> None:
+        """Shrink the row's smallest violating schedule to a minimal one (shrinks/<prefix>.json)."""
+        progress = self.progress
+        prefix = self.c.rows()[row]
+        record_path = self.c.root / "shrinks" / f"{prefix}.json"
+        if record_path.exists():
+            return
+        violating = []
+        pipeline = next(e["pipeline"] for e in self.c.plan if row_of_entry(e) == row)
+        for entry in self.c.plan:
+            v = self.c.verdict_of(entry["id"]) if row_of_entry(entry) == row else None
+            if v and v["meets"] is False:
+                violating.append((len(entry["scenario"]["faults"]), entry["id"], entry))
+        if not violating:
+            return
+        _, origin_id, origin = min(violating, key=lambda t: (t[0], t[1]))
+        base = Scenario(**origin["scenario"])
+        # Finished shrink trials of this pipeline are the cache: a resumed shrink reruns none of them.
+        cache: dict[tuple[str, ...], tuple[str, dict]] = {}
+        for trial_id in self.c.trial_ids():
+            if trial_id.startswith(f"{prefix}-shrink-") and self.c.finished(trial_id):
+                s = Scenario.load(self.c.trial_dir(trial_id) / "scenario.json")
+                cache[tuple(s.specs)] = (trial_id, self.c.verdict_of(trial_id))
+        path: list[dict] = []
+        counter = iter(range(len(cache), 10_000))
+
+        def violates(faults: list[str]) -> bool:
+            key = tuple(faults)
+            if key not in cache:
+                trial_id = f"{prefix}-shrink-{next(counter):02d}"
+                cache[key] = (trial_id, self.run_trial(trial_id, replace(base, faults=list(faults))))
+            trial_id, verdict = cache[key]
+            bad = verdict["meets"] is False
+            path.append({"trial": trial_id, "faults": list(faults), "verdict": verdict["verdict"], "violates": bad})
+            return bad
+
+        resolved = resolve(pipeline)
+        expected = self.c.spec.expect or resolved.guarantee
+        actions = applicable_actions(self.c.spec.kinds, sink_channel=resolved.sink_channel,
+                                     database=resolved.database, owns_workers=self.c.spec.cluster == "standalone",
+                                     source_channel=not resolved.own_source, nodes=self.c.spec.on_nodes)
+        candidates = self.c.spec.shrink_trials
+        if self.c.spec.time_budget_s is not None:
+            left = self.c.spec.time_budget_s - self.c.elapsed()
+            candidates = min(candidates, max(0, int(left // max(self.c.mean_seconds(), 1e-3))))
+        if candidates == 0 and not cache:
+            write_json(record_path, {
+                "pipeline": pipeline, "declared": expected, "from": origin_id, "from_faults": base.specs,
+                "minimal": base.specs, "minimal_trial": origin_id, "verdict": self.c.verdict_of(origin_id)["verdict"],
+                "path": [], "command": base.command(), "skipped": "the time budget was spent before the shrink"})
+            progress.note(f"shrink of {row} skipped: the time budget is spent; unshrunk counterexample "
+                          f"{' '.join(base.specs)} ({origin_id}), replay: {base.command()}")
+            return
+        progress.note(f"shrinking {origin_id} ({', '.join(base.specs)}) for {row}")
+        minimal = shrink_schedule(base.specs, violates, actions=actions, budget=max(candidates, len(cache)),
+                                  phases=resolved.phases)
+        minimal_trial = origin_id if minimal == base.specs else next(
+            p["trial"] for p in path if p["faults"] == minimal and p["violates"])
+        verdict = self.c.verdict_of(minimal_trial)
+        scenario = replace(base, faults=minimal)
+        write_json(record_path, {
+            "pipeline": pipeline, "declared": expected, "from": origin_id,
+            "from_faults": base.specs, "minimal": minimal, "minimal_trial": minimal_trial,
+            "verdict": verdict["verdict"], "path": path, "command": scenario.command(),
+        })
+
+
+def _same_files(late: dict, stored: dict | None) -> bool:
+    """Late writes already recorded in verdict.json (no re-check needed)."""
+    return stored is not None and all(late.get(k) == stored.get(k) for k in ("changed", "added", "removed"))
