@@ -20,11 +20,9 @@ by Spark's own semantics (output mode, watermark), with no model written by the 
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -34,7 +32,7 @@ from pyspark.sql.datasource import DataSourceStreamWriter
 
 from chaos.errors import UserError
 from chaos.jobsource import JOB_SOURCE_NAME, JobSource
-from chaos.jobspec import JobSpec, as_ddl, entry_module
+from chaos.jobspec import JobSpec, as_ddl, entry_module, import_entry
 from chaos.source import logged_offsets
 
 FILE_FORMATS = ("json", "parquet", "csv", "orc")
@@ -42,13 +40,8 @@ FILE_FORMATS = ("json", "parquet", "csv", "orc")
 
 def entry_function(spec: JobSpec) -> Callable:
     """The job's function, imported as a driver imports it."""
-    module_name, func, directory = entry_module(spec.entry)
-    if directory is not None and str(directory) not in sys.path:
-        sys.path.insert(0, str(directory))
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise UserError(f"cannot import the job's module {module_name!r}: {exc}") from None
+    module_name, func, _ = entry_module(spec.entry)
+    module = import_entry(spec.entry)
     fn = getattr(module, func, None)
     if not callable(fn):
         raise UserError(f"{spec.entry}: {module_name} has no function {func!r}")

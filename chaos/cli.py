@@ -92,7 +92,7 @@ def trial(
                               recovery_timeout, conf, image, schema, sink, key)
     run_dir = keep or Path("runs") / time.strftime("trial-%Y%m%d-%H%M%S")
     with Harness(cluster=scenario.cluster, workers=workers, workdir=run_dir.parent, toxiproxy=toxiproxy,
-                 standby=standby) as harness:
+                 standby=standby, echo=err.print) as harness:
         if not as_json:
             err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
         result = run_trial(harness, scenario, run_dir, last=True)
@@ -303,7 +303,8 @@ def _execute(campaign, toxiproxy: str | None = None, finish=None, standby: bool 
         raise UserError("nothing to run: every pipeline was skipped (see above)")
     # Standby and spare drivers change how fast a trial runs, not what it does: not part of the spec.
     with Harness(cluster=spec.cluster, workers=spec.workers, workdir=campaign.root / "harness",
-                 toxiproxy=toxiproxy, standby=standby, spare=standby, data_dir=campaign.root) as harness:
+                 toxiproxy=toxiproxy, standby=standby, spare=standby, data_dir=campaign.root,
+                 echo=err.print) as harness:
         err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
         summary = Runner(campaign, harness, RichProgress(err)).run()
     if finish is not None:
@@ -352,7 +353,7 @@ def replay(
         out_dir = base / f"{trial_dir.name}-replay-{n}"
     _require_java()
     with Harness(cluster=scenario.cluster, workers=scenario.workers, workdir=out_dir.parent,
-                 standby=standby) as harness:
+                 standby=standby, echo=err.print) as harness:
         err.print(f"replaying {trial_dir} ({' '.join(scenario.specs) or 'no fault'}) into {out_dir}")
         result = harness.trial(scenario, out_dir, last=True)
     v = judge(out_dir)

@@ -3,6 +3,9 @@ configuration grid. Data in (the dicts the trial, the checker and the campaign s
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from rich.console import Console
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -141,4 +144,12 @@ def print_result(result: dict) -> None:
     for d in result.get("drivers", []):
         if d["incarnation"] > 0 or d["driver_start"] != "cold":
             out.print(f"  driver {d['incarnation']}: {d['driver_start']}" + (f" ({d['why']})" if d.get("why") else ""))
-    out.print(f"  run directory: {result['run_dir']}")
+    out.print(f"  run directory: {shown_path(result['run_dir'])}")
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as a person at this prompt types it: relative to the working directory when inside it."""
+    try:
+        return os.path.relpath(path) if Path(path).resolve().is_relative_to(Path.cwd()) else str(path)
+    except (OSError, ValueError):
+        return str(path)

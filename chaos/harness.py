@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -29,7 +30,7 @@ from chaos.containers import reap_containers
 from chaos.errors import UserError
 from chaos.eventlog import EventLogServer
 from chaos.java import require_java
-from chaos.jvm.archive import driver_archive, executor_archive
+from chaos.jvm.archive import archive_path, driver_archive, executor_archive, will_build
 from chaos.jvm.unsigned import quick_class_path
 from chaos.launch import driver_env
 from chaos.postgres import PostgresServer
@@ -76,8 +77,9 @@ class Harness:
                  toxiproxy: str | None = None, standby: bool = True, worker_cores: int | None = None,
                  quick_jvm: bool = True, spare: bool | None = None, quick_python: bool = True,
                  quick_scheduling: bool = True, recycle: bool = True, quick_sql: bool = True,
-                 data_dir: Path | None = None) -> None:
+                 data_dir: Path | None = None, echo: Callable[[str], None] | None = None) -> None:
         self.cluster_spec = cluster
+        self.echo = echo or (lambda text: None)  # what the start is doing, for a person waiting (the CLI's stderr)
         self.data_dir = data_dir  # where the trials' directories live, if not in ``workdir`` (Docker nodes mount it)
         # JVM flags of every Spark process started for the trials (chaos.cluster.QUICK_JVM_OPTIONS), and
         # the drivers' class archive (chaos/jvm/archive.py), built on the first quick-JVM harness's start.
@@ -163,18 +165,36 @@ class Harness:
         return self
 
     def _build_archives(self) -> None:
-        """The drivers' and executors' class archives (chaos/jvm/archive.py): found by their key, or built once."""
+        """The drivers' and executors' class archives (chaos/jvm/archive.py): found by their key, or built once
+        per machine, which the start says as it happens (about two minutes)."""
         self.class_path = quick_class_path()
+        builds = [role for role in ("driver", "executor")
+                  if will_build(archive_path(self.java_options, role, self.class_path))]
+        if builds:
+            self.echo("first run: preparing Spark start-up caches (class archives of the driver and executor "
+                      "JVMs), about 2 minutes, once per machine")
         t0 = time.monotonic()
+        if "driver" in builds:
+            self.echo(f"  [1/{len(builds)}] the drivers' class archive: a driver runs a small batch and streaming "
+                      "job and dumps the classes it loaded ...")
         # Dumped by a driver of the harness's own cluster (its client classes too); on a cluster the
         # harness does not own, in local mode: that cluster may have no core to spare for it.
         dump_master = self.cluster.master_url if self.cluster.owns_workers else "local[2]"
         self.class_archive = driver_archive(self.java_options, self.class_path, dump_master, self.owned)
         self.timings["class_archive_s"] = round(time.monotonic() - t0, 2)
+        if "driver" in builds:
+            self.echo(f"        {'done' if self.class_archive else 'failed (trials run without it)'} in "
+                      f"{self.timings['class_archive_s']:.0f}s")
         t0 = time.monotonic()
+        if "executor" in builds:
+            self.echo(f"  [{len(builds)}/{len(builds)}] the executors' class archive: a one-core application's "
+                      "executor dumps its classes ...")
         self.executor_archive = executor_archive(self.java_options, self.class_path,
                                                  self.cluster.master_url, self.owned)
         self.timings["executor_archive_s"] = round(time.monotonic() - t0, 2)
+        if "executor" in builds:
+            self.echo(f"        {'done' if self.executor_archive else 'failed (trials run without it)'} in "
+                      f"{self.timings['executor_archive_s']:.0f}s")
 
     def __exit__(self, *exc) -> None:
         self.close()

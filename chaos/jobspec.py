@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -229,6 +230,44 @@ def entry_module(entry: str) -> tuple[str, str, Path | None]:
     return target, func, None
 
 
+def refuse_namesakes(entry: str) -> Path:
+    """The entry's project directory (its own, or the working directory), unless the entry's module imports a
+    module of its project that bears a name of the harness's packages: one line says so."""
+    from chaos.ownpath import clashes
+
+    module_name, _, directory = entry_module(entry)
+    project = directory or Path.cwd()
+    source = project / (module_name.split(".")[-1] + ".py") if directory else \
+        project.joinpath(*module_name.split(".")).with_suffix(".py")
+    found = clashes(source, project)
+    if found:
+        name = found[0]
+        raise UserError(f"{source} imports its project's own {name!r}, which is also a package of streamchaos: "
+                        f"rename yours (e.g. {project.name or 'my'}_{name}) so that the job and the harness each "
+                        "import their own")
+    return project
+
+
+def import_entry(entry: str, what: str = "the job's module"):
+    """The module of an entry point, imported as a driver imports it: the harness's own packages bound first
+    (chaos/ownpath.py), then the entry's directory (or the working directory) first on ``sys.path``, so the
+    module's other imports find its project. A module that imports its project's own ``reports`` (or
+    another of the harness's package names) cannot have both: one line says so."""
+    import importlib
+
+    from chaos.ownpath import bind
+
+    module_name, _, directory = entry_module(entry)
+    project = refuse_namesakes(entry)
+    bind()
+    if str(project) not in sys.path:
+        sys.path.insert(0, str(project))
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UserError(f"cannot import {what} {module_name!r}: {exc}") from None
+
+
 def canonical_entry(entry: str) -> str:
     """A file path under the working directory as a dotted module (drivers import it from there)."""
     module, func, directory = entry_module(entry)
@@ -287,6 +326,7 @@ def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tupl
     if ":" not in pipeline or "?" in pipeline or not (schema or sink or key or ".py:" in pipeline):
         return pipeline
     given = parse_ref(pipeline)
+    refuse_namesakes(given.entry)
     keys = tuple(k.strip() for k in (key.split(",") if isinstance(key, str) else key or ()) if k.strip())
     return JobSpec(canonical_entry(given.entry), as_ddl(schema) or given.schema, sink or given.sink,
                    keys or given.key).ref

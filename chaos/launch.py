@@ -3,10 +3,12 @@ the same for a trial's cold driver, its standbys and the spares booted ahead of 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 from chaos.cluster import spark_env
+from chaos.ownpath import packages_folder
 
 SITE_HOOK = Path(__file__).resolve().parent / "sitehook"  # its sitecustomize: chaos/sitehook/sitecustomize.py
 
@@ -16,8 +18,10 @@ def driver_argv() -> list[str]:
 
 
 def driver_env() -> dict[str, str]:
-    """A driver imports chaos and the user's pipeline module from the harness's working directory. Every
-    Python process it starts (its data source planners) runs chaos/sitehook/sitecustomize.py first."""
+    """A driver imports the harness's packages first, then the user's pipeline module from the harness's
+    working directory (chaos/ownpath.py). Every Python process it starts (its data source planners) runs
+    chaos/sitehook/sitecustomize.py first."""
     env = spark_env()
-    env["PYTHONPATH"] = ":".join(p for p in [str(SITE_HOOK), str(Path.cwd()), env.get("PYTHONPATH", "")] if p)
+    env["PYTHONPATH"] = os.pathsep.join([str(SITE_HOOK), str(packages_folder()), str(Path.cwd()),
+                                         *env["PYTHONPATH"].split(os.pathsep)[1:]])
     return env

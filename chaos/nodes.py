@@ -32,6 +32,7 @@ from chaos.containers import client, labels
 from chaos.errors import HarnessError, UserError
 from chaos.image import find, has
 from chaos.jvm import cache_dir
+from chaos.ownpath import packages_folder
 from chaos.procs import OWNER_VAR, Owned, wait_until
 
 MASTER_PORT = 7077
@@ -184,7 +185,8 @@ class DockerCluster(Cluster):
         return self.docker.containers.run(
             self.image, ["/bin/sh", "-c", script, spark_class, *spark_args], name=f"{self.prefix}-{name}",
             hostname=name, network=self.network.name, labels=labels(kind, self.owned.tag), environment=env,
-            volumes=host_mounts(self.data_dir, self.workdir, shared=(self.jars,)), working_dir=str(self.workdir),
+            volumes=host_mounts(self.data_dir, self.workdir, shared=(self.jars, packages_folder())),
+            working_dir=str(self.workdir),
             detach=True, init=True)
 
     @property

@@ -29,12 +29,16 @@ from typing import TYPE_CHECKING
 import pytest
 
 from chaos.errors import UserError
+from chaos.ownpath import bind, namesakes
 
 if TYPE_CHECKING:
     from chaos.scenario import Scenario
 
 # Loaded by every pytest session where streamchaos is installed: the harness, polars and Spark
-# helpers are imported inside the fixtures, only by sessions that use them.
+# helpers are imported inside the fixtures, only by sessions that use them. The checker's and the report's
+# packages (empty __init__ files) are bound now, before the project's root goes first on sys.path
+# (``pythonpath = .``, a root conftest): a project's own properties.py or reports/ cannot replace them.
+bind(("properties", "reports"))
 
 MARKER = ("consistency(expect=None, faults='kill', pipeline=None, examples=(), conf=None, schema=None, sink=None, "
           "key=None): check a pipeline (or a job as written: schema, sink, key) under faults (conf: "
@@ -59,6 +63,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
+    same = namesakes(config.rootpath)
+    if same:  # one interpreter holds one module per name: say which the session's imports get
+        config.issue_config_time_warning(pytest.PytestConfigWarning(
+            f"streamchaos: this project's {', '.join(same)} has the name of a streamchaos package; in this session "
+            f"`import {same[0]}` gives streamchaos's (its checks need it): rename yours if your tests import it"),
+            stacklevel=2)
     config._streamchaos_campaigns = []  # campaign directories of this session, for --chaos-report
 
 

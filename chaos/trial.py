@@ -4,7 +4,7 @@ The loop is Jepsen's: start the pipeline's driver, let the controller fire each 
 (batch, phase), restart a killed driver from the same checkpoint after its downtime (a warm standby
 takes over where one is booted: chaos/standby.py), heal every fault, then drain (wait until a
 committed batch covers the whole input) or give up after the recovery timeout (``stalled``). The
-runner decides no verdict; it records what happened (chaos/result.py sums it up).
+runner decides no verdict; it records what happened.
 
 Run directory::
 
@@ -14,7 +14,7 @@ Run directory::
     logs/           driver-<k>.log per incarnation
     state/<N>.parquet  the state store at committed batch N (stateful pipelines, for the consistent cut)
     frozen/         the sink as the trial ended it, which the verdict is judged from (chaos/evidence.py)
-    result.json     the summary other tools read (chaos/result.py)
+    result.json     the summary other tools read (``Trial.summary``)
 """
 
 from __future__ import annotations
@@ -31,16 +31,17 @@ import polars as pl
 from chaos import interrupt
 from chaos.atomic import write_json
 from chaos.controller import Controller, History
-from chaos.evidence import freeze
+from chaos.evidence import freeze, judged_sink
 from chaos.launch import driver_argv, driver_env
 from chaos.nemesis import Nemesis
 from chaos.procs import Group
 from chaos.queryconf import REFUSED_RC
-from chaos.result import summarize
+from chaos.result import batch_offsets, recoveries
 from chaos.scenario import Scenario, generate_events
 from chaos.schedule import first_upgrade
 from chaos.socketfeed import SocketFeed
 from chaos.spare import Spare
+from chaos.sparkenv import current_version as spark_version
 from chaos.standby import Standbys
 from chaos.watcher import CheckpointWatcher
 from pipelines_under_test import Pipeline
@@ -223,7 +224,7 @@ class Trial:
             self.pipeline.export_database(self.h.database.dsn, self.dir / "sink")
         freeze(self.dir)  # what the verdict is judged from, whatever reaches the sink later (chaos/evidence.py)
         self.history.close()
-        result = summarize(self, events, outcome, reason, seconds)
+        result = self.summary(events, outcome, reason, seconds)
         write_json(self.dir / "result.json", result)
         return result
 
@@ -304,6 +305,53 @@ class Trial:
                 self.driver.terminate(grace, sig=signal.SIGUSR2)
                 self.h.owned.forget(self.driver)
             self.driver = None
+
+    def summary(self, events: pl.DataFrame, outcome: str, reason: str, seconds: float) -> dict:
+        """result.json: what happened, in numbers other tools read (the campaign, the report, benchmarks);
+        the runner decides no verdict (properties/ does, from the stored run)."""
+        records = self.history.snapshot()
+        faults = []
+        for armed in self.controller.armed:
+            rec = armed.record
+            faults.append({
+                "spec": armed.fault.spec,
+                "fired": armed.fired and rec.get("detail", {}).get("done", False),
+                "batch": armed.fault.batch,
+                "phase": armed.fault.phase,
+                "t": rec.get("t"),
+                "detail": rec.get("detail", {}),
+            })
+        deliveries = self.pipeline.read_deliveries(judged_sink(self.dir))
+        offsets = batch_offsets(self.dir / "checkpoint")
+        return {
+            "pipeline": self.scenario.pipeline,
+            "guarantee": self.pipeline.guarantee,
+            "events": events.height,
+            "batches": len([b for b in offsets if b["committed"]]),
+            "restarts": self.restarts,
+            "incarnations": self.incarnation + 1,
+            "outcome": outcome,
+            "reason": reason,
+            "seconds": seconds,
+            "faults": faults,
+            "offsets": offsets,
+            "deliveries": deliveries.to_dicts() if deliveries is not None else None,
+            "phases": sum(1 for r in records if r["kind"] == "phase"),
+            "recoveries": recoveries(records),
+            # How each incarnation's driver started: "cold" (a JVM and a session booted then, with why),
+            # "standby" (a warm standby took over), "spare" or "recycled" (booted ahead, chaos/spare.py).
+            "drivers": [{"incarnation": r["detail"]["incarnation"], "driver_start": r["detail"].get("driver_start"),
+                         **({"why": r["detail"]["why"]} if r["detail"].get("why") else {}),
+                         **({"spark": r["detail"]["spark"]} if r["detail"].get("spark") else {})}
+                        for r in records if r["kind"] == "driver" and r["detail"].get("event") == "start"],
+            "cluster": self.h.cluster.describe(),
+            # Whether this trial's JVMs booted on the class archives (chaos/jvm/archive.py): None = without.
+            "class_archives": {"driver": str(self.h.class_archive) if self.h.class_archive else None,
+                               "executor": str(self.h.executor_archive) if self.h.executor_archive else None},
+            "run_dir": str(self.dir),
+            "seed": self.scenario.seed,
+            "spark": spark_version(),  # the PySpark this trial ran on (``streamchaos --spark VERSION``)
+        }
 
     def _refusal(self) -> str:
         """Spark's message for a refused configuration variant, as the driver printed it."""

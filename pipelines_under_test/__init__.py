@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 
 from chaos.errors import UserError
@@ -44,7 +42,6 @@ __all__ = ["CATALOGUE", "DriverContext", "Pipeline", "for_run", "resolve"]
 
 def for_run(run_dir) -> Pipeline:
     """The pipeline a stored run directory's scenario names (for the checker, which takes a Pipeline)."""
-    from pathlib import Path
 
     from chaos.scenario import Scenario
 
@@ -57,21 +54,14 @@ def resolve(name: str) -> Pipeline:
     if name in CATALOGUE:
         return CATALOGUE[name]
     if ":" in name:
-        from chaos.jobspec import entry_module, parse_ref
+        from chaos.jobspec import entry_module, import_entry, parse_ref
         from pipelines_under_test.user_job import UserJob
 
         entry, _, query = name.partition("?")
         if query:  # a job with its options: judged without importing it (a stored run re-checks anywhere)
             return UserJob(parse_ref(name))
-        module_name, attr, directory = entry_module(entry)
-        if directory is not None and str(directory) not in sys.path:  # path/to/job.py:function
-            sys.path.insert(0, str(directory))
-        if str(Path.cwd()) not in sys.path:  # as for the drivers, whose PYTHONPATH starts with it
-            sys.path.append(str(Path.cwd()))
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise UserError(f"cannot import pipeline module {module_name!r}: {exc}") from None
+        _, attr, _ = entry_module(entry)
+        module = import_entry(entry, "pipeline module")  # as a driver imports it (chaos/ownpath.py)
         obj = getattr(module, attr, None)
         if isinstance(obj, type) and issubclass(obj, Pipeline):
             obj = obj()

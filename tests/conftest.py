@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -55,9 +56,13 @@ class CliRun:
         return json.loads(self.stdout)
 
 
-def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 600) -> CliRun:
+def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 600, script: bool = False) -> CliRun:
+    """``python -m chaos ARGS`` in ``cwd``; ``script``: the installed ``streamchaos`` command, as a user runs it
+    (``-m`` would put ``cwd`` first on the path, ahead of the install)."""
+    command = [shutil.which("streamchaos") or str(Path(sys.executable).with_name("streamchaos"))] if script \
+        else [sys.executable, "-m", "chaos"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "chaos", *args],
+        [*command, *args],
         cwd=cwd, env=env or os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     out, err = proc.communicate(timeout=timeout)

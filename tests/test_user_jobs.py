@@ -179,3 +179,32 @@ def test_records_of_a_schema_are_json_that_parses_back_to_it(row):
     assert isinstance(row["amount"], int) and isinstance(row["ok"], bool)
     datetime.strptime(row["ts"], "%Y-%m-%dT%H:%M:%S.%fZ")
     datetime.strptime(row["day"], "%Y-%m-%d")
+
+
+def test_a_job_that_imports_its_projects_namesake_of_a_harness_package_is_one_line(tmp_path):
+    """The job and the harness cannot each import their own ``reports`` in one interpreter: the clash is named
+    before any JVM starts; a job beside namesakes it does not import resolves as usual."""
+    from tests.shadow_project import make_project
+
+    project = make_project(tmp_path / "project")
+    (project / "uses_reports.py").write_text("import reports\n\n\ndef run(spark=None):\n    pass\n")
+    run = cli("trial", "uses_reports.py:run", "--sink", "parquet", cwd=project, script=True)
+    assert run.rc == 2 and run.stderr.count("\n") == 1, run.stderr
+    assert "imports its project's own 'reports'" in run.stderr and "rename yours" in run.stderr
+    run = cli("trial", "orders_sqlite.py:run", "--sink", "sqlite:t", "--schema", ORDER, "--events", "0",
+              cwd=project, script=True)
+    assert run.rc == 2 and "--events must be at least 1" in run.stderr, run.stderr  # resolved, then refused
+
+
+def test_every_python_path_the_harness_sets_starts_with_its_own_packages(tmp_path, monkeypatch):
+    from chaos.cluster import spark_env
+    from chaos.launch import SITE_HOOK, driver_env
+    from chaos.ownpath import INSTALL, PACKAGES, packages_folder
+
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    folder = packages_folder()
+    assert sorted(p.name for p in folder.iterdir()) == sorted(PACKAGES)
+    assert all((folder / name).resolve() == INSTALL / name for name in PACKAGES)
+    assert spark_env()["PYTHONPATH"].split(":") == [str(folder), str(tmp_path)]
+    assert driver_env()["PYTHONPATH"].split(":") == [str(SITE_HOOK), str(folder), str(tmp_path), str(tmp_path)]

@@ -100,6 +100,12 @@ def failure(path: Path) -> dict | None:
     return {"tries": 1, "reason": text.strip(), "at": failed.stat().st_mtime}
 
 
+def will_build(path: Path) -> bool:
+    """Would the next harness start build ``path`` (missing, and not given up on)? The CLI says so first:
+    a machine's first start spends about two minutes on its archives."""
+    return not path.exists() and _may_try(path)
+
+
 def _may_try(path: Path) -> bool:
     """A failed build is retried at later harness starts, at most ``MAX_TRIES`` in all, and only on a
     machine idle enough to build it (the load that likely made it fail: a JVM's dump cut short)."""
