@@ -14,6 +14,7 @@ from chaos import interrupt
 from chaos.cluster import with_image
 from chaos.console import err, out, print_result, print_summary, print_verdict
 from chaos.errors import EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_VIOLATION, HarnessError, UserError
+from chaos.ownpath import bind
 from chaos.scenario import EVENTS, EVENTS_PER_BATCH, KEYS, MAX_DISORDER_MS
 
 CLUSTER_HELP = "standalone | docker (Spark on Docker nodes: streamchaos image build) | local-cluster[W,C,M] | spark://HOST:PORT"
@@ -542,6 +543,9 @@ def _switch_spark() -> None:
 
 def main() -> None:
     interrupt.install()
+    # The harness's own packages, not a project's namesakes that come first on the path (PYTHONPATH, the
+    # working directory of `python -m chaos`): chaos/ownpath.py.
+    bind()
     try:
         _switch_spark()
         # Not standalone: typer then returns exit codes (typer.Exit, and 130 for Ctrl-C) instead of

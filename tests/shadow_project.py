@@ -13,9 +13,11 @@ JOB_ARGS = ["--schema", "order_id STRING, customer STRING, amount LONG, ts TIMES
             "--sink", "sqlite:customer_counts", "--key", "customer"]
 
 
-def make_project(root: Path) -> Path:
+def make_project(root: Path, chaos: bool = True) -> Path:
+    """The project; ``chaos=False``: without its ``chaos/``, so that it can go on ``PYTHONPATH`` (where a
+    ``chaos/`` would replace the harness's in the ``streamchaos`` command itself, before any code of ours runs)."""
     root.mkdir(parents=True, exist_ok=True)
-    for package in ("chaos", "reports"):
+    for package in ("chaos", "reports")[0 if chaos else 1:]:
         (root / package).mkdir()
         (root / package / "__init__.py").write_text(f"raise ImportError({MARK + ' ' + package + ' was imported'!r})\n")
     (root / "properties.py").write_text(f"raise ImportError({MARK + ' properties was imported'!r})\n")

@@ -141,16 +141,16 @@ def _node_trial(tmp_path, pipeline: str, *args: str) -> dict:
 
 
 def test_a_job_beside_namesakes_of_the_harness_packages_runs_on_nodes(node_image, docker_client, tmp_path):
-    """The nodes' Python workers get the host's PYTHONPATH (the project's directory, here): they import the
-    harness's packages, not the project's namesakes (chaos/ownpath.py; the standalone cluster and the plugin:
+    """Run from the project's directory (the driver's path holds it) with the harness's packages folder first on
+    every path, mounted into the nodes: the nodes' Python workers and the driver import the harness's packages,
+    not the project's namesakes (chaos/ownpath.py; the standalone cluster and the plugin:
     tests/test_shadowing_spark.py)."""
     from tests.conftest import cli, left_by
     from tests.shadow_project import JOB, JOB_ARGS, make_project, marks
 
     project = make_project(tmp_path / "project")
     run = cli("trial", JOB, *JOB_ARGS, "--cluster", "docker", "--events", "600", "--json",
-              "--keep", str(project / "runs" / "t"), cwd=project, env={**os.environ, "PYTHONPATH": str(project)},
-              script=True)
+              "--keep", str(project / "runs" / "t"), cwd=project, script=True)
     assert run.rc == 0, run.stderr[-3000:]
     assert run.json["verdict"] == "exactly-once" and run.json["cluster"]["kind"] == "docker"
     assert marks(project / "runs") == [] and left_by(run.pid) == []
