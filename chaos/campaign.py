@@ -28,6 +28,7 @@ from chaos.atomic import write_json
 from chaos.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VIOLATION, UserError
 from chaos.guarantees import GUARANTEES
 from chaos.scenario import EVENTS, EVENTS_PER_BATCH, Scenario
+from chaos.shards import harness_version, plan_hash, shares
 from pipelines_under_test import resolve
 
 FORMAT = "streamchaos-campaign"
@@ -100,7 +101,10 @@ class Campaign:
 
     # -- creation and loading ---------------------------------------------------------------------
     @classmethod
-    def create(cls, root: Path, spec: CampaignSpec, owns_workers: bool | None = None) -> Campaign:
+    def create(cls, root: Path, spec: CampaignSpec, owns_workers: bool | None = None,
+               shard: tuple[int, int] | None = None) -> Campaign:
+        """Plan the campaign and store it in ``root``. ``shard`` (I, N): the plan is made as on any machine
+        (chaos/shards.py) and this directory runs its I-th share, if this machine can run it as planned."""
         from chaos.queryconf import label as conf_label
         from chaos.queryconf import variants
         from properties.planning import (
@@ -135,11 +139,7 @@ class Campaign:
         plans, skipped, windows = {}, [], {}
         for name in dict.fromkeys(spec.pipelines):
             pipeline = resolve(name)  # unknown pipeline: one line, exit 2, nothing written
-            if pipeline.database and not _postgres_available():
-                skipped.append({"pipeline": name, "reason": "needs PostgreSQL server binaries (initdb, pg_ctl): "
-                                "install postgresql or set PG_BINDIR"})
-                continue
-            if reason := pipeline.unavailable():
+            if shard is None and (reason := missing_here(pipeline)):  # a shard's plan is the same everywhere
                 skipped.append({"pipeline": name, "reason": reason})
                 continue
             actions = applicable_actions(spec.kinds, sink_channel=pipeline.sink_channel,
@@ -174,7 +174,16 @@ class Campaign:
 
         spec = replace(spec, spark=spec.spark or current_version())
         data = {"format": FORMAT, "version": VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                "spec": asdict(spec), "plan": plan, "skipped": skipped, "windows": windows}
+                "spec": asdict(spec), "plan": plan, "skipped": skipped, "windows": windows,
+                "harness": harness_version()}
+        data["plan_hash"] = plan_hash(data)
+        if shard is not None:
+            index, count = shard
+            data["shard"] = {"index": index, "count": count, "trials": shares(plan, count)[index - 1]}
+            for entry in (e for e in plan if e["id"] in set(data["shard"]["trials"])):
+                if reason := missing_here(resolve(entry["pipeline"])):
+                    raise UserError(f"shard {index}/{count} runs {entry['pipeline']}, which {reason}: every shard "
+                                    "must run its share as planned; run it on a machine that has it")
         write_json(root / "campaign.json", data)
         return cls(root, data)
 
@@ -196,6 +205,11 @@ class Campaign:
             raise UserError(f"{path} was written by campaign format version {data.get('version')}; this streamchaos "
                             f"reads version {VERSION}: re-run the campaign with this version")
         require(data, {"spec": (dict,), "plan": (list,), "skipped": (list,), "windows": (dict,)}, str(path), fix)
+        shard = data.get("shard")
+        if shard is not None and not (isinstance(shard, dict) and all_of([shard.get("index"), shard.get("count")],
+                                                                             (int,))
+                                      and isinstance(shard.get("trials"), list) and all_of(shard["trials"], (str,))):
+            raise UserError(f"{path}: shard is not an index, a count and a list of trial ids: {fix}")
         require_each(data["skipped"], {"pipeline": (str,), "reason": (str,)}, f"{path}: skipped", fix)
         if not all(isinstance(w, list) and all_of(w, (str,)) for w in data["windows"].values()):
             raise UserError(f"{path}: windows holds something other than lists of names: {fix}")
@@ -216,6 +230,15 @@ class Campaign:
     @property
     def plan(self) -> list[dict]:
         return self.data["plan"]
+
+    @property
+    def share(self) -> list[dict]:
+        """The planned trials this directory runs: the whole plan, or a shard's share of it."""
+        shard = self.data.get("shard")
+        if not shard:
+            return self.plan
+        ids = set(shard["trials"])
+        return [e for e in self.plan if e["id"] in ids]
 
     def trial_dir(self, trial_id: str) -> Path:
         return self.root / "trials" / trial_id
@@ -342,17 +365,23 @@ class Campaign:
             shrink = self.root / "shrinks" / f"{prefixes.get(name, slug(name))}.json"
             fix = "delete it and run `streamchaos campaign resume` to shrink again"
             row["counterexample"] = load_shrink(shrink, fix) if shrink.exists() else None
-        planned = len(self.plan)
-        done = sum(1 for e in self.plan if self.finished(e["id"]))
+        planned = len(self.share)
+        done = sum(1 for e in self.share if self.finished(e["id"]))
         if any(r["meets"] is False for r in pipelines.values()):
             code = EXIT_VIOLATION
         elif any(r["meets"] is None or r["stalled"] for r in pipelines.values()) or not pipelines:
             code = EXIT_INCONCLUSIVE
         else:
             code = EXIT_OK
-        return {"format": FORMAT, "version": VERSION, "spec": asdict(self.spec), "pipelines": pipelines,
-                "skipped": self.data.get("skipped", []), "planned": planned, "finished": done,
-                "coverage": coverage, "seconds": round(self.elapsed(), 1), "exit_code": code}
+        out = {"format": FORMAT, "version": VERSION, "spec": asdict(self.spec), "pipelines": pipelines,
+               "skipped": self.data.get("skipped", []), "planned": planned, "finished": done,
+               "coverage": coverage, "seconds": round(self.elapsed(), 1), "exit_code": code}
+        if self.data.get("shard"):  # a share of the plan: its claims cover its share
+            out["shard"] = {k: self.data["shard"][k] for k in ("index", "count")}
+        if self.data.get("merged_from"):  # shards made one: what no shard finished
+            out["merged_from"] = self.data["merged_from"]
+            out["missing"] = [e["id"] for e in self.plan if not self.finished(e["id"])]
+        return out
 
 
 def row_of_entry(entry: dict) -> str:
@@ -367,10 +396,13 @@ def _round_robin(groups: list[list[dict]]) -> list[list[dict]]:
     return out
 
 
-def _postgres_available() -> bool:
+def missing_here(pipeline) -> str | None:
+    """Why ``pipeline`` cannot run on this machine (a missing server or tool), or None."""
     from chaos.postgres import find_bindir
 
-    return find_bindir() is not None
+    if pipeline.database and find_bindir() is None:
+        return "needs PostgreSQL server binaries (initdb, pg_ctl): install postgresql or set PG_BINDIR"
+    return pipeline.unavailable()
 
 
 def remove_unfinished(campaign: Campaign) -> list[str]:

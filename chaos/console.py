@@ -130,7 +130,7 @@ def print_verdict(v: dict) -> None:
 def print_result(result: dict) -> None:
     out.print(f"[bold]{result['pipeline']}[/] ({result['guarantee']} declared): {result['events']} events, "
               f"{result['batches']} batches committed, {result['restarts']} driver restart(s), "
-              f"{result['seconds']}s — {result['outcome']} {result['reason']}")
+              f"{result['seconds']}s — " + f"{result['outcome']} {result['reason']}".rstrip())
     for f in result["faults"]:
         state = f"fired at t={f['t']}s" if f["fired"] else "NOT fired"
         extra = ", ".join(f"{k}={v}" for k, v in f["detail"].items() if k not in ("done", "spec"))

@@ -48,9 +48,9 @@ class RichProgress(CampaignProgress):
                             TextColumn("{task.fields[status]}"), TimeElapsedColumn(),
                             console=self.console, transient=True)
         self.bar.start()
-        self.task = self.bar.add_task("trials", total=len(campaign.plan), completed=already, status="")
+        self.task = self.bar.add_task("trials", total=len(campaign.share), completed=already, status="")
         if already:
-            self.console.print(f"resuming: {already} of {len(campaign.plan)} planned trials already finished")
+            self.console.print(f"resuming: {already} of {len(campaign.share)} planned trials already finished")
 
     def _status(self, current: str) -> str:
         verdicts = " ".join(f"{v}:{n}" for v, n in sorted(self.verdicts.items()))

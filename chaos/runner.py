@@ -53,8 +53,8 @@ class Runner:
         """Run every unfinished planned trial, then shrink each violation; returns (and stores) the summary."""
         progress = self.progress
         budget = self.c.spec.time_budget_s
-        todo = [e for e in self.c.plan if not self.c.finished(e["id"])]
-        progress.begin(self.c, len(self.c.plan) - len(todo))
+        todo = [e for e in self.c.share if not self.c.finished(e["id"])]
+        progress.begin(self.c, len(self.c.share) - len(todo))
         for k, entry in enumerate(todo):
             interrupt.check()
             reserved = self.shrink_reserve()
