@@ -180,6 +180,9 @@ class Campaign:
         if shard is not None:
             index, count = shard
             data["shard"] = {"index": index, "count": count, "trials": shares(plan, count)[index - 1]}
+            if not data["shard"]["trials"]:
+                raise UserError(f"shard {index}/{count} holds no trial: the plan has {len(plan)} trial(s); run at "
+                                f"most {len(plan)} shards")
             for entry in (e for e in plan if e["id"] in set(data["shard"]["trials"])):
                 if reason := missing_here(resolve(entry["pipeline"])):
                     raise UserError(f"shard {index}/{count} runs {entry['pipeline']}, which {reason}: every shard "

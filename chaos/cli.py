@@ -16,6 +16,7 @@ from chaos.console import err, out, print_result, print_summary, print_verdict
 from chaos.errors import EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_VIOLATION, HarnessError, UserError
 from chaos.ownpath import bind
 from chaos.scenario import EVENTS, EVENTS_PER_BATCH, KEYS, MAX_DISORDER_MS
+from chaos.shards import SHARD_HELP
 
 CLUSTER_HELP = "standalone | docker (Spark on Docker nodes: streamchaos image build) | local-cluster[W,C,M] | spark://HOST:PORT"
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -188,12 +189,18 @@ def campaign_run(
     schema: JobSchema = None,
     sink: JobSink = None,
     key: JobKey = None,
+    shard: Annotated[str | None, typer.Option(help=SHARD_HELP)] = None,
+    shards: Annotated[int | None, typer.Option(help="with --shard auto in a Kubernetes Indexed Job: its completions")]
+    = None,
 ) -> None:
     """Generate scenarios, run them, shrink every violation, store everything, write the HTML report."""
     from chaos.campaign import Campaign, CampaignSpec, parse_time_budget
     from chaos.jobspec import job_ref
     from chaos.queryconf import parse_matrix
+    from chaos.shards import parse_shard
     from properties.planning import parse_kinds
+
+    share = parse_shard(shard, shards)
 
     cluster = with_image(cluster, image)
     spec = CampaignSpec(
@@ -206,10 +213,47 @@ def campaign_run(
     if max_faults < 1:
         raise UserError(f"--max-faults must be at least 1, got {max_faults}")
     _require_java()
-    campaign = Campaign.create(out_dir or Path("runs") / time.strftime("campaign-%Y%m%d-%H%M%S"), spec)
-    err.print(f"campaign {campaign.root}: {len(campaign.plan)} planned trials; "
-              f"resume with `streamchaos campaign resume {campaign.root}` if interrupted")
+    default = time.strftime("campaign-%Y%m%d-%H%M%S") + (f"-shard-{share[0]}-of-{share[1]}" if share else "")
+    campaign = Campaign.create(out_dir or Path("runs") / default, spec, shard=share)
+    if share:
+        err.print(f"campaign {campaign.root}: shard {share[0]}/{share[1]}, {len(campaign.share)} of "
+                  f"{len(campaign.plan)} planned trials (plan {campaign.data['plan_hash']}); "
+                  + (f"--time-budget {time_budget} applies to this shard; " if time_budget else "")
+                  + "merge the shards with `streamchaos campaign merge OUT DIR...`")
+    else:
+        err.print(f"campaign {campaign.root}: {len(campaign.plan)} planned trials; "
+                  f"resume with `streamchaos campaign resume {campaign.root}` if interrupted")
     summary = _execute(campaign, toxiproxy, standby=standby)
+    if summary["exit_code"]:
+        raise typer.Exit(summary["exit_code"])
+
+
+@campaign_app.command("merge", epilog="\b\nExample: streamchaos campaign merge runs/all runs/shard-1 runs/shard-2")
+def campaign_merge(
+    out_dir: Annotated[Path, typer.Argument(help="the merged campaign directory (new or empty)")],
+    dirs: Annotated[list[Path], typer.Argument(help="the shards' campaign directories")],
+) -> None:
+    """Merge the shards of one plan into one campaign directory: summary, shrinks, one HTML report."""
+    from chaos.atomic import write_json
+    from chaos.merge import merge
+    from reports.html import write_report
+
+    merged, seen = merge(out_dir, dirs)
+    summary = merged.summarize()
+    write_json(merged.root / "summary.json", summary)
+    err.print(f"merged {seen['shards']} shard director{'y' if seen['shards'] == 1 else 'ies'} of plan "
+              f"{merged.data['plan_hash']} into {merged.root}: {summary['finished']} of {summary['planned']} "
+              "planned trials finished")
+    if seen["missing"]:
+        err.print(f"missing ({len(seen['missing'])}, no shard finished them; the claims cover what ran): "
+                  + ", ".join(seen["missing"]))
+    for line in seen["conflicts"]:
+        err.print(f"the same trial with two verdicts (the first kept): {line}")
+    for prefix, others in seen["shrinks"].items():
+        for other in others:
+            err.print(f"{prefix}: another shard's counterexample, kept beside the smallest: {other}")
+    print_summary(summary)
+    out.print(f"report: {write_report(merged.root)}")
     if summary["exit_code"]:
         raise typer.Exit(summary["exit_code"])
 

@@ -104,6 +104,18 @@ def _coverage(coverage: dict[str, dict[str, int]]) -> str:
     return f'<table class="cov" id="coverage"><tr><th>action \\ phase</th>{head}</tr>{"".join(body)}</table>'
 
 
+def _shards(summary: dict) -> str:
+    """A merged campaign's shards and the planned trials none of them finished (chaos/merge.py)."""
+    merged = summary.get("merged_from")
+    if not merged:
+        return ""
+    missing = summary.get("missing") or []
+    return (f'<div class="sub" id="shards">merged from {len(merged)} shard director'
+            f'{"y" if len(merged) == 1 else "ies"} · '
+            + (f"missing {len(missing)} planned trial(s), no claim covers them: {escape(', '.join(missing[:20]))}"
+               + (" ..." if len(missing) > 20 else "") if missing else "every planned trial finished") + "</div>")
+
+
 def _counterexamples(summary: dict) -> str:
     out = []
     for name, row in summary["pipelines"].items():
@@ -119,7 +131,10 @@ def _counterexamples(summary: dict) -> str:
                f' (shrunk from {escape(" ".join(ce["from_faults"]))}, trial {escape(ce["from"])})</div>')
             + f'<pre class="replay">{escape(ce["command"])}</pre>'
             + (f"<details><summary>shrink path ({len(ce.get('path', []))} candidates)</summary><ol>{path}</ol>"
-               "</details>" if path else "") + "</div>")
+               "</details>" if path else "")
+            + "".join(f'<div class="muted">another shard\'s counterexample (shard {escape(str(o["shard"]))}): '
+                      f'{escape(" ".join(o["minimal"]) or "no fault")} → {badge(o["verdict"])}</div>'
+                      for o in ce.get("others", [])) + "</div>")
     return "".join(out) or '<p class="muted">no violation: every pipeline met its declared guarantee</p>'
 
 
@@ -180,7 +195,7 @@ def render(view: dict) -> str:
 <header><h1>streamchaos consistency report</h1>
 <div class="sub">{escape(view['root'])} · created {escape(str(view.get('created') or ''))} · seed {spec['seed']} ·
 faults {escape(','.join(spec['kinds']))} · {summary['finished']}/{summary['planned']} planned trials ·
-{summary['seconds']}s of trials · <b id="outcome">{escape(verdict)}</b></div></header>
+{summary['seconds']}s of trials · <b id="outcome">{escape(verdict)}</b></div>{_shards(summary)}</header>
 <main>
 <h2>Pipelines: declared vs measured</h2>{_index(summary)}
 {_grid(summary)}
