@@ -1,0 +1,101 @@
+"""Benchmark: what spreading a campaign over machines costs, measured on this one.
+
+    python benchmarks/scale.py [--trials 6] [--shards 2] [--merge-trials 1000] [--out runs/bench-scale]
+
+1. **Shards + merge against one `campaign run`**: the same plan (``--trials`` standard-size trials of
+   ``passthrough-append`` with one driver kill each) run as one ``streamchaos campaign run`` and as
+   ``--shards`` shard commands run one after another here, then ``campaign merge``. On N machines the shards
+   run at once; what sharding adds per trial is each shard's own harness start and close and the merge:
+   ``(sum of shard walls + merge wall - one run's wall) / trials``, printed beside a trial's median time.
+2. **Merge at scale**: ``--merge-trials`` stored trials (copies of a real trial of part 1, hard-linked),
+   split over 4 shards, merged into one directory with its summary and report; prints the seconds and the
+   merge process's peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from chaos.atomic import write_json  # noqa: E402
+from chaos.campaign import Campaign, CampaignSpec  # noqa: E402
+from chaos.merge import copy_tree  # noqa: E402
+
+OPTIONS = ["--pipeline", "passthrough-append", "--seed", "11", "--events", "2000", "--no-shrink", "--max-faults",
+           "1"]
+
+
+def streamchaos(*args: str, cwd: Path) -> float:
+    """Run one command; its wall seconds (a violation's exit 1 is a result, not a failure)."""
+    t0 = time.monotonic()
+    done = subprocess.run(["streamchaos", *args], cwd=cwd, capture_output=True, text=True)
+    if done.returncode not in (0, 1):
+        sys.exit(f"streamchaos {' '.join(args)} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return time.monotonic() - t0
+
+
+def trial_seconds(root: Path) -> list[float]:
+    return [json.loads(p.read_text())["seconds"] for p in sorted(root.glob("trials/*/result.json"))]
+
+
+def shards_against_one_run(out: Path, trials: int, shards: int) -> Path:
+    one = streamchaos("campaign", "run", *OPTIONS, "--trials", str(trials), "--out", "one", cwd=out)
+    walls = [streamchaos("campaign", "run", *OPTIONS, "--trials", str(trials), "--shard", f"{i}/{shards}",
+                         "--out", f"shard-{i}", cwd=out) for i in range(1, shards + 1)]
+    merge = streamchaos("campaign", "merge", "merged", *(f"shard-{i}" for i in range(1, shards + 1)), cwd=out)
+    median = statistics.median(trial_seconds(out / "one") + trial_seconds(out / "merged"))
+    overhead = (sum(walls) + merge - one) / trials
+    print(f"one campaign run: {trials} trials in {one:.1f}s; {shards} shards one after another: "
+          f"{' + '.join(f'{w:.1f}' for w in walls)}s, merge {merge:.1f}s")
+    print(f"sharding adds {overhead:.1f}s per trial ({overhead / median:.0%} of a trial's median {median:.1f}s): "
+          f"each shard's harness start and close, and the merge")
+    return out / "one"
+
+
+def merge_at_scale(out: Path, source: Path, count: int) -> None:
+    """``count`` planned trials over 4 shards, each trial a hard-linked copy of one stored trial of ``source``."""
+    sample = sorted(source.glob("trials/*"))[0]
+    spec = CampaignSpec(pipelines=["passthrough-append"], trials=count, seed=1, events=2000, shrink=False,
+                        schedules={"passthrough-append": ["kill-driver@3:sink-done"] * count})
+    parts = [Campaign.create(out / f"big-{i}", spec, shard=(i, 4)) for i in range(1, 5)]
+    t0 = time.monotonic()
+    for part in parts:
+        for entry in part.share:
+            target = part.trial_dir(entry["id"])
+            copy_tree(sample, target)
+            scenario = json.loads((sample / "scenario.json").read_text())
+            write_json(target / "scenario.json", {**scenario, **entry["scenario"]})
+    print(f"{count} stored trials laid out in 4 shards in {time.monotonic() - t0:.1f}s")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    seconds = streamchaos("campaign", "merge", "big", *(f"big-{i}" for i in range(1, 5)), cwd=out)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    summary = json.loads((out / "big" / "summary.json").read_text())
+    print(f"campaign merge of {summary['finished']} trials from 4 shards (summary and report included): "
+          f"{seconds:.1f}s, peak RSS {max(peak, before) / 1024:.0f} MiB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=6)
+    parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--merge-trials", type=int, default=1000)
+    parser.add_argument("--out", type=Path, default=Path("runs/bench-scale"))
+    args = parser.parse_args()
+    out = args.out.resolve()
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    one = shards_against_one_run(out, args.trials, args.shards)
+    merge_at_scale(out, one, args.merge_trials)
+
+
+if __name__ == "__main__":
+    main()
