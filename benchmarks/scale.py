@@ -53,11 +53,16 @@ def shards_against_one_run(out: Path, trials: int, shards: int) -> Path:
                          "--out", f"shard-{i}", cwd=out) for i in range(1, shards + 1)]
     merge = streamchaos("campaign", "merge", "merged", *(f"shard-{i}" for i in range(1, shards + 1)), cwd=out)
     median = statistics.median(trial_seconds(out / "one") + trial_seconds(out / "merged"))
-    overhead = (sum(walls) + merge - one) / trials
+    added = sum(walls) + merge - one
+    per_shard = (sum(walls) - one) / (shards - 1) if shards > 1 else 0.0
     print(f"one campaign run: {trials} trials in {one:.1f}s; {shards} shards one after another: "
-          f"{' + '.join(f'{w:.1f}' for w in walls)}s, merge {merge:.1f}s")
-    print(f"sharding adds {overhead:.1f}s per trial ({overhead / median:.0%} of a trial's median {median:.1f}s): "
-          f"each shard's harness start and close, and the merge")
+          f"{' + '.join(f'{w:.1f}' for w in walls)}s, merge {merge:.1f}s; a trial's median {median:.1f}s")
+    print(f"sharding adds {added:.1f}s in all, {added / trials:.1f}s per trial at {trials // shards} trials a shard "
+          f"({added / trials / median:.0%} of a trial): each shard's own harness start, cold first driver and "
+          f"close, about {per_shard:.1f}s once per shard, and the merge")
+    for share in (30, 100):
+        print(f"  at {share} trials a shard: {(per_shard + merge / shards) / share:.2f}s per trial "
+              f"({(per_shard + merge / shards) / share / median:.1%} of a trial)")
     return out / "one"
 
 
