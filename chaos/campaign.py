@@ -34,6 +34,7 @@ from pipelines_under_test import resolve
 FORMAT = "streamchaos-campaign"
 VERSION = 1
 MAX_PLANNED_PER_PIPELINE = 500  # a time-budgeted campaign plans this many and stops when time is up
+STREAM_OPTIONS = ("partitions", "keys", "skew", "max_disorder_ms", "late_fraction", "resent_fraction")
 
 
 @dataclass
@@ -48,6 +49,13 @@ class CampaignSpec:
     seed: int = 0
     events: int = EVENTS
     events_per_batch: int = EVENTS_PER_BATCH
+    # The stream's shape (``trial``'s stream options; None: the pipeline's default, else the scenario's).
+    partitions: int | None = None
+    keys: int | None = None
+    skew: float | None = None
+    max_disorder_ms: int | None = None
+    late_fraction: float | None = None
+    resent_fraction: float | None = None
     max_faults: int = 2
     shrink: bool = True
     shrink_trials: int = 6
@@ -62,6 +70,11 @@ class CampaignSpec:
     # The PySpark every trial runs on (``streamchaos --spark VERSION``; set at creation): a resume on another
     # one would mix two Sparks in one campaign's verdicts.
     spark: str | None = None
+
+    @property
+    def stream(self) -> dict:
+        """The stream options given (``--late-fraction 0.05``, ...): they override the pipeline's defaults."""
+        return {k: getattr(self, k) for k in STREAM_OPTIONS if getattr(self, k) is not None}
 
     @property
     def on_nodes(self) -> bool:
@@ -150,7 +163,8 @@ class Campaign:
                 skipped.append({"pipeline": name, "reason": f"no fault of kind(s) {','.join(spec.kinds)} applies"})
                 continue
             template = Scenario(pipeline=name, events=spec.events, events_per_batch=spec.events_per_batch,
-                                cluster=spec.cluster, workers=spec.workers, **pipeline.stream_defaults)
+                                cluster=spec.cluster, workers=spec.workers,
+                                **{**pipeline.stream_defaults, **spec.stream})
             if fixed is not None:
                 schedules = [s.split() for s in fixed]  # each checked as the scenario parses it
             else:

@@ -40,6 +40,9 @@ JobSink = Annotated[str | None, typer.Option(
                    "file sink)")]
 JobKey = Annotated[str | None, typer.Option(
     "--key", help="your job: columns of an upsert sink's key, compared as the final row per key")]
+Expect = Annotated[str | None, typer.Option(
+    help="judge against this guarantee instead of the declared one (exactly-once, at-least-once, at-most-once, "
+         "none, incorrect)")]
 
 @app.callback()
 def _options(
@@ -83,12 +86,14 @@ def trial(
     schema: JobSchema = None,
     sink: JobSink = None,
     key: JobKey = None,
+    expect: Expect = None,
 ) -> None:
     """Run one trial of PIPELINE (or your job's module:function) under a fault schedule and print what happened."""
     from chaos.harness import Harness
-    from chaos.judge import run_trial, trial_exit_code
+    from chaos.judge import check_expect, run_trial, trial_exit_code
     from chaos.schedule import trial_scenario
 
+    check_expect(expect)
     scenario = trial_scenario(pipeline, events, seed, fault, events_per_batch, partitions, keys, skew,
                               max_disorder_ms, late_fraction, resent_fraction, cluster, workers, downtime,
                               recovery_timeout, conf, image, schema, sink, key)
@@ -97,7 +102,7 @@ def trial(
                  standby=standby, echo=err.print) as harness:
         if not as_json:
             err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
-        result = run_trial(harness, scenario, run_dir, last=True)
+        result = run_trial(harness, scenario, run_dir, last=True, expect=expect)
     if as_json:
         print(json.dumps(result, indent=2, default=str))
     else:
@@ -165,13 +170,26 @@ def campaign_run(
     pipeline: Annotated[list[str] | None, typer.Option(help="catalogue name or module:attr, repeatable")] = None,
     faults: Annotated[str, typer.Option(
         help="fault kinds: kill,pause,channel,checkpoint,db,node (node: --cluster docker)")] = "kill",
-    trials: Annotated[int | None, typer.Option(help="planned trials per pipeline (default 3)")] = None,
+    trials: Annotated[int | None, typer.Option(
+        help="planned trials per pipeline in all: --example schedules first, then the canonical windows, then "
+             "drawn schedules (default 3)")] = None,
     time_budget: Annotated[str | None, typer.Option(help="stop starting trials after this much, e.g. 30m")] = None,
     seed: Annotated[int, typer.Option(help="seed of the plan and the event streams")] = 0,
     events: Annotated[int, typer.Option(help="events per trial")] = EVENTS,
     events_per_batch: Annotated[int, typer.Option(help="events per micro-batch")] = EVENTS_PER_BATCH,
+    partitions: Annotated[int | None, typer.Option(help="partitions of the event log (default: the pipeline's, "
+                                                        "else 2)")] = None,
+    keys: Annotated[int | None, typer.Option(help=f"distinct keys in the stream (default {KEYS})")] = None,
+    skew: Annotated[float | None, typer.Option(help="Zipf exponent of the key distribution (0 = uniform; "
+                                                    "default 1)")] = None,
+    max_disorder_ms: Annotated[int | None, typer.Option(help=f"bound of event-time disorder, ms (default "
+                                                             f"{MAX_DISORDER_MS})")] = None,
+    late_fraction: Annotated[float | None, typer.Option(help="share of events 10 minutes late "
+                                                              "(default: the pipeline's, else 0)")] = None,
+    resent_fraction: Annotated[float | None, typer.Option(help="share of events re-sent with a new id "
+                                                                "(default: the pipeline's, else 0)")] = None,
     max_faults: Annotated[int, typer.Option(help="faults per trial at most")] = 2,
-    expect: Annotated[str | None, typer.Option(help="judge against this guarantee instead of the declared one")] = None,
+    expect: Expect = None,
     example: Annotated[list[str] | None, typer.Option(help="a schedule to try first, e.g. 'kill-driver@3:sink-done'; "
                                                            "repeatable")] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="campaign directory (default runs/campaign-<time>)")]
@@ -207,7 +225,9 @@ def campaign_run(
         pipelines=[job_ref(p, schema, sink, key) for p in pipeline or []], expect=expect,
         kinds=list(parse_kinds(faults)),
         trials=trials if trials is not None or time_budget else 3, time_budget_s=parse_time_budget(time_budget),
-        seed=seed, events=events, events_per_batch=events_per_batch, max_faults=max_faults, shrink=shrink,
+        seed=seed, events=events, events_per_batch=events_per_batch, partitions=partitions, keys=keys, skew=skew,
+        max_disorder_ms=max_disorder_ms, late_fraction=late_fraction, resent_fraction=resent_fraction,
+        max_faults=max_faults, shrink=shrink,
         shrink_trials=shrink_trials, examples=list(example or []), cluster=cluster, workers=workers,
         conf=parse_matrix(list(conf or [])) or None)
     if max_faults < 1:
@@ -366,15 +386,18 @@ def replay(
     out_dir: Annotated[Path | None, typer.Option("--out", help="where the rerun goes (default: beside it)")] = None,
     cluster: Annotated[str | None, typer.Option(help="override the stored cluster setting")] = None,
     standby: Standby = True,
+    expect: Expect = None,
 ) -> None:
-    """Rerun one stored trial from its scenario and compare the two verdicts (exit 1 if they differ)."""
+    """Rerun one stored trial from its scenario and compare the two verdicts (exit 1 if they differ, or with
+    --expect if the replay does not meet it)."""
     from dataclasses import replace
 
     from chaos.harness import Harness
-    from chaos.judge import judge, verdict_fields
+    from chaos.judge import check_expect, expecting, judge, verdict_fields
     from chaos.scenario import Scenario
     from chaos.stored import load_verdict
 
+    check_expect(expect)
     if not (trial_dir / "scenario.json").is_file():
         raise UserError(f"{trial_dir} is not a stored trial (no scenario.json): give DIR/trials/ID")
     scenario = Scenario.load(trial_dir / "scenario.json")
@@ -402,14 +425,14 @@ def replay(
         err.print(f"replaying {trial_dir} ({' '.join(scenario.specs) or 'no fault'}) into {out_dir}")
         result = harness.trial(scenario, out_dir, last=True)
     v = judge(out_dir)
-    result.update(verdict_fields(v))
+    result.update(expecting(verdict_fields(v), expect))
     print_result(result)
     before = stored["verdict"] if stored else "unknown"
     same = stored is not None and stored["verdict"] == v["verdict"]
     out.print(f"stored verdict {before}, replayed {v['verdict']}: {'the same' if same else 'DIFFERENT'}")
     if result["outcome"] != "drained":
         raise typer.Exit(EXIT_INCONCLUSIVE)
-    if not same:
+    if not same or (expect is not None and result["meets"] is False):
         raise typer.Exit(EXIT_VIOLATION)
 
 

@@ -74,7 +74,8 @@ def print_verdict(v: dict) -> None:
     compared = v.get("compared")  # a user's job: rows (or final rows per key) against Spark's answer
     unit = (f"{compared} against Spark's answer" if compared else
             "events inferred from per-key counts" if v.get("inferred") else "ids")
-    out.print(f"  verdict: [bold]{v['verdict']}[/] ({meets} its declared guarantee): "
+    what = f"the expected {v['expected']}" if v.get("expected") else "its declared guarantee"
+    out.print(f"  verdict: [bold]{v['verdict']}[/] ({meets} {what}): "
               f"{n['lost']} lost, {n['duplicated']} duplicated, {n['unexpected']} unexpected ({unit})")
     if v.get("multiplicity"):
         m = v["multiplicity"]
@@ -128,7 +129,9 @@ def print_verdict(v: dict) -> None:
 
 
 def print_result(result: dict) -> None:
-    out.print(f"[bold]{result['pipeline']}[/] ({result['guarantee']} declared): {result['events']} events, "
+    declared = (f"{result['expected']} expected, {result['guarantee']} declared" if result.get("expected")
+                else f"{result['guarantee']} declared")
+    out.print(f"[bold]{result['pipeline']}[/] ({declared}): {result['events']} events, "
               f"{result['batches']} batches committed, {result['restarts']} driver restart(s), "
               f"{result['seconds']}s — " + f"{result['outcome']} {result['reason']}".rstrip())
     for f in result["faults"]:

@@ -10,9 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from chaos.errors import EXIT_INCONCLUSIVE, EXIT_VIOLATION
+from chaos.errors import EXIT_INCONCLUSIVE, EXIT_VIOLATION, UserError
+from chaos.guarantees import GUARANTEES
 from pipelines_under_test import for_run
 from properties.check import check_run
+from properties.verdicts import meets
 
 if TYPE_CHECKING:
     from chaos.harness import Harness
@@ -37,12 +39,26 @@ def verdict_fields(v: dict) -> dict:
     }
 
 
-def run_trial(harness: Harness, scenario: Scenario, run_dir: Path, last: bool) -> dict:
+def check_expect(expect: str | None) -> None:
+    """``--expect`` names a guarantee (checked before anything starts)."""
+    if expect is not None and expect not in GUARANTEES:
+        raise UserError(f"--expect {expect!r}: use one of {', '.join(GUARANTEES)}")
+
+
+def expecting(fields: dict, expect: str | None) -> dict:
+    """A judged trial's fields against ``expect`` instead of the declared guarantee (``--expect``)."""
+    if expect is None:
+        return fields
+    return {**fields, "expected": expect, "meets": meets(fields["verdict"], expect)}
+
+
+def run_trial(harness: Harness, scenario: Scenario, run_dir: Path, last: bool, expect: str | None = None) -> dict:
     """One trial on ``harness`` and the verdict of its stored run: what ``trial --json`` prints.
-    ``last``: no trial follows on this harness (a shared one keeps its spares for the next)."""
+    ``last``: no trial follows on this harness (a shared one keeps its spares for the next); ``expect``: judge
+    against this guarantee instead of the declared one."""
     result = harness.trial(scenario, run_dir, last=last)
     result["timings"] = harness.timings
-    result.update(verdict_fields(judge(run_dir)))
+    result.update(expecting(verdict_fields(judge(run_dir)), expect))
     return result
 
 

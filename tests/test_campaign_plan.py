@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from chaos.errors import UserError
 from chaos.spec import PHASES, parse_fault
-from pipelines_under_test import CATALOGUE
+from pipelines_under_test import CATALOGUE, resolve
 from properties.planning import (
     FAULT_KINDS,
     applicable_actions,
@@ -182,3 +184,25 @@ def test_a_pipelines_phases_follow_what_it_is_unless_it_names_them():
     named = Mine()
     named.phases = ("sink-done", "committed")
     assert named.phases == ("sink-done", "committed") and Mine().phases != named.phases
+
+
+def test_a_campaigns_stream_options_reach_every_planned_scenario_and_its_report(tmp_path):
+    """``campaign run --late-fraction 0.05`` on an event-time job: each trial's scenario carries it (its stream
+    sends late records), the pipeline's own defaults stay where nothing is given, and the report says so."""
+    from chaos.campaign import Campaign, CampaignSpec
+    from chaos.jobspec import job_ref
+    from reports.html import write_report
+    from tests.conftest import REPO
+
+    view = "view_id STRING, page STRING, ts TIMESTAMP"
+    job = job_ref(f"{REPO}/examples/page_views_windowed.py:run", view, "postgres:page_minutes", "minute,page")
+    spec = CampaignSpec(pipelines=[job], trials=3, seed=2, events=1000, late_fraction=0.05, keys=7)
+    campaign = Campaign.create(tmp_path / "c", spec)
+    for entry in campaign.plan:
+        assert entry["scenario"]["late_fraction"] == 0.05 and entry["scenario"]["keys"] == 7
+    default = Campaign.create(tmp_path / "d", CampaignSpec(pipelines=["windowed-count"], trials=1))
+    assert default.plan[0]["scenario"]["late_fraction"] == resolve("windowed-count").stream_defaults.get(
+        "late_fraction", 0.0)
+    assert Campaign.load(campaign.root).spec.late_fraction == 0.05
+    (campaign.root / "summary.json").write_text(json.dumps(campaign.summarize()))
+    assert "stream keys 7, late-fraction 0.05" in write_report(campaign.root).read_text()

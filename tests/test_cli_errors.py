@@ -27,6 +27,11 @@ from tests.conftest import cli, left_by
         (["trial", "pg-append", "--fault", "delay-sink@1:sink-write/latency=x"], "unknown argument 'latency=x'"),
         (["trial", "rescale", "--fault", "stop-driver@1:sink-done"], "goes at :committed"),
         (["conformance", "--only", "nope"], "no conformance row for nope"),
+        (["trial", "passthrough-append", "--expect", "twice"], "--expect 'twice': use one of exactly-once"),
+        (["campaign", "run", "--pipeline", "key-count", "--shard", "4/3"], "the index runs from 1"),
+        (["campaign", "run", "--pipeline", "key-count", "--shard", "auto"], "found no scheduler here"),
+        (["campaign", "run", "--pipeline", "windowed-count", "--late-fraction", "2"], "late_fraction must lie in"),
+        (["campaign", "merge", "out", "no-such-dir"], "no-such-dir is not a directory"),
         (["campaign", "run", "--pipeline", "key-count", "--faults", "kill,node"],
          "--faults node needs --cluster docker"),
         (["trial", "key-count", "--image", "my/spark:1"], "--image my/spark:1 names the image of Docker nodes: "

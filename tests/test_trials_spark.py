@@ -37,7 +37,7 @@ def trial(harness, tmp: Path, pipeline: str, *args: str, name: str = "run") -> d
     assert asked == shared, f"options of another harness than the shared one need cli_trial: {asked}"
     wanted = inspect.signature(trial_scenario).parameters
     options = {k: list(v) if isinstance(v, tuple) else v for k, v in params.items() if k in wanted}
-    result = run_trial(harness, trial_scenario(**options), tmp / name, last=False)
+    result = run_trial(harness, trial_scenario(**options), tmp / name, last=False, expect=params.get("expect"))
     result = json.loads(json.dumps(result, default=str))
     assert trial_exit_code(result) == 0, result
     return result

@@ -56,6 +56,12 @@ def test_an_append_jobs_replayed_batch_is_found_row_by_row_and_attributed(spark_
     assert {(tuple(d["batches"]), tuple(d["faults"])) for d in dup} == {((3,), ("kill-driver@3:sink-done",))}
     fired = next(f for f in r["faults"] if f["spec"] == "kill-driver@3:sink-done")
     assert fired["fired"], r["faults"]  # the job's own sink reported the phase, without calling anything
+    if name == "orders_append":  # a job meant to be at-least-once says so: the same trial exits 0
+        meant = cli("trial", job(name), "--schema", ORDER, "--sink", "postgres:orders", *KILL, "--expect",
+                    "at-least-once", "--cluster", spark_cluster.master_url, "--keep", str(tmp_path / "meant"),
+                    cwd=tmp_path)
+        assert meant.rc == 0, meant.stderr[-2000:]
+        assert meant.json["verdict"] == "at-least-once" and meant.json["expected"] == "at-least-once"
 
 
 @needs_postgres
