@@ -18,7 +18,7 @@ from chaos.campaign import Campaign, row_of_entry
 from chaos.evidence import late_writes
 from chaos.judge import judge
 from chaos.scenario import Scenario
-from chaos.stored import load_result
+from chaos.stored import load_history, load_result
 from pipelines_under_test import resolve
 from properties.planning import applicable_actions
 from properties.shrink import shrink_schedule
@@ -118,6 +118,16 @@ class Runner:
             return 0.0
         return min(budget / 2, self.c.spec.shrink_trials * self.c.mean_seconds())
 
+    def phases_seen(self, row: str, phases: tuple[str, ...]) -> tuple[str, ...]:
+        """Of ``phases``, those the row's finished trials reported: a job as written declares every phase it may
+        reach (``state-commit`` too, unknown before it runs), and a shrink candidate at a phase its batches never
+        reach cannot fire; it would cost a real trial for nothing."""
+        seen = set()
+        for trial_id in self.c.trial_ids():
+            if self.c.row_of(trial_id) == row and self.c.finished(trial_id):
+                seen |= {r["phase"] for r in load_history(self.c.trial_dir(trial_id)) if r["kind"] == "phase"}
+        return tuple(p for p in phases if p in seen) or phases
+
     def shrink(self, row: str) -> None:
         """Shrink the row's smallest violating schedule to a minimal one (shrinks/<prefix>.json)."""
         progress = self.progress
@@ -173,7 +183,7 @@ class Runner:
             return
         progress.note(f"shrinking {origin_id} ({', '.join(base.specs)}) for {row}")
         minimal = shrink_schedule(base.specs, violates, actions=actions, budget=max(candidates, len(cache)),
-                                  phases=resolved.phases)
+                                  phases=self.phases_seen(row, resolved.phases))
         minimal_trial = origin_id if minimal == base.specs else next(
             p["trial"] for p in path if p["faults"] == minimal and p["violates"])
         verdict = self.c.verdict_of(minimal_trial)

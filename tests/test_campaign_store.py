@@ -15,6 +15,7 @@ from chaos.campaign import Campaign, CampaignSpec, remove_unfinished
 from chaos.errors import UserError
 from chaos.runner import Progress, Runner
 from chaos.scenario import Scenario
+from chaos.spec import PHASES
 from reports.html import write_report
 from tests.campaign_samples import HOSTILE, make_campaign, write_trial
 
@@ -219,3 +220,13 @@ def test_report_of_thousands_of_trials_stays_light(tmp_path):
     dom, shot = render_in_chromium(page, tmp_path)
     assert dom.count("<tr data-id=") == 3000 + len(c.plan) + 1
     assert 'class="timeline"' in dom
+
+
+def test_a_shrink_moves_faults_only_to_phases_the_rows_trials_reported(tmp_path):
+    """A job as written declares state-commit (it cannot know before it runs); its trials never report one: the
+    shrink's candidates stay at the phases seen."""
+    c = make_campaign(tmp_path / "c")
+    runner = Runner(c, None)
+    seen = runner.phases_seen("passthrough-append", tuple(PHASES))
+    assert "state-commit" not in seen and {"planned", "reading", "sink-write", "sink-done", "committed"} <= set(seen)
+    assert runner.phases_seen("no-such-row", ("planned", "state-commit")) == ("planned", "state-commit")
