@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 import polars as pl
+
+from chaos.httpserver import QuietHTTPServer
 
 
 class EventLog:
@@ -91,7 +93,7 @@ class EventLogServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the reader was killed mid-response (a fault did that): nothing to answer
 
-        self.httpd = ThreadingHTTPServer((host, 0), Handler)
+        self.httpd = QuietHTTPServer((host, 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="eventlog", daemon=True)
         self.thread.start()

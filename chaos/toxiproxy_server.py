@@ -35,7 +35,9 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from chaos.httpserver import QuietHTTPServer
 
 VERSION = "2.9.0-streamchaos"
 CHUNK = 32 * 1024
@@ -276,8 +278,7 @@ class ToxiproxyServer:
         self.lock = threading.Lock()
         self.loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(target=self.loop.run_forever, name="toxiproxy-loop", daemon=True)
-        self.http = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
-        self.http.daemon_threads = True
+        self.http = QuietHTTPServer(("127.0.0.1", port), _handler(self))
         self._http_thread = threading.Thread(target=self.http.serve_forever, name="toxiproxy-api", daemon=True)
 
     @property

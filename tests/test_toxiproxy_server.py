@@ -222,3 +222,33 @@ def toxi_port(client: Toxiproxy) -> int:
     from toxiproxy.api import APIConsumer
 
     return APIConsumer.port
+
+
+def test_a_client_gone_mid_answer_prints_nothing_other_errors_do(capsys):
+    """Ctrl-C stops a harness's clients while a server thread still answers them: no traceback for that."""
+    import socket as sockets
+    from http.server import BaseHTTPRequestHandler
+
+    from chaos.httpserver import QuietHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            raise BrokenPipeError(32, "Broken pipe") if self.path == "/gone" else ValueError("a real bug")
+
+        def log_message(self, *args):
+            pass
+
+    server = QuietHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        for path in ("/gone", "/bug"):
+            with sockets.create_connection(server.server_address, timeout=5) as conn:
+                conn.sendall(f"GET {path} HTTP/1.0\r\n\r\n".encode())
+                conn.recv(1024)
+        time.sleep(0.2)
+    finally:
+        server.shutdown()
+        server.server_close()
+    err = capsys.readouterr().err
+    assert err.count("Traceback") == 1 and "ValueError: a real bug" in err and "Errno 32" not in err
