@@ -7,7 +7,8 @@ call anything:
   and the like) returns the harness's replayable event log shaped as that source (``chaos.jobsource``);
 * ``foreachBatch(f)`` reports the sink phases around ``f`` (``sink-write`` before, ``sink-done`` after), so
   faults land inside the job's own sink; so does a Python ``DataSourceStreamWriter`` the job registers
-  (``sink-write`` as each task writes, ``sink-done`` after the commit);
+  (``sink-write`` as each task writes, ``sink-done`` after the commit), and a file sink (``sink-write`` once
+  its part files are written, ``sink-done`` once ``_spark_metadata/N`` is);
 * ``start()`` runs on the trial's checkpoint (a file sink on the trial's sink directory), whatever the job
   says; ``awaitTermination`` and ``spark.stop()`` return at once, so the harness keeps the query;
 * ``DATABASE_URL`` names the harness's PostgreSQL, through the sink channel's proxy (or the trial's SQLite
@@ -252,6 +253,7 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
             opts.pop("path", None)
             orig["option"](self, "path", str(file_sink))
             path = None
+            _file_sink_phases(self._spark, phase is not None)
         query = orig["start"](self, path, format, outputMode, partitionBy, queryName, **opts)
         started.append(query)
         return query
@@ -262,6 +264,19 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
 
     for name, fn in {**_recorders(orig), "foreachBatch": foreach_batch, "start": start, "toTable": to_table}.items():
         stack.enter_context(_patched(W, name, fn))
+
+
+def _file_sink_phases(spark, on: bool) -> None:
+    """A file sink's ``sink-write`` (part files written, ``_spark_metadata/N`` not yet) and ``sink-done`` come from
+    the JVM commit protocol (chaos/jvm, on the driver's class path by ``UserJob.boot_conf``). Spark's file sink reads
+    the class from the job's session at every batch, so the oracle's run, on the same session, turns it off."""
+    from chaos.jvm import COMMIT_PROTOCOL_CLASS
+
+    key = "spark.sql.streaming.commitProtocolClass"
+    if on:
+        spark.conf.set(key, COMMIT_PROTOCOL_CLASS)
+    else:
+        spark.conf.unset(key)
 
 
 def _blocking_calls_return(stack: ExitStack) -> None:

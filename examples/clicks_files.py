@@ -4,7 +4,7 @@ Reads new files as they land in ``/data/clicks``, keeps the views of signed-in u
 Spark's file sink, whose ``_spark_metadata`` log commits each batch's files once: exactly-once for every
 reader that goes through the log.
 
-    streamchaos trial examples/clicks_files.py:run --sink parquet --fault kill-driver@3:committed
+    streamchaos trial examples/clicks_files.py:run --sink parquet --fault kill-driver@3:sink-write
 """
 
 from pyspark.sql import SparkSession

@@ -40,9 +40,10 @@ class UserJob(Pipeline):
         self.ref = spec.ref
         self.description = f"your job {spec.entry}, sink {spec.sink}, Spark's answer as the oracle"
         self.database = self.sink_channel = spec.sink_kind == "postgres"
-        # Its phases are reported around the job's foreachBatch or Python data source writer (not a file sink).
-        foreach_batch = spec.sink_kind in ("postgres", "sqlite")
-        self.phases = tuple(p for p in PHASES if foreach_batch or p not in ("sink-write", "sink-done"))
+        # Its sink phases are reported around the job's foreachBatch or Python data source writer, and by the
+        # JVM commit protocol of a file sink (chaos.asjob).
+        self.file_sink = spec.sink_kind == "parquet"
+        self.phases = PHASES
         self.id_field = id_field(parse_schema(spec.schema)) if spec.schema else None
 
     @property
@@ -55,6 +56,20 @@ class UserJob(Pipeline):
         return event_id(field, row[field.name]) if field is not None and field.name in row else None
 
     # -- the sink -------------------------------------------------------------------------------
+    def unavailable(self) -> str | None:
+        from chaos.jvm import hooks_unavailable
+
+        return hooks_unavailable() if self.file_sink else None
+
+    def boot_conf(self) -> dict[str, str]:
+        """A file sink's phases come from a JVM class (chaos/jvm) the driver loads at boot."""
+        if not self.file_sink:
+            return {}
+        from chaos.jvm import hooks_jar
+
+        jar = str(hooks_jar())
+        return {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar}
+
     def prepare_database(self, dsn: str) -> None:
         """The job's table dropped (the job creates it, as it does in production) in the trial's database
         and the oracle's."""

@@ -81,14 +81,24 @@ def test_a_campaign_on_an_append_job_finds_and_shrinks_its_duplicates(spark_clus
     assert again.rc == 1 and "0 changed" in again.stdout, again.stdout + again.stderr
 
 
-def test_a_file_directory_job_with_a_file_sink_is_exactly_once(chaos_harness, tmp_path):
-    r = trial(chaos_harness, tmp_path, job("clicks_files"), "--sink", "parquet", "--events", "1000",
-              "--fault", "kill-driver@3:committed", "--json")
-    assert all(f["fired"] for f in r["faults"]), r["faults"]
-    assert r["verdict"] == "exactly-once" and r["meets"] is True
-    out = pl.read_parquet(Path(r["run_dir"]) / "oracle" / "files" / "*.parquet")
-    assert out.columns == ["click_id", "page", "section", "at", "day"] and r["keys"]["exact"] == out.height == 500
+def test_a_file_sink_jobs_campaign_opens_its_sink_windows_and_is_exactly_once(spark_cluster, tmp_path):
+    run = cli("campaign", "run", "--pipeline", job("clicks_files"), "--sink", "parquet", "--trials", "1",
+              "--events", "1000", "--faults", "kill", "--out", "c", "--cluster", spark_cluster.master_url,
+              cwd=tmp_path, timeout=1200)
+    assert run.rc == 0, run.stdout + run.stderr
+    summary = json.loads((tmp_path / "c" / "summary.json").read_text())
+    (row,) = summary["pipelines"].values()
+    # Its file sink reports sink-write (part files written, _spark_metadata/N not yet) and sink-done from the
+    # JVM commit protocol: the first trial kills the driver in both.
+    assert {"kill-driver:sink-write", "kill-driver:sink-done"} <= set(row["covered"]), row
+    assert row["verdict"] == "exactly-once" and row["meets"] is True
+    (trial_dir,) = (tmp_path / "c" / "trials").iterdir()
+    result = json.loads((trial_dir / "result.json").read_text())
+    assert {f["phase"] for f in result["faults"] if f["fired"]} == {"sink-write", "sink-done"}, result["faults"]
+    out = pl.read_parquet(trial_dir / "oracle" / "files" / "*.parquet")
+    assert out.columns == ["click_id", "page", "section", "at", "day"] and out.height == 500
     assert set(out["section"]) == {p.upper() for p in out["page"]}  # its UDF ran in the executors
+    assert left_by(run.pid) == []
 
 
 @needs_postgres
