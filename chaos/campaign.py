@@ -27,6 +27,7 @@ from pathlib import Path
 from chaos.atomic import write_json
 from chaos.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VIOLATION, UserError
 from chaos.guarantees import GUARANTEES
+from chaos.names import short_name
 from chaos.scenario import EVENTS, EVENTS_PER_BATCH, Scenario
 from chaos.shards import harness_version, plan_hash, shares
 from pipelines_under_test import resolve
@@ -85,10 +86,11 @@ class CampaignSpec:
 
 
 def slug(name: str) -> str:
-    """A pipeline's name as a trial id's prefix: a user's job by its entry point and a digest of its options."""
+    """A pipeline's name as a trial id's prefix: a user's job by its short name (``account_totals_run``, not its
+    path) and a digest of its options."""
     entry, _, options = name.partition("?")
     tail = f"-{hashlib.sha256(options.encode()).hexdigest()[:6]}" if options else ""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", entry) + tail
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", short_name(entry)) + tail
 
 
 def parse_time_budget(text: str | None) -> float | None:
@@ -150,6 +152,7 @@ class Campaign:
         per_pipeline = spec.trials or MAX_PLANNED_PER_PIPELINE
         conf_variants = variants(spec.conf)
         plans, skipped, windows = {}, [], {}
+        prefixes: set[str] = set()
         for name in dict.fromkeys(spec.pipelines):
             pipeline = resolve(name)  # unknown pipeline: one line, exit 2, nothing written
             if shard is None and (reason := missing_here(pipeline)):  # a shard's plan is the same everywhere
@@ -176,6 +179,9 @@ class Campaign:
             for j, variant in enumerate(conf_variants):
                 row = name if len(conf_variants) == 1 else f"{name} [{conf_label(variant)}]"
                 prefix = slug(name) if len(conf_variants) == 1 else f"{slug(name)}-c{j}"
+                while prefix in prefixes:  # two jobs of one stem, function and options, in two folders
+                    prefix += "_"
+                prefixes.add(prefix)
                 windows[row] = window_names(canonical_windows(actions, pipeline.phases, spec.max_faults))
                 plans[row] = [
                     {"id": f"{prefix}-{k:03d}", "pipeline": name, "row": row,

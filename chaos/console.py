@@ -7,16 +7,18 @@ import os
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
+
+from chaos.names import display_names, short_name
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
 
 def print_summary(summary: dict) -> None:
-    from rich.markup import escape
-
+    shown = display_names(summary["pipelines"])
     for name, row in summary["pipelines"].items():
-        name = escape(name)  # a configuration variant's row name holds brackets: text, not markup
+        name = escape(shown[name])  # a configuration variant's row name holds brackets: text, not markup
         counts = (f"{row['trials']} trial(s) ({row.get('faulted_trials', 0)} with a fired fault), "
                   f"{row.get('faults_fired', 0)} faults fired, {row.get('stalled', 0)} stalled, "
                   + (f"{row['refused']} refused by Spark, " if row.get("refused") else "") + f"{row.get('seconds')}s")
@@ -45,7 +47,7 @@ def print_summary(summary: dict) -> None:
                       f"(shrunk from {' '.join(ce['from_faults'])} in {len(ce['path'])} candidate(s))")
             out.print(f"  replay: {ce['command']}")
     for s in summary.get("skipped", []):
-        out.print(f"{s['pipeline']}: skipped ({s['reason']})")
+        out.print(f"{short_name(s['pipeline'])}: skipped ({s['reason']})", markup=False)
     print_grid(summary)
 
 
@@ -60,12 +62,13 @@ def print_grid(summary: dict) -> None:
     out.print("verdicts by configuration (pipeline x --conf variant; * = violates the expected guarantee):")
     for k, column in enumerate(columns):
         out.print(f"  [{k + 1}] {column}", markup=False)
-    width = max(len(p) for p in cells)
+    shown = display_names(cells)
+    width = max(len(p) for p in shown.values())
     out.print(" " * (width + 4) + "".join(f"[{k + 1}]".ljust(16) for k in range(len(columns))), markup=False)
     for pipeline, row in cells.items():
         marks = [(row[c]["verdict"] or "-") + ("*" if row[c]["meets"] is False else "") if c in row else "not run"
                  for c in columns]
-        out.print(f"  {pipeline:<{width}}  " + "".join(m.ljust(16) for m in marks), markup=False)
+        out.print(f"  {shown[pipeline]:<{width}}  " + "".join(m.ljust(16) for m in marks), markup=False)
 
 
 def print_verdict(v: dict) -> None:
@@ -131,7 +134,7 @@ def print_verdict(v: dict) -> None:
 def print_result(result: dict) -> None:
     declared = (f"{result['expected']} expected, {result['guarantee']} declared" if result.get("expected")
                 else f"{result['guarantee']} declared")
-    out.print(f"[bold]{result['pipeline']}[/] ({declared}): {result['events']} events, "
+    out.print(f"[bold]{escape(short_name(result['pipeline']))}[/] ({declared}): {result['events']} events, "
               f"{result['batches']} batches committed, {result['restarts']} driver restart(s), "
               f"{result['seconds']}s — " + f"{result['outcome']} {result['reason']}".rstrip())
     for f in result["faults"]:

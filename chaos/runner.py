@@ -17,6 +17,7 @@ from chaos.atomic import write_json
 from chaos.campaign import Campaign, row_of_entry
 from chaos.evidence import late_writes
 from chaos.judge import judge
+from chaos.names import short_name
 from chaos.scenario import Scenario
 from chaos.stored import load_history, load_result
 from pipelines_under_test import resolve
@@ -178,10 +179,10 @@ class Runner:
                 "pipeline": pipeline, "declared": expected, "from": origin_id, "from_faults": base.specs,
                 "minimal": base.specs, "minimal_trial": origin_id, "verdict": self.c.verdict_of(origin_id)["verdict"],
                 "path": [], "command": base.command(), "skipped": "the time budget was spent before the shrink"})
-            progress.note(f"shrink of {row} skipped: the time budget is spent; unshrunk counterexample "
+            progress.note(f"shrink of {short_name(row)} skipped: the time budget is spent; unshrunk counterexample "
                           f"{' '.join(base.specs)} ({origin_id}), replay: {base.command()}")
             return
-        progress.note(f"shrinking {origin_id} ({', '.join(base.specs)}) for {row}")
+        progress.note(f"shrinking {origin_id} ({', '.join(base.specs)}) for {short_name(row)}")
         minimal = shrink_schedule(base.specs, violates, actions=actions, budget=max(candidates, len(cache)),
                                   phases=self.phases_seen(row, resolved.phases))
         minimal_trial = origin_id if minimal == base.specs else next(

@@ -13,6 +13,7 @@ from html import escape
 from pathlib import Path
 
 from chaos.atomic import write_text
+from chaos.names import display_names, short_name
 from chaos.spec import PHASES
 from properties.strategies import ACTION_ORDER
 from reports.data import campaign_view
@@ -38,18 +39,26 @@ def _meets(meets: bool | None) -> str:
             None: '<span class="muted">inconclusive</span>'}[meets]
 
 
+def _name(name: str, shown: str | None = None) -> str:
+    """A pipeline as the report shows it: a job by its short name, the full reference on hover."""
+    shown = short_name(name) if shown is None else shown
+    return escape(name) if shown == name else f'<span title="{escape(name)}">{escape(shown)}</span>'
+
+
 def _index(summary: dict) -> str:
     rows = []
+    shown = display_names(summary["pipelines"])
     for name, row in summary["pipelines"].items():
         ce = row.get("counterexample")
         minimal = escape(" ".join(ce["minimal"]) or "no fault") if ce else ""
         link = f'<a href="#{escape(ce["minimal_trial"])}" class="ce-link">{minimal}</a>' if ce else ""
-        rows.append(f"<tr><td>{escape(name)}</td><td>{badge(row['declared'])}</td><td>{badge(row['verdict'])}</td>"
+        rows.append(f"<tr><td>{_name(name, shown[name])}</td><td>{badge(row['declared'])}</td>"
+                    f"<td>{badge(row['verdict'])}</td>"
                     f"<td>{_meets(row['meets'])}{_weak(row)}</td><td>{row['trials']}</td>"
                     f"<td>{row.get('faulted_trials', '')}</td><td>{_windows(row)}</td><td>{row.get('stalled', 0)}</td>"
                     f"<td>{row.get('faults_fired', 0)}</td><td>{row.get('seconds', 0)}s</td><td>{link}</td></tr>")
     for s in summary.get("skipped", []):
-        rows.append(f"<tr><td>{escape(s['pipeline'])}</td><td colspan=10 class=muted>skipped: {escape(s['reason'])}"
+        rows.append(f"<tr><td>{_name(s['pipeline'])}</td><td colspan=10 class=muted>skipped: {escape(s['reason'])}"
                     "</td></tr>")
     return ('<table id="index"><thead><tr><th>pipeline</th><th>declared</th><th>measured</th><th></th><th>trials</th>'
             "<th>with a fired fault</th><th>canonical windows</th><th>stalled</th><th>faults fired</th><th>time</th>"
@@ -65,8 +74,9 @@ def _grid(summary: dict) -> str:
         return ""
     columns, cells = table
     head = "".join(f"<th>{escape(c)}</th>" for c in columns)
+    shown = display_names(cells)
     body = "".join(
-        f"<tr><td>{escape(pipeline)}</td>" + "".join(
+        f"<tr><td>{_name(pipeline, shown[pipeline])}</td>" + "".join(
             f"<td>{badge(row[c]['verdict'])} {_meets(row[c]['meets'])}</td>" if c in row
             else "<td class=muted>not run</td>" for c in columns) + "</tr>"
         for pipeline, row in cells.items())
@@ -125,6 +135,7 @@ def _shards(summary: dict) -> str:
 
 def _counterexamples(summary: dict) -> str:
     out = []
+    shown = display_names(summary["pipelines"])
     for name, row in summary["pipelines"].items():
         ce = row.get("counterexample")
         if not ce:
@@ -132,7 +143,7 @@ def _counterexamples(summary: dict) -> str:
         path = "".join(f"<li>{escape(' '.join(p['faults']) or 'no fault')} → {badge(p['verdict'])}"
                        f" <span class=muted>({escape(p['trial'])})</span></li>" for p in ce.get("path", []))
         out.append(
-            f'<div class="counterexample"><h3>{escape(name)}: declared {badge(ce["declared"])}, measured '
+            f'<div class="counterexample"><h3>{_name(name, shown[name])}: declared {badge(ce["declared"])}, measured '
             f'{badge(ce["verdict"])}</h3><div>minimal schedule: <b>{escape(" ".join(ce["minimal"]) or "no fault")}</b>'
             + (f' (not shrunk: {escape(ce["skipped"])}; trial {escape(ce["from"])})</div>' if ce.get("skipped") else
                f' (shrunk from {escape(" ".join(ce["from_faults"]))}, trial {escape(ce["from"])})</div>')
@@ -172,7 +183,7 @@ def _trial_faults(t: dict) -> str:
 
 def _trials(trials: list[dict]) -> str:
     rows = "".join(
-        f'<tr data-id="{escape(t["id"])}"><td>{escape(t["id"])}</td><td>{escape(t["pipeline"])}</td>'
+        f'<tr data-id="{escape(t["id"])}"><td>{escape(t["id"])}</td><td>{_name(t["pipeline"])}</td>'
         f'<td>{_trial_faults(t)}</td><td>{badge(t["verdict"])}</td><td>{_meets(t["meets"])}</td>'
         f'<td>{t["counts"].get("lost", 0)}</td><td>{t["counts"].get("duplicated", 0)}</td><td>{t["seconds"]}s</td></tr>'
         for t in trials)

@@ -206,3 +206,44 @@ def test_a_campaigns_stream_options_reach_every_planned_scenario_and_its_report(
     assert Campaign.load(campaign.root).spec.late_fraction == 0.05
     (campaign.root / "summary.json").write_text(json.dumps(campaign.summarize()))
     assert "stream keys 7, late-fraction 0.05" in write_report(campaign.root).read_text()
+
+
+def test_a_job_is_named_by_its_stem_and_function_in_ids_lines_and_the_report(tmp_path, capsys):
+    """The full reference (path, schema, sink) stays in the plan's scenarios and the replay command only."""
+    from chaos.campaign import Campaign, CampaignSpec
+    from chaos.console import print_summary
+    from chaos.jobspec import job_ref
+    from chaos.names import display_names, short_name
+    from reports.html import write_report
+    from tests.conftest import REPO
+
+    order = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
+    append = job_ref(f"{REPO}/examples/orders_append.py:run", order, "postgres:orders", "")
+    upsert = job_ref("examples.orders_upsert:run", order, "postgres:customer_totals", "customer")
+    assert short_name(append) == "orders_append:run" and short_name(upsert) == "orders_upsert:run"
+    assert short_name("passthrough-append [spark.sql.shuffle.partitions=2]") == \
+        "passthrough-append [spark.sql.shuffle.partitions=2]"
+    assert short_name(f"{append} [a=1]") == "orders_append:run [a=1]"
+    twice = job_ref(f"{REPO}/examples/orders_append.py:run", order, "sqlite:orders", "")
+    assert display_names([append, twice]) == {append: append, twice: twice}  # one short name for two: full ones
+
+    campaign = Campaign.create(tmp_path / "c", CampaignSpec(pipelines=[append, upsert], trials=1, events=400))
+    ids = [e["id"] for e in campaign.plan]
+    assert [i.rsplit("-", 2)[0] for i in ids] == ["orders_append_run", "orders_upsert_run"], ids
+    assert all(str(REPO) not in i and "/" not in i for i in ids)
+    assert campaign.plan[0]["scenario"]["pipeline"] == append  # the whole reference, for replays
+    from chaos.scenario import Scenario
+    from tests.campaign_samples import write_trial
+
+    for entry, verdict in zip(campaign.plan, ("at-least-once", "exactly-once"), strict=True):
+        write_trial(campaign.trial_dir(entry["id"]), Scenario(**entry["scenario"]), verdict, "exactly-once")
+    summary = campaign.summarize()
+    print_summary(summary)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("orders_append:run: at-least-once (VIOLATES exactly-once)"), lines
+    assert not any("schema" in line for line in lines)
+    (campaign.root / "summary.json").write_text(json.dumps(summary))
+    html = write_report(campaign.root).read_text()
+    from html import escape
+
+    assert f'<span title="{escape(append)}">orders_append:run</span>' in html
