@@ -96,8 +96,13 @@ def print_verdict(v: dict) -> None:
             what = "row" if compared == "rows" else "key" if compared else "event(s) of key"
             for a in v[kind][:8]:
                 count = f"{abs(a['delta'])} " if not compared else ""
-                out.print(f"    {kind} {count}{what} {a['key']}: batches {a['batches'][:6]}, "
-                          f"after fault(s) {', '.join(a['faults']) or 'none'}")
+                faults = ", ".join(a["faults"]) or "none"
+                if a.get("no_ids"):  # the job's rows keep no event id: the replays and faults that explain it
+                    out.print(f"    {kind} {count}{what} {a['key']}: its rows carry no event id; batch(es) replayed "
+                              f"after a restart {a['batches'][:6] or 'none'}, fault(s) fired {faults}", markup=False)
+                else:
+                    out.print(f"    {kind} {count}{what} {a['key']}: batches {a['batches'][:6]}, "
+                              f"after fault(s) {faults}", markup=False)
             continue
         by_cause: dict[tuple, list[int]] = {}
         for a in v[kind]:

@@ -174,6 +174,9 @@ def attribute_keys(deltas: list[dict], events: pl.DataFrame, id_batches: pl.Data
         # Rows of a user's job that keep its id field name their event (``Pipeline.row_event``), else the key's.
         ids = (pl.Series("id", d["ids"], dtype=pl.Int64) if d.get("ids")
                else events.filter(pl.col("key") == d["key"])["id"])
+        if ids.is_empty():  # a job's row (``--key`` columns of its own) names no event: what explains it instead
+            out.append({**d, **unattributed(history, suspects, lost)})
+            continue
         batches = sorted(id_batches.filter(pl.col("id").is_in(ids.implode()))["batch"].unique().drop_nulls().to_list())
         if suspects and set(batches) & suspects:
             batches = sorted(set(batches) & suspects)
@@ -181,6 +184,23 @@ def attribute_keys(deltas: list[dict], events: pl.DataFrame, id_batches: pl.Data
         faults = sorted({f for b in batches if (f := explain(b))})
         out.append({**d, "batches": batches, "faults": faults})
     return out
+
+
+def unattributed(history: list[dict], suspects: set[int] | None, lost: bool) -> dict:
+    """For a row that carries no event id: the batches a restarted driver ran again (a batch with phases in two
+    driver incarnations: its ``offsets/N`` was written, its ``commits/N`` not, when the old one died), narrowed to
+    those the sink received twice when known, and the faults that fired. Marked ``no_ids``: a cause, not a proof."""
+    runs: dict[int, set[int]] = {}
+    for r in history:
+        if r["kind"] == "phase" and r.get("batch") is not None:
+            runs.setdefault(r["batch"], set()).add(r["detail"].get("incarnation", 0))
+    replayed = sorted(b for b, incarnations in runs.items() if len(incarnations) > 1)
+    if suspects and set(replayed) & suspects:
+        replayed = sorted(set(replayed) & suspects)
+    explain = (lambda b: fault_for_loss(history, b)[0]) if lost else (lambda b: fault_before_commit(history, b))
+    faults = sorted({f for b in replayed if (f := explain(b))}) or \
+        sorted({r["detail"]["spec"] for r in history if r["kind"] == "fault" and r["detail"].get("done")})
+    return {"batches": replayed, "faults": faults, "no_ids": True}
 
 
 def deliveries_view(deliveries: list[dict] | None, dup_batches: set[int]) -> dict | None:

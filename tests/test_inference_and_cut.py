@@ -104,3 +104,29 @@ def test_aggregate_rows_that_contradict_their_own_provenance_are_unexplained():
     wrong = pl.DataFrame({"key": ["a", "b"], "n": [2, 1], "total": [31, 5], "ids": [[1, 2], [1]]})
     found = {u["key"]: u["why"] for u in key_count_unexplained(wrong, events)}
     assert set(found) == {"a", "b"} and "other keys" in found["b"]
+
+
+def test_a_keyed_jobs_anomaly_without_event_ids_names_the_replayed_batch_and_its_fault(capsys):
+    """A job compared by ``--key customer`` writes rows that name no event: its duplicate is explained by the
+    batch a restarted driver ran again and the fault before it, and says that its rows carry no id."""
+    from chaos.console import print_verdict
+    from properties.check import attribute_keys
+
+    def phase(t, batch, name, incarnation):
+        return {"t": t, "kind": "phase", "batch": batch, "phase": name, "detail": {"incarnation": incarnation}}
+
+    events = pl.DataFrame({"id": [1, 2, 3], "key": ["k000", "k001", "k002"]})
+    id_batches = pl.DataFrame({"id": [1, 2, 3], "batch": [0, 1, 2]})
+    timeline = [phase(1.0, 1, "committed", 0), phase(2.0, 2, "sink-done", 0),
+                {"t": 2.1, "kind": "fault", "batch": 2, "phase": "sink-done",
+                 "detail": {"spec": "kill-driver@2:sink-done", "done": True}},
+                phase(9.0, 2, "sink-done", 1), phase(9.5, 2, "committed", 1), phase(10.0, 3, "committed", 1)]
+    dup = attribute_keys([{"key": "customer=acme", "delta": 1, "want": "total=5", "have": "total=7"}], events,
+                         id_batches, timeline)
+    assert dup == [{"key": "customer=acme", "delta": 1, "want": "total=5", "have": "total=7", "batches": [2],
+                    "faults": ["kill-driver@2:sink-done"], "no_ids": True}]
+    print_verdict({"verdict": "at-least-once", "meets": False, "declared": "exactly-once", "inferred": True,
+                   "compared": "keys", "anomaly_counts": {"lost": 0, "duplicated": 1, "unexpected": 0},
+                   "keys": {"exact": 2, "over": 1, "under": 0}, "lost": [], "duplicated": dup, "unexpected": []})
+    line = next(x for x in capsys.readouterr().out.splitlines() if "customer=acme" in x)
+    assert "carry no event id" in line and "[2]" in line and "kill-driver@2:sink-done" in line
