@@ -33,7 +33,8 @@ from pyspark.sql.datasource import DataSourceStreamWriter
 
 from chaos.errors import UserError
 from chaos.jobsource import JOB_SOURCE_NAME, JobSource
-from chaos.jobspec import JobSpec, as_ddl, entry_module, import_entry
+from chaos.jobspec import JobSpec, as_ddl, entry_module, import_entry, parse_schema, roles
+from chaos.jobvalues import value_lists
 from chaos.source import logged_offsets
 
 FILE_FORMATS = ("json", "parquet", "csv", "orc")
@@ -127,6 +128,10 @@ class _Reads:
         else:
             raise UserError(f"the job reads a {fmt!r} stream: streamchaos stands in for kafka, "
                             f"{', '.join(FILE_FORMATS)} and rate sources")
+        if self.spec.values and shape.get("payload"):
+            fields = parse_schema(shape["payload"])
+            value_lists(self.spec.values, fields, roles(fields))  # a field it lacks: one line, before any query
+            shape["values"] = self.spec.values
         opts = {**self.log_options, **shape}
         reader = self.spark.readStream
         self.orig["format"](reader, JOB_SOURCE_NAME)

@@ -40,6 +40,9 @@ JobSink = Annotated[str | None, typer.Option(
                    "file sink)")]
 JobKey = Annotated[str | None, typer.Option(
     "--key", help="your job: columns of an upsert sink's key, compared as the final row per key")]
+JobValues = Annotated[list[str] | None, typer.Option(
+    "--values", help="your job: the values a payload field takes (repeatable): FIELD=a,b,c, FIELD=1..100 or "
+                     "FIELD=@file.csv (its FIELD column, else its first)")]
 Expect = Annotated[str | None, typer.Option(
     help="judge against this guarantee instead of the declared one (exactly-once, at-least-once, at-most-once, "
          "none, incorrect)")]
@@ -86,6 +89,7 @@ def trial(
     schema: JobSchema = None,
     sink: JobSink = None,
     key: JobKey = None,
+    values: JobValues = None,
     expect: Expect = None,
 ) -> None:
     """Run one trial of PIPELINE (or your job's module:function) under a fault schedule and print what happened."""
@@ -96,7 +100,7 @@ def trial(
     check_expect(expect)
     scenario = trial_scenario(pipeline, events, seed, fault, events_per_batch, partitions, keys, skew,
                               max_disorder_ms, late_fraction, resent_fraction, cluster, workers, downtime,
-                              recovery_timeout, conf, image, schema, sink, key)
+                              recovery_timeout, conf, image, schema, sink, key, values)
     run_dir = keep or Path("runs") / time.strftime("trial-%Y%m%d-%H%M%S")
     with Harness(cluster=scenario.cluster, workers=workers, workdir=run_dir.parent, toxiproxy=toxiproxy,
                  standby=standby, echo=err.print) as harness:
@@ -119,6 +123,7 @@ def init(
     schema: JobSchema = None,
     sink: JobSink = None,
     key: JobKey = None,
+    values: JobValues = None,
     test_file: Annotated[Path | None, typer.Option("--out", help="the test file (default "
                                                                 "tests/test_<job>_consistency.py)")] = None,
 ) -> None:
@@ -130,7 +135,7 @@ def init(
         raise UserError(f"{job!r}: name your job's entry point as module:function or path/to/job.py:function")
     if not sink:
         raise UserError("--sink is needed: where the job writes, postgres:TABLE, sqlite:TABLE or parquet")
-    path = starter_test(job_ref(job, schema, sink, key), test_file)
+    path = starter_test(job_ref(job, schema, sink, key, values), test_file)
     out.print(f"wrote {path}: run it with `pytest {path}`", markup=False)
 
 
@@ -207,6 +212,7 @@ def campaign_run(
     schema: JobSchema = None,
     sink: JobSink = None,
     key: JobKey = None,
+    values: JobValues = None,
     shard: Annotated[str | None, typer.Option(help=SHARD_HELP)] = None,
     shards: Annotated[int | None, typer.Option(help="with --shard auto in a Kubernetes Indexed Job: its completions")]
     = None,
@@ -222,7 +228,7 @@ def campaign_run(
 
     cluster = with_image(cluster, image)
     spec = CampaignSpec(
-        pipelines=[job_ref(p, schema, sink, key) for p in pipeline or []], expect=expect,
+        pipelines=[job_ref(p, schema, sink, key, values) for p in pipeline or []], expect=expect,
         kinds=list(parse_kinds(faults)),
         trials=trials if trials is not None or time_budget else 3, time_budget_s=parse_time_budget(time_budget),
         seed=seed, events=events, events_per_batch=events_per_batch, partitions=partitions, keys=keys, skew=skew,

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pyspark.sql.datasource import DataSource
 
 from chaos.jobspec import KAFKA_SCHEMA, RATE_SCHEMA, kafka_row, parse_schema, record, roles, typed
+from chaos.jobvalues import value_lists
 from chaos.source import EventLogStreamReader
 
 JOB_SOURCE_NAME = "streamchaos-job"
@@ -26,6 +27,7 @@ class _Shaper:
         self.shape = options.get("shape", "kafka")
         self.fields = parse_schema(options["payload"]) if options.get("payload") else []
         self.role = roles(self.fields)
+        self.values = value_lists(options.get("values"), self.fields, self.role)  # --values (chaos.jobvalues)
         self.topics = [t for t in options.get("topics", "").split(",") if t] or ["events"]
 
     def schema(self) -> str:
@@ -38,11 +40,11 @@ class _Shaper:
     def rows(self, raw: list[list]):
         for id_, key, value, ms, part, offset in raw:
             if self.shape == "kafka":
-                yield kafka_row(self.fields, self.role, self.topics, id_, key, value, ms, part, offset)
+                yield kafka_row(self.fields, self.role, self.topics, id_, key, value, ms, part, offset, self.values)
             elif self.shape == "rate":
                 yield (datetime.fromtimestamp(ms / 1000, tz=UTC), id_)
             else:
-                yield typed(self.fields, record(self.fields, self.role, id_, key, value, ms))
+                yield typed(self.fields, record(self.fields, self.role, id_, key, value, ms, self.values))
 
 
 def on_time(rows: list[list], late: list | None) -> list[list]:

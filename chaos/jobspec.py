@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, quote
 
 from chaos.errors import UserError
+from chaos.jobvalues import parse_values, pick, value_lists
 
 # Spark's DDL type names the generator can fill, by the Python value a row holds.
 _TYPES = {
@@ -106,12 +107,16 @@ def roles(fields: list[Field]) -> dict[str, str]:
     return out
 
 
-def record(fields: list[Field], role: dict[str, str], id_: int, key: str, value: int, ms: int) -> dict:
-    """One payload as the job's producer would have written it (JSON-ready values)."""
+def record(fields: list[Field], role: dict[str, str], id_: int, key: str, value: int, ms: int,
+           values: dict[str, list] | None = None) -> dict:
+    """One payload as the job's producer would have written it (JSON-ready values); ``values``: the values a field
+    takes (``--values``, chaos.jobvalues)."""
     row = {}
     for f in fields:
         r = role[f.name]
-        if f.kind == "timestamp":
+        if values and f.name in values:
+            row[f.name] = pick(values[f.name], r, id_, key)
+        elif f.kind == "timestamp":
             row[f.name] = datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
         elif f.kind == "date":
             row[f.name] = datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d")
@@ -157,10 +162,10 @@ def typed(fields: list[Field], row: dict) -> tuple:
 
 
 def kafka_row(fields: list[Field], role: dict[str, str], topics: list[str], id_: int, key: str, value: int,
-              ms: int, partition: int, offset: int) -> tuple:
+              ms: int, partition: int, offset: int, values: dict[str, list] | None = None) -> tuple:
     """One event as Spark's Kafka source gives it: the payload as JSON bytes in ``value``, the event's key as
     the record key, its partition and offset as the record's provenance."""
-    payload = json.dumps(record(fields, role, id_, key, value, ms), separators=(",", ":")).encode()
+    payload = json.dumps(record(fields, role, id_, key, value, ms, values), separators=(",", ":")).encode()
     topic = topics[partition % len(topics)]
     return (key.encode(), payload, topic, partition, offset, datetime.fromtimestamp(ms / 1000, tz=UTC), 0)
 
@@ -171,11 +176,12 @@ class JobSpec:
     schema: str | None = None  # the payload's Spark DDL (kafka and file sources)
     sink: str = ""  # postgres:TABLE | sqlite:TABLE | parquet
     key: tuple[str, ...] = ()  # upsert sinks: the final row per key is compared
+    values: str = ""  # the values payload fields take, JSON (chaos.jobvalues)
 
     @property
     def ref(self) -> str:
-        query = [(k, v) for k, v in (("schema", self.schema), ("sink", self.sink), ("key", ",".join(self.key)))
-                 if v]
+        query = [(k, v) for k, v in (("schema", self.schema), ("sink", self.sink), ("key", ",".join(self.key)),
+                                     ("values", self.values)) if v]
         return self.entry + ("?" + "&".join(f"{k}={quote(v, safe=' :,()')}" for k, v in query) if query else "")
 
     @property
@@ -199,19 +205,20 @@ class JobSpec:
         if self.sink_kind in ("postgres", "sqlite") and not re.fullmatch(TABLE_NAME, self.table):
             raise UserError(f"--sink {self.sink}: name the job's table, e.g. {self.sink_kind}:customer_totals")
         if self.schema:
-            parse_schema(self.schema)
+            fields = parse_schema(self.schema)
+            value_lists(self.values, fields, roles(fields))
         return self
 
 
 def parse_ref(ref: str) -> JobSpec:
-    """The job a pipeline reference names (``entry?schema=...&sink=...&key=...``)."""
+    """The job a pipeline reference names (``entry?schema=...&sink=...&key=...&values=...``)."""
     entry, _, query = ref.partition("?")
     opts = dict(parse_qsl(query, keep_blank_values=True))
-    unknown = set(opts) - {"schema", "sink", "key"}
+    unknown = set(opts) - {"schema", "sink", "key", "values"}
     if unknown:
-        raise UserError(f"{ref!r}: unknown job option(s) {', '.join(sorted(unknown))}: use schema, sink, key")
+        raise UserError(f"{ref!r}: unknown job option(s) {', '.join(sorted(unknown))}: use schema, sink, key, values")
     key = tuple(k.strip() for k in opts.get("key", "").split(",") if k.strip())
-    return JobSpec(entry, opts.get("schema") or None, opts.get("sink", ""), key)
+    return JobSpec(entry, opts.get("schema") or None, opts.get("sink", ""), key, opts.get("values", ""))
 
 
 def entry_module(entry: str) -> tuple[str, str, Path | None]:
@@ -320,13 +327,17 @@ def as_ddl(schema) -> str | None:
     return schema_from_sample(text) if text.startswith("{") else text
 
 
-def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tuple | list | None = None) -> str:
-    """A user's job with its schema (DDL, sample record or StructType), sink and key folded into the reference
-    scenarios store; catalogue names and Pipeline classes as they are."""
-    if ":" not in pipeline or "?" in pipeline or not (schema or sink or key or ".py:" in pipeline):
+def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tuple | list | None = None,
+            values: list[str] | tuple[str, ...] | None = None) -> str:
+    """A user's job with its schema (DDL, sample record or StructType), sink, key and ``--values``
+    (chaos.jobvalues) folded into the reference scenarios store; catalogue names and Pipeline classes as they
+    are."""
+    if ":" not in pipeline or "?" in pipeline or not (schema or sink or key or values or ".py:" in pipeline):
+        if values:
+            raise UserError(f"--values applies to a job as written (path/to/job.py:function), not {pipeline}")
         return pipeline
     given = parse_ref(pipeline)
     refuse_namesakes(given.entry)
     keys = tuple(k.strip() for k in (key.split(",") if isinstance(key, str) else key or ()) if k.strip())
     return JobSpec(canonical_entry(given.entry), as_ddl(schema) or given.schema, sink or given.sink,
-                   keys or given.key).ref
+                   keys or given.key, parse_values(values) or given.values).ref

@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 bind(("properties", "reports"))
 
 MARKER = ("consistency(expect=None, faults='kill', pipeline=None, examples=(), conf=None, schema=None, sink=None, "
-          "key=None): check a pipeline (or a job as written: schema, sink, key) under faults (conf: "
+          "key=None, values=None): check a pipeline (or a job as written: schema, sink, key, values) under faults "
+          "(conf: "
           "{'KEY': ['V1', 'V2']} runs it under every combination)")
 
 
@@ -117,7 +118,7 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
     def check(pipeline: str | None = None, *, expect: str | None = None, faults: str | None = None,
               examples: list[str] | tuple[str, ...] | None = None, trials: int | None = None,
               conf: dict | list[str] | None = None, schema=None, sink: str | None = None,
-              key: str | tuple[str, ...] | None = None) -> dict:
+              key: str | tuple[str, ...] | None = None, values: list[str] | None = None) -> dict:
         from chaos.campaign import Campaign, CampaignSpec, slug
         from chaos.jobspec import job_ref
         from chaos.runner import Runner
@@ -128,9 +129,9 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
         if not pipeline:
             raise pytest.UsageError("chaos_check needs a pipeline: chaos_check('module:attr') or "
                                     "@pytest.mark.consistency(pipeline='module:attr')")
-        try:  # a job as written: its payload schema, sink and key (chaos/jobspec.py)
+        try:  # a job as written: its payload schema, sink, key and values (chaos/jobspec.py)
             pipeline = job_ref(pipeline, schema or options.get("schema"), sink or options.get("sink"),
-                               key or options.get("key"))
+                               key or options.get("key"), values or options.get("values"))
         except UserError as exc:
             pytest.fail(f"streamchaos: {exc}", pytrace=False)
         spec = CampaignSpec(

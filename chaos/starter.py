@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -24,11 +25,12 @@ SCHEMA = "{schema}"
 # Where the job writes, read back after every trial{sink_note}.
 SINK = "{sink}"
 KEY = {key}  # an upsert sink's key: its final row per key is compared; () compares every row
+VALUES = {values}  # the values payload fields take (--values); None: generated ones
 
 
 @pytest.mark.consistency(expect="exactly-once", faults="kill")
 def test_{name}_is_exactly_once_under_crashes(chaos_check):
-    chaos_check(JOB, schema=SCHEMA, sink=SINK, key=KEY)
+    chaos_check(JOB, schema=SCHEMA, sink=SINK, key=KEY, values=VALUES)
 '''
 
 
@@ -44,5 +46,6 @@ def starter_test(ref: str, out: Path | None) -> Path:
             "sqlite": " (the job gets a SQLite file of the trial's as DATABASE_URL)"}.get(
         spec.sink_kind, " (its file sink's path is the trial's)")
     text = TEMPLATE.format(entry=spec.entry, path=path, schema=(spec.schema or "").replace('"', '\\"'),
-                           sink=spec.sink, sink_note=note, key=repr(tuple(spec.key)), name=name)
+                           sink=spec.sink, sink_note=note, key=repr(tuple(spec.key)), name=name,
+                           values=repr(json.loads(spec.values)) if spec.values else None)
     return write_text(path, text)

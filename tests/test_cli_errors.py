@@ -6,7 +6,10 @@ import os
 
 import pytest
 
-from tests.conftest import cli, left_by
+from tests.conftest import REPO, cli, left_by
+
+JOB = [f"{REPO}/examples/orders_by_region.py:run", "--schema", "order_id STRING, account STRING, amount LONG, "
+       "ts TIMESTAMP", "--sink", "postgres:region_totals", "--key", "region"]
 
 
 @pytest.mark.parametrize(
@@ -31,6 +34,11 @@ from tests.conftest import cli, left_by
         (["campaign", "run", "--pipeline", "key-count", "--shard", "4/3"], "the index runs from 1"),
         (["campaign", "run", "--pipeline", "key-count", "--shard", "auto"], "found no scheduler here"),
         (["campaign", "run", "--pipeline", "windowed-count", "--late-fraction", "2"], "late_fraction must lie in"),
+        (["trial", *JOB, "--values", "account=@no-such.csv"], "no-such.csv: cannot read it"),
+        (["trial", *JOB, "--values", "acount=acc-1,acc-2"], "the payload has no field acount"),
+        (["trial", *JOB, "--values", "order_id=1..5"], "carries each event's unique id"),
+        (["trial", *JOB, "--values", "amount=1..9,12"], "'1..9' is not an int"),
+        (["campaign", "run", "--pipeline", "key-count", "--values", "key=a,b"], "--values applies to a job"),
         (["campaign", "merge", "out", "no-such-dir"], "no-such-dir is not a directory"),
         (["campaign", "run", "--pipeline", "key-count", "--faults", "kill,node"],
          "--faults node needs --cluster docker"),

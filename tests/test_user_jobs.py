@@ -210,3 +210,26 @@ def test_every_python_path_the_harness_sets_starts_with_its_own_packages(tmp_pat
     assert all((folder / name).resolve() == INSTALL / name for name in PACKAGES)
     assert spark_env()["PYTHONPATH"].split(":") == [str(folder), str(tmp_path)]
     assert driver_env()["PYTHONPATH"].split(":") == [str(SITE_HOOK), str(folder), str(tmp_path), str(tmp_path)]
+
+
+def test_values_come_from_a_list_a_range_or_a_files_column_and_travel_in_the_reference(tmp_path):
+    from chaos.jobspec import job_ref, parse_ref, parse_schema, record, roles
+    from chaos.jobvalues import parse_values, value_lists
+
+    (tmp_path / "accounts.csv").write_text("region,account\nemea,acc-1\namer,acc-2\n\namer,acc-2\n")
+    (tmp_path / "plain.txt").write_text("x1\nx2\n")
+    assert parse_values(["account=@accounts.csv", "code=@plain.txt", "shard=3..5"], base=tmp_path) == \
+        '{"account":["acc-1","acc-2"],"code":["x1","x2"],"shard":["3","4","5"]}'
+    assert parse_values({"note": ["a,b", "c"]}) == '{"note":["a,b","c"]}'  # chaos_check's dict keeps commas
+    schema = "order_id STRING, account STRING, amount LONG, shard INT, ts TIMESTAMP"
+    fields = parse_schema(schema)
+    role = roles(fields)
+    values = value_lists(parse_values(["account=acc-1,acc-2,acc-3", "shard=3..5"]), fields, role)
+    assert values == {"account": ["acc-1", "acc-2", "acc-3"], "shard": [3, 4, 5]}
+    # The key's field keeps the key's distribution (kN -> value N mod len); others go by the event id.
+    rows = [record(fields, role, i, f"k{k:03d}", 7, 0, values) for i, k in ((10, 4), (11, 4), (12, 2))]
+    assert [r["account"] for r in rows] == ["acc-2", "acc-2", "acc-3"] and [r["shard"] for r in rows] == [4, 5, 3]
+    assert [r["order_id"] for r in rows] == ["order_id-10", "order_id-11", "order_id-12"]
+    ref = job_ref("examples/orders_by_region.py:run", schema, "postgres:region_totals", "region",
+                  ["account=acc-1,acc-2"])
+    assert parse_ref(ref).values == '{"account":["acc-1","acc-2"]}' and parse_ref(ref).validate()

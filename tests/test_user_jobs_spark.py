@@ -81,6 +81,23 @@ def test_a_campaign_on_an_append_job_finds_and_shrinks_its_duplicates(spark_clus
     assert again.rc == 1 and "0 changed" in again.stdout, again.stdout + again.stderr
 
 
+@needs_postgres
+def test_values_from_a_file_drive_a_stream_static_join_to_exactly_once(chaos_harness, tmp_path):
+    """Generated accounts would all fall out of the join with accounts.csv: ``--values account=@accounts.csv``
+    gives the stream the table's own ids, and every order reaches a region."""
+    r = trial(chaos_harness, tmp_path, job("orders_by_region"), "--schema", ORDER.replace("customer", "account"),
+              "--sink", "postgres:region_totals", "--key", "region",
+              "--values", f"account=@{REPO}/examples/accounts.csv", *KILL)
+    assert all(f["fired"] for f in r["faults"]) and r["verdict"] == "exactly-once" and r["meets"] is True
+    run = Path(r["run_dir"])
+    expected = pl.read_parquet(run / "oracle" / "output.parquet")
+    assert sorted(expected["region"]) == ["amer", "apac", "emea"] and r["keys"]["exact"] == 3
+    assert expected["orders"].sum() == 1000  # every order matched an account
+    assert expected["total"].sum() == pl.read_parquet(run / "events.parquet")["value"].sum()
+    scenario = json.loads((run / "scenario.json").read_text())
+    assert '"acc-0012"' in scenario["pipeline"].replace("%22", '"')  # the values travel in the reference
+
+
 def test_a_file_sink_jobs_campaign_opens_its_sink_windows_and_is_exactly_once(spark_cluster, tmp_path):
     run = cli("campaign", "run", "--pipeline", job("clicks_files"), "--sink", "parquet", "--trials", "1",
               "--events", "1000", "--faults", "kill", "--out", "c", "--cluster", spark_cluster.master_url,
