@@ -18,6 +18,7 @@ trials are never run twice.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import time
@@ -401,6 +402,9 @@ class Campaign:
                "coverage": coverage, "seconds": round(self.elapsed(), 1), "exit_code": code}
         if self.data.get("shard"):  # a share of the plan: its claims cover its share
             out["shard"] = {k: self.data["shard"][k] for k in ("index", "count")}
+        lost = self.root / "lost.json"
+        if lost.exists():  # trials a lost Ray node took with it (chaos/onray.py)
+            out["lost"] = json.loads(lost.read_text())
         if self.data.get("merged_from"):  # shards made one: what no shard finished
             out["merged_from"] = self.data["merged_from"]
             out["missing"] = [e["id"] for e in self.plan if not self.finished(e["id"])]

@@ -43,6 +43,8 @@ JobKey = Annotated[str | None, typer.Option(
 JobValues = Annotated[list[str] | None, typer.Option(
     "--values", help="your job: the values a payload field takes (repeatable): FIELD=a,b,c, FIELD=1..100 or "
                      "FIELD=@file.csv (its FIELD column, else its first)")]
+Ray = Annotated[str | None, typer.Option(
+    help="run the trials on a Ray cluster, one harness per node: its address HOST:PORT, or auto (docs/scale.md)")]
 Expect = Annotated[str | None, typer.Option(
     help="judge against this guarantee instead of the declared one (exactly-once, at-least-once, at-most-once, "
          "none, incorrect)")]
@@ -214,6 +216,7 @@ def campaign_run(
     key: JobKey = None,
     values: JobValues = None,
     shard: Annotated[str | None, typer.Option(help=SHARD_HELP)] = None,
+    ray: Ray = None,
     shards: Annotated[int | None, typer.Option(help="with --shard auto in a Kubernetes Indexed Job: its completions")]
     = None,
 ) -> None:
@@ -238,7 +241,7 @@ def campaign_run(
         conf=parse_matrix(list(conf or [])) or None)
     if max_faults < 1:
         raise UserError(f"--max-faults must be at least 1, got {max_faults}")
-    _require_java()
+    _require_runner(ray)
     default = time.strftime("campaign-%Y%m%d-%H%M%S") + (f"-shard-{share[0]}-of-{share[1]}" if share else "")
     campaign = Campaign.create(out_dir or Path("runs") / default, spec, shard=share)
     if share:
@@ -249,7 +252,7 @@ def campaign_run(
     else:
         err.print(f"campaign {campaign.root}: {len(campaign.plan)} planned trials; "
                   f"resume with `streamchaos campaign resume {campaign.root}` if interrupted")
-    summary = _execute(campaign, toxiproxy, standby=standby)
+    summary = _execute(campaign, toxiproxy, standby=standby, ray=ray)
     if summary["exit_code"]:
         raise typer.Exit(summary["exit_code"])
 
@@ -289,16 +292,17 @@ def campaign_resume(
     campaign_dir: Annotated[Path, typer.Argument(help="the directory of an interrupted campaign")],
     toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
     standby: Standby = True,
+    ray: Ray = None,
 ) -> None:
     """Continue an interrupted campaign: finished trials are kept, the one in flight is rerun."""
     from chaos.campaign import Campaign, remove_unfinished
 
     campaign = Campaign.load(campaign_dir)
-    _require_java()
+    _require_runner(ray)
     removed = remove_unfinished(campaign)
     if removed:
         err.print(f"discarded {len(removed)} trial(s) the interrupted harness left unfinished: {', '.join(removed)}")
-    summary = _execute(campaign, toxiproxy, standby=standby)
+    summary = _execute(campaign, toxiproxy, standby=standby, ray=ray)
     if summary["exit_code"]:
         raise typer.Exit(summary["exit_code"])
 
@@ -351,33 +355,55 @@ def conformance(
         raise typer.Exit(3)
 
 
+def _require_runner(ray: str | None) -> None:
+    """What runs the trials is there: Java here, or Ray (the head of a Ray campaign runs no JVM)."""
+    if ray is None:
+        _require_java()
+        return
+    from importlib.util import find_spec
+
+    from chaos.onray import INSTALL
+
+    if find_spec("ray") is None:
+        raise UserError(INSTALL)
+
+
 def _require_java() -> None:
     from chaos.java import require_java
 
     require_java()
 
 
-def _execute(campaign, toxiproxy: str | None = None, finish=None, standby: bool = True) -> dict:
-    """Run a campaign on one harness (cluster, event log, proxies, database reused by every trial).
+def _execute(campaign, toxiproxy: str | None = None, finish=None, standby: bool = True,
+             ray: str | None = None) -> dict:
+    """Run a campaign on one harness (cluster, event log, proxies, database reused by every trial), or on one
+    harness per node of a Ray cluster (``ray``: its address).
 
     ``finish(summary)`` runs before the report is written (conformance adds its table there)."""
-    from chaos.harness import Harness
     from chaos.progress import RichProgress
-    from chaos.runner import Runner
     from reports.html import write_report
 
     spec = campaign.spec
-    campaign.require_spark()
     for s in campaign.data.get("skipped", []):
         err.print(f"skipped {s['pipeline']}: {s['reason']}")
     if not campaign.plan:
         raise UserError("nothing to run: every pipeline was skipped (see above)")
     # Standby and spare drivers change how fast a trial runs, not what it does: not part of the spec.
-    with Harness(cluster=spec.cluster, workers=spec.workers, workdir=campaign.root / "harness",
-                 toxiproxy=toxiproxy, standby=standby, spare=standby, data_dir=campaign.root,
-                 echo=err.print) as harness:
-        err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
-        summary = Runner(campaign, harness, RichProgress(err)).run()
+    options = {"cluster": spec.cluster, "workers": spec.workers, "toxiproxy": toxiproxy, "standby": standby,
+               "spare": standby}
+    if ray is not None:
+        from chaos.onray import run_on_ray
+
+        summary = run_on_ray(campaign, ray, options, RichProgress(err), echo=err.print)
+    else:
+        from chaos.harness import Harness
+        from chaos.runner import Runner
+
+        campaign.require_spark()
+        _require_java()
+        with Harness(**options, workdir=campaign.root / "harness", data_dir=campaign.root, echo=err.print) as harness:
+            err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
+            summary = Runner(campaign, harness, RichProgress(err)).run()
     if finish is not None:
         finish(summary)
     report = write_report(campaign.root)

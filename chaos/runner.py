@@ -52,39 +52,52 @@ class Runner:
 
     def run(self) -> dict:
         """Run every unfinished planned trial, then shrink each violation; returns (and stores) the summary."""
-        progress = self.progress
-        budget = self.c.spec.time_budget_s
         todo = [e for e in self.c.share if not self.c.finished(e["id"])]
-        progress.begin(self.c, len(self.c.share) - len(todo))
-        for k, entry in enumerate(todo):
-            interrupt.check()
-            reserved = self.shrink_reserve()
-            if budget is not None and self.c.elapsed() + reserved >= budget:
-                progress.note(f"time budget of {budget:.0f}s spent" + (f" ({reserved:.0f}s of it kept for shrinking)"
-                                                                       if reserved else "")
-                              + f": {len(todo) - k} planned trial(s) not run")
-                break
-            last = k == len(todo) - 1 and not self.c.spec.shrink  # nothing follows: no spare for it
-            self.run_trial(entry["id"], Scenario(**entry["scenario"]), last)
+        self.progress.begin(self.c, len(self.c.share) - len(todo))
+        self.run_planned(todo)
         if self.c.spec.shrink:
             for pipeline in list(self.c.rows()):
                 self.shrink(pipeline)
         self.note_late_writes()
         summary = self.c.summarize()
         write_json(self.c.root / "summary.json", summary)
-        progress.end(summary)
+        self.progress.end(summary)
         return summary
+
+    def run_planned(self, todo: list[dict]) -> None:
+        """The planned trials not yet finished, one after another on this machine's harness."""
+        for k, entry in enumerate(todo):
+            interrupt.check()
+            if self.budget_spent(len(todo) - k):
+                break
+            last = k == len(todo) - 1 and not self.c.spec.shrink  # nothing follows: no spare for it
+            self.run_trial(entry["id"], Scenario(**entry["scenario"]), last)
+
+    def budget_spent(self, left: int) -> bool:
+        """Whether ``--time-budget`` leaves no room for another planned trial (saying so, with ``left`` not run)."""
+        budget = self.c.spec.time_budget_s
+        reserved = self.shrink_reserve()
+        if budget is None or self.c.elapsed() + reserved < budget:
+            return False
+        self.progress.note(f"time budget of {budget:.0f}s spent" + (f" ({reserved:.0f}s of it kept for shrinking)"
+                                                                    if reserved else "")
+                           + f": {left} planned trial(s) not run")
+        return True
 
     def run_trial(self, trial_id: str, scenario: Scenario, last: bool = False) -> dict:
         """One trial of the campaign, run unless its result is stored, then judged: its verdict."""
-        progress = self.progress
         run_dir = self.c.trial_dir(trial_id)
         if not (run_dir / "result.json").exists():  # in flight when the harness died: start over
-            progress.trial_start(trial_id, scenario)
+            self.progress.trial_start(trial_id, scenario)
             self.harness.trial(scenario, run_dir, last=last)
+        return self.finish_trial(trial_id, scenario)
+
+    def finish_trial(self, trial_id: str, scenario: Scenario) -> dict:
+        """A trial whose directory is complete: judged, told, and the summary so far stored."""
+        run_dir = self.c.trial_dir(trial_id)
         judge(run_dir)
         verdict = self.c.verdict_of(trial_id)
-        progress.trial_done(trial_id, scenario, verdict, load_result(run_dir))
+        self.progress.trial_done(trial_id, scenario, verdict, load_result(run_dir))
         self.note_late_writes(skip=trial_id)
         write_json(self.c.root / "summary.json", self.c.summarize())
         return verdict
