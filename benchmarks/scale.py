@@ -1,13 +1,17 @@
 """Benchmark: what spreading a campaign over machines costs, measured on this one.
 
-    python benchmarks/scale.py [--trials 6] [--shards 2] [--merge-trials 1000] [--out runs/bench-scale]
+    python benchmarks/scale.py [--trials 6] [--shards 2] [--merge-trials 1000] [--no-ray] [--out runs/bench-scale]
 
 1. **Shards + merge against one `campaign run`**: the same plan (``--trials`` standard-size trials of
    ``passthrough-append`` with one driver kill each) run as one ``streamchaos campaign run`` and as
    ``--shards`` shard commands run one after another here, then ``campaign merge``. On N machines the shards
    run at once; what sharding adds per trial is each shard's own harness start and close and the merge:
    ``(sum of shard walls + merge wall - one run's wall) / trials``, printed beside a trial's median time.
-2. **Merge at scale**: ``--merge-trials`` stored trials (copies of a real trial of part 1, hard-linked),
+2. **The Ray path against one `campaign run`**: the same plan run with ``--ray`` on a one-node Ray cluster
+   started here (Ray's own test cluster, loopback only), so both runs have one harness on the same 2 cores:
+   ``(Ray wall - one run's wall) / trials`` is what Ray adds per trial (actor start, a trial's directory
+   packed, sent and unpacked, scheduling); the Ray processes' peak RSS is printed too. Skipped without Ray.
+3. **Merge at scale**: ``--merge-trials`` stored trials (copies of a real trial of part 1, hard-linked),
    split over 4 shards, merged into one directory with its summary and report; prints the seconds and the
    merge process's peak RSS.
 """
@@ -47,7 +51,7 @@ def trial_seconds(root: Path) -> list[float]:
     return [json.loads(p.read_text())["seconds"] for p in sorted(root.glob("trials/*/result.json"))]
 
 
-def shards_against_one_run(out: Path, trials: int, shards: int) -> Path:
+def shards_against_one_run(out: Path, trials: int, shards: int) -> tuple[Path, float]:
     one = streamchaos("campaign", "run", *OPTIONS, "--trials", str(trials), "--out", "one", cwd=out)
     walls = [streamchaos("campaign", "run", *OPTIONS, "--trials", str(trials), "--shard", f"{i}/{shards}",
                          "--out", f"shard-{i}", cwd=out) for i in range(1, shards + 1)]
@@ -63,7 +67,58 @@ def shards_against_one_run(out: Path, trials: int, shards: int) -> Path:
     for share in (30, 100):
         print(f"  at {share} trials a shard: {(per_shard + merge / shards) / share:.2f}s per trial "
               f"({(per_shard + merge / shards) / share / median:.1%} of a trial)")
-    return out / "one"
+    return out / "one", one
+
+
+def ray_processes_rss() -> int:
+    import psutil
+
+    total = 0
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if proc.info["name"] in ("raylet", "gcs_server") or cmd.startswith("ray::") or "ray/_private" in cmd:
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:
+                continue
+    return total
+
+
+def ray_against_one_run(out: Path, trials: int, one_wall: float) -> None:
+    import os
+    import threading
+
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # the cluster keeps 127.0.0.1 (docs/scale.md)
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    try:
+        from ray.cluster_utils import Cluster
+    except ImportError:
+        print("the Ray path: skipped (Ray is not installed: pip install -e '.[ray]')")
+        return
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                            "node_ip_address": "127.0.0.1"})
+    peak, running = [0], [True]
+
+    def sample() -> None:
+        while running[0]:
+            peak[0] = max(peak[0], ray_processes_rss())
+            time.sleep(1.0)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        wall = streamchaos("campaign", "run", *OPTIONS, "--trials", str(trials), "--ray", cluster.address,
+                           "--out", "ray", cwd=out)
+    finally:
+        running[0] = False
+        sampler.join()
+        cluster.shutdown()
+    median = statistics.median(trial_seconds(out / "ray"))
+    added = (wall - one_wall) / trials
+    print(f"--ray on a one-node Ray cluster: {trials} trials in {wall:.1f}s (one campaign run: {one_wall:.1f}s); "
+          f"Ray adds {added:+.1f}s per trial ({added / median:+.1%} of a trial's median {median:.1f}s); "
+          f"Ray's own processes (GCS, raylet, the actor with its harness's Python side): peak RSS "
+          f"{peak[0] / 2**20:.0f} MiB")
 
 
 def merge_at_scale(out: Path, source: Path, count: int) -> None:
@@ -93,12 +148,15 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=6)
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--merge-trials", type=int, default=1000)
+    parser.add_argument("--no-ray", action="store_true", help="skip the Ray path")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-scale"))
     args = parser.parse_args()
     out = args.out.resolve()
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    one = shards_against_one_run(out, args.trials, args.shards)
+    one, one_wall = shards_against_one_run(out, args.trials, args.shards)
+    if not args.no_ray:
+        ray_against_one_run(out, args.trials, one_wall)
     merge_at_scale(out, one, args.merge_trials)
 
 

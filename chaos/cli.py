@@ -356,16 +356,13 @@ def conformance(
 
 
 def _require_runner(ray: str | None) -> None:
-    """What runs the trials is there: Java here, or Ray (the head of a Ray campaign runs no JVM)."""
+    """What runs the trials is there: Java here, or a Ray cluster that answers (the head runs no JVM)."""
     if ray is None:
         _require_java()
         return
-    from importlib.util import find_spec
+    from chaos.onray import connect
 
-    from chaos.onray import INSTALL
-
-    if find_spec("ray") is None:
-        raise UserError(INSTALL)
+    connect(ray)
 
 
 def _require_java() -> None:

@@ -40,7 +40,7 @@ from chaos.scenario import Scenario
 if TYPE_CHECKING:
     from chaos.campaign import Campaign
 
-INSTALL = "--ray needs Ray, an optional extra: pip install -e '.[ray]' (or pip install 'ray[default]>=2.9')"
+INSTALL = "--ray needs Ray, an optional extra: pip install -e '.[ray]' (or pip install 'ray>=2.9')"
 LOOPBACK = ("127.0.0.1", "localhost")
 RAY_LOOPBACK = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray's node address stays the loopback one
 
@@ -60,6 +60,22 @@ def _current_cluster() -> str:
         return ""
 
 
+def _answers(address: str) -> None:
+    """Ray retries a silent address for minutes, logging each try: a plain TCP connect first says it at once."""
+    target = os.environ.get("RAY_ADDRESS") or _current_cluster() if address == "auto" else address
+    host, _, port = target.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"--ray {address}: give the Ray head's address as HOST:PORT (its GCS port, 6379 by default), "
+                        "or auto for a cluster `ray start` made on this machine" if address != "auto" else
+                        "--ray auto: no Ray cluster was started on this machine (`ray start --head`), and RAY_ADDRESS "
+                        "is not set")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise UserError(f"--ray {address}: no Ray cluster answers there ({exc.strerror or exc}); start one with "
+                        "`ray start --head`, or give its address as HOST:PORT") from None
+
+
 def connect(address: str):
     """``ray`` connected to the cluster at ``address`` (``auto``: the one on this machine); one line if Ray is
     missing or nothing answers."""
@@ -69,7 +85,10 @@ def connect(address: str):
         import ray
     except ImportError:
         raise UserError(INSTALL) from None
+    _answers(address)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if ray.is_initialized():
+        return ray
     try:
         ray.init(address=address, log_to_driver=False, logging_level="ERROR", namespace="streamchaos")
     except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -107,7 +126,7 @@ class NodeHarness:
 
         self.node = ray.get_runtime_context().get_node_id()
         self.scratch = Path(tempfile.mkdtemp(prefix="streamchaos-ray-"))
-        self.watch = reaper.watch()  # this actor killed: its Spark processes and containers go too
+        reaper.watch(self.scratch)  # this actor killed: its processes, containers and scratch go too
         self.harness = Harness(**options, workdir=self.scratch / "harness", data_dir=self.scratch)
         self.harness.__enter__()
 

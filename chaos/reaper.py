@@ -4,39 +4,48 @@ A harness started by hand that is SIGKILLed leaves its processes to the next sta
 (``chaos.procs.reap_orphans``). A harness that runs inside a Ray actor may never see a next start there: its
 node is lost, or its campaign's head was killed and Ray killed the actor with it. So such a harness starts
 this watch: a small process in a session of its own that polls the harness's pid and, once it is gone,
-reaps every process and Docker container whose owner is no longer alive, then exits.
+reaps every process and Docker container whose owner is no longer alive, removes the harness's scratch
+directory, then exits.
 
-    python -m chaos.reaper OWNER_TAG
+    python -m chaos.reaper OWNER_TAG [SCRATCH_DIR]
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from chaos.procs import OWNER_VAR, my_tag, owner_alive, reap_orphans
 
 POLL_S = 0.5
 
 
-def watch() -> subprocess.Popen:
-    """Start the watch over this process (untagged itself: nobody reaps it, it ends after its harness)."""
+def watch(scratch: Path | None = None) -> None:
+    """Start the watch over this process (untagged itself: nobody reaps it, it ends after its harness). It is
+    not this process's child: Ray kills a dead actor's children, and the watch must outlive the actor."""
     env = {k: v for k, v in os.environ.items() if k != OWNER_VAR}
-    return subprocess.Popen([sys.executable, "-m", "chaos.reaper", my_tag()], env=env, start_new_session=True,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    argv = [sys.executable, "-m", "chaos.reaper", my_tag(), *([str(scratch)] if scratch else [])]
+    # A detached grandchild: the intermediate process exits at once, so the watch is nobody's child here.
+    launcher = ("import subprocess, sys; subprocess.Popen(sys.argv[1:], start_new_session=True, "
+                "stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)")
+    subprocess.run([sys.executable, "-c", launcher, *argv], env=env, check=True, timeout=60)
 
 
-def main(tag: str) -> int:
+def main(tag: str, scratch: str | None = None) -> int:
     while owner_alive(tag):
         time.sleep(POLL_S)
     from chaos.containers import reap_containers
 
     reap_orphans()
     reap_containers()
+    if scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(*sys.argv[1:3]))

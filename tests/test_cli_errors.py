@@ -99,3 +99,14 @@ def test_every_help_page_renders(tmp_path, command):
     r = cli(*command, "--help", cwd=tmp_path)
     assert r.rc == 0, r.stderr
     assert "Usage" in r.stdout and "Traceback" not in r.stderr
+
+
+def test_ray_without_ray_installed_says_how_to_install_it(tmp_path):
+    fake = tmp_path / "site" / "ray"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    run = cli("campaign", "run", "--pipeline", "key-count", "--ray", "auto", "--out", "c", cwd=tmp_path, env=env)
+    assert run.rc == 2 and run.stderr.strip().splitlines() == [
+        "error: --ray needs Ray, an optional extra: pip install -e '.[ray]' (or pip install 'ray>=2.9')"]
+    assert not (tmp_path / "c").exists()
