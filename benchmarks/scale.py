@@ -1,6 +1,6 @@
 """Benchmark: what spreading a campaign over machines costs, measured on this one.
 
-    python benchmarks/scale.py [--trials 6] [--shards 2] [--merge-trials 1000] [--no-ray] [--out runs/bench-scale]
+    python benchmarks/scale.py [--trials 6] [--shards 2] [--merge-trials 1000] [--no-ray | --ray-only] [--out DIR]
 
 1. **Shards + merge against one `campaign run`**: the same plan (``--trials`` standard-size trials of
    ``passthrough-append`` with one driver kill each) run as one ``streamchaos campaign run`` and as
@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from chaos.atomic import write_json  # noqa: E402
 from chaos.campaign import Campaign, CampaignSpec  # noqa: E402
 from chaos.merge import copy_tree  # noqa: E402
+from chaos.onray import pack, unpack  # noqa: E402
 
 OPTIONS = ["--pipeline", "passthrough-append", "--seed", "11", "--events", "2000", "--no-shrink", "--max-faults",
            "1"]
@@ -70,21 +71,37 @@ def shards_against_one_run(out: Path, trials: int, shards: int) -> tuple[Path, f
     return out / "one", one
 
 
-def ray_processes_rss() -> int:
+def ray_processes() -> list:
+    """Ray's own processes (GCS, raylets, agents, monitors), not the actor that runs the harness."""
     import psutil
 
-    total = 0
+    found = []
     for proc in psutil.process_iter(["name", "cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if proc.info["name"] in ("raylet", "gcs_server") or cmd.startswith("ray::") or "ray/_private" in cmd:
-            try:
-                total += proc.memory_info().rss
-            except psutil.Error:
-                continue
-    return total
+        if "NodeHarness" in cmd:
+            continue
+        if proc.info["name"] in ("raylet", "gcs_server") or cmd.startswith("ray::") or "site-packages/ray/" in cmd:
+            found.append(proc)
+    return found
+
+
+def ray_usage() -> tuple[int, float]:
+    """Ray's own processes: RSS now, CPU-seconds so far."""
+    import psutil
+
+    rss, cpu = 0, 0.0
+    for proc in ray_processes():
+        try:
+            rss += proc.memory_info().rss
+            times = proc.cpu_times()
+            cpu += times.user + times.system
+        except psutil.Error:
+            continue
+    return rss, cpu
 
 
 def ray_against_one_run(out: Path, trials: int, one_wall: float) -> None:
+    """``--ray`` on a one-node Ray cluster against ``one_wall``, the same plan's ``campaign run`` wall."""
     import os
     import threading
 
@@ -101,24 +118,34 @@ def ray_against_one_run(out: Path, trials: int, one_wall: float) -> None:
 
     def sample() -> None:
         while running[0]:
-            peak[0] = max(peak[0], ray_processes_rss())
+            peak[0] = max(peak[0], ray_usage()[0])
             time.sleep(1.0)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
+    cpu_before = ray_usage()[1]
     try:
         wall = streamchaos("campaign", "run", *OPTIONS, "--trials", str(trials), "--ray", cluster.address,
                            "--out", "ray", cwd=out)
+        cpu = ray_usage()[1] - cpu_before
     finally:
         running[0] = False
         sampler.join()
         cluster.shutdown()
     median = statistics.median(trial_seconds(out / "ray"))
+    one_median = statistics.median(trial_seconds(out / "one"))
+    sample_dir = sorted((out / "ray" / "trials").iterdir())[0]
+    t0 = time.monotonic()
+    data = pack(sample_dir)
+    unpack(data, out / "unpacked" / sample_dir.name)
+    transport = time.monotonic() - t0
     added = (wall - one_wall) / trials
     print(f"--ray on a one-node Ray cluster: {trials} trials in {wall:.1f}s (one campaign run: {one_wall:.1f}s); "
           f"Ray adds {added:+.1f}s per trial ({added / median:+.1%} of a trial's median {median:.1f}s); "
-          f"Ray's own processes (GCS, raylet, the actor with its harness's Python side): peak RSS "
-          f"{peak[0] / 2**20:.0f} MiB")
+          f"a trial's median on one machine {one_median:.1f}s")
+    print(f"  Ray's own processes (GCS, raylet, agents): {cpu:.1f} CPU-s during the campaign ({cpu / trials:.2f} "
+          f"per trial), peak RSS {peak[0] / 2**20:.0f} MiB; a trial's directory through Ray: "
+          f"{len(data) / 2**20:.1f} MiB, packed and unpacked in {transport:.2f}s")
 
 
 def merge_at_scale(out: Path, source: Path, count: int) -> None:
@@ -149,11 +176,16 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--merge-trials", type=int, default=1000)
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray path")
+    parser.add_argument("--ray-only", action="store_true", help="one campaign run and the Ray path only")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-scale"))
     args = parser.parse_args()
     out = args.out.resolve()
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
+    if args.ray_only:
+        one_wall = streamchaos("campaign", "run", *OPTIONS, "--trials", str(args.trials), "--out", "one", cwd=out)
+        ray_against_one_run(out, args.trials, one_wall)
+        return
     one, one_wall = shards_against_one_run(out, args.trials, args.shards)
     if not args.no_ray:
         ray_against_one_run(out, args.trials, one_wall)

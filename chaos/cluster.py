@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 
 from chaos.errors import HarnessError, UserError
-from chaos.ownpath import first_on_path, packages_folder
+from chaos.ownpath import first_on_path, user_entries
 from chaos.procs import Group, Owned, wait_until
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -100,8 +100,7 @@ def spark_env(java_options: str = "", tmp: Path | None = None) -> dict[str, str]
         MALLOC_ARENA_MAX="2",
         # The harness's packages before anything of the user's (chaos/ownpath.py): executors and their Python
         # daemons, which import chaos.pydaemon, inherit it from the workers.
-        PYTHONPATH=first_on_path(*(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-                                   if p and Path(p).resolve() != packages_folder())),
+        PYTHONPATH=first_on_path(*user_entries()),
     )
     if tmp is not None:
         env.update(SPARK_LOCAL_DIRS=str(tmp), TMPDIR=str(tmp))

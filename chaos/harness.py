@@ -173,28 +173,28 @@ class Harness:
         if builds:
             self.echo("first run: preparing Spark start-up caches (class archives of the driver and executor "
                       "JVMs), about 2 minutes, once per machine")
-        t0 = time.monotonic()
-        if "driver" in builds:
-            self.echo(f"  [1/{len(builds)}] the drivers' class archive: a driver runs a small batch and streaming "
-                      "job and dumps the classes it loaded ...")
         # Dumped by a driver of the harness's own cluster (its client classes too); on a cluster the
         # harness does not own, in local mode: that cluster may have no core to spare for it.
         dump_master = self.cluster.master_url if self.cluster.owns_workers else "local[2]"
-        self.class_archive = driver_archive(self.java_options, self.class_path, dump_master, self.owned)
-        self.timings["class_archive_s"] = round(time.monotonic() - t0, 2)
-        if "driver" in builds:
-            self.echo(f"        {'done' if self.class_archive else 'failed (trials run without it)'} in "
-                      f"{self.timings['class_archive_s']:.0f}s")
-        t0 = time.monotonic()
-        if "executor" in builds:
-            self.echo(f"  [{len(builds)}/{len(builds)}] the executors' class archive: a one-core application's "
-                      "executor dumps its classes ...")
-        self.executor_archive = executor_archive(self.java_options, self.class_path,
-                                                 self.cluster.master_url, self.owned)
-        self.timings["executor_archive_s"] = round(time.monotonic() - t0, 2)
-        if "executor" in builds:
-            self.echo(f"        {'done' if self.executor_archive else 'failed (trials run without it)'} in "
-                      f"{self.timings['executor_archive_s']:.0f}s")
+        steps = {  # role: (what the start says, how it is built); timed as class_archive_s, executor_archive_s
+            "driver": ("the drivers' class archive: a driver runs a small batch and streaming job and dumps the "
+                       "classes it loaded", lambda: driver_archive(self.java_options, self.class_path, dump_master,
+                                                                   self.owned)),
+            "executor": ("the executors' class archive: a one-core application's executor dumps its classes",
+                         lambda: executor_archive(self.java_options, self.class_path, self.cluster.master_url,
+                                                  self.owned)),
+        }
+        built = {}
+        for role, (what, build) in steps.items():
+            t0 = time.monotonic()
+            if role in builds:
+                self.echo(f"  [{builds.index(role) + 1}/{len(builds)}] {what} ...")
+            built[role] = build()
+            seconds = round(time.monotonic() - t0, 2)
+            self.timings["class_archive_s" if role == "driver" else "executor_archive_s"] = seconds
+            if role in builds:
+                self.echo(f"        {'done' if built[role] else 'failed (trials run without it)'} in {seconds:.0f}s")
+        self.class_archive, self.executor_archive = built["driver"], built["executor"]
 
     def __exit__(self, *exc) -> None:
         self.close()

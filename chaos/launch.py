@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from chaos.cluster import spark_env
-from chaos.ownpath import packages_folder
+from chaos.ownpath import first_on_path, user_entries
 
 SITE_HOOK = Path(__file__).resolve().parent / "sitehook"  # its sitecustomize: chaos/sitehook/sitecustomize.py
 
@@ -22,6 +22,5 @@ def driver_env() -> dict[str, str]:
     working directory (chaos/ownpath.py). Every Python process it starts (its data source planners) runs
     chaos/sitehook/sitecustomize.py first."""
     env = spark_env()
-    env["PYTHONPATH"] = os.pathsep.join([str(SITE_HOOK), str(packages_folder()), str(Path.cwd()),
-                                         *env["PYTHONPATH"].split(os.pathsep)[1:]])
+    env["PYTHONPATH"] = os.pathsep.join([str(SITE_HOOK), first_on_path(str(Path.cwd()), *user_entries())])
     return env

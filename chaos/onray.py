@@ -109,8 +109,12 @@ def unpack(data: bytes, run_dir: Path) -> None:
     partial = run_dir.with_name(f".{run_dir.name}.unpacking")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
-        tar.extractall(partial, filter="data")
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
+            tar.extractall(partial, filter="data")
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     shutil.rmtree(run_dir, ignore_errors=True)
     partial.rename(run_dir)
 

@@ -18,6 +18,7 @@ jobs run from its directory. So:
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib
 import os
@@ -44,11 +45,17 @@ def bind(names: tuple[str, ...] = PACKAGES) -> None:
 
 def packages_folder() -> Path:
     """A folder holding links to the four packages and nothing else, made once per install (the cache, keyed by
-    the install's path): the first entry of every ``PYTHONPATH`` the harness sets."""
+    the install's path): the first entry of every ``PYTHONPATH`` the harness sets. Checked once per process
+    and cache directory."""
     from chaos.jvm import cache_dir
 
+    return _packages_folder(cache_dir())
+
+
+@functools.cache
+def _packages_folder(cache: Path) -> Path:
     key = hashlib.sha256(str(INSTALL).encode()).hexdigest()[:16]
-    folder = cache_dir() / f"packages-{key}"
+    folder = cache / f"packages-{key}"
     if all((folder / name).resolve() == INSTALL / name for name in PACKAGES):
         return folder
     folder.mkdir(parents=True, exist_ok=True)
@@ -68,6 +75,12 @@ def first_on_path(*rest: str) -> str:
     return os.pathsep.join([str(packages_folder()), *(p for p in rest if p)])
 
 
+def user_entries() -> list[str]:
+    """This process's ``PYTHONPATH`` without the harness's packages folder: what follows it in a child's."""
+    ours = packages_folder()
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != ours]
+
+
 def namesakes(project: Path) -> list[str]:
     """The harness's package names that ``project`` holds too (a module ``NAME.py`` or a package ``NAME/``)."""
     return [name for name in PACKAGES if ((project / f"{name}.py").is_file() or (project / name).is_dir())
@@ -78,13 +91,24 @@ def clashes(job_file: Path, project: Path) -> list[str]:
     """The names of the harness's packages that the job's module imports and ``project`` also holds (a module
     ``NAME.py`` or a package ``NAME/``): the job would get the harness's instead of its own."""
     try:
+        imported = _top_imports(job_file, job_file.stat().st_mtime_ns)
+    except OSError:
+        return []
+    return [name for name in namesakes(project) if name in imported]
+
+
+@functools.lru_cache(maxsize=32)
+def _top_imports(job_file: Path, mtime_ns: int) -> frozenset[str]:
+    """The top-level modules a file imports (parsed once per version of the file: a command checks a job on its
+    way in and again where it imports it)."""
+    try:
         tree = ast.parse(job_file.read_text())
     except (OSError, SyntaxError, ValueError):
-        return []
+        return frozenset()
     imported = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             imported |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             imported.add(node.module.split(".")[0])
-    return [name for name in namesakes(project) if name in imported]
+    return frozenset(imported)

@@ -68,6 +68,7 @@ def trial_view(trial_id: str, run_dir: Path) -> dict | None:
         "fired": [f["spec"] for f in result.get("faults", []) if f.get("fired")],
         "seconds": result.get("seconds"),
         "outcome": result.get("outcome"),
+        "node": _node(result.get("node")),  # the Ray node that ran it (chaos/onray.py), if any
         "reason": result.get("reason", ""),
         "restarts": result.get("restarts", 0),
         "events": result.get("events"),
@@ -102,3 +103,10 @@ def campaign_view(root: Path) -> dict:
     conformance = load_object(path, {}, "re-run `streamchaos conformance`") if path.exists() else None
     return {"root": str(root), "created": campaign.data.get("created"), "summary": summary,
             "trials": trials, "conformance": conformance}
+
+
+def _node(node) -> str | None:
+    """A Ray node as the report names it: its host and the start of its id."""
+    if not isinstance(node, dict):
+        return None
+    return f"{node.get('host', '?')} {str(node.get('id', ''))[:12]}".strip()

@@ -182,13 +182,16 @@ def _trial_faults(t: dict) -> str:
 
 
 def _trials(trials: list[dict]) -> str:
+    nodes = any(t.get("node") for t in trials)  # a campaign on a Ray cluster: where each trial ran
     rows = "".join(
         f'<tr data-id="{escape(t["id"])}"><td>{escape(t["id"])}</td><td>{_name(t["pipeline"])}</td>'
         f'<td>{_trial_faults(t)}</td><td>{badge(t["verdict"])}</td><td>{_meets(t["meets"])}</td>'
-        f'<td>{t["counts"].get("lost", 0)}</td><td>{t["counts"].get("duplicated", 0)}</td><td>{t["seconds"]}s</td></tr>'
+        f'<td>{t["counts"].get("lost", 0)}</td><td>{t["counts"].get("duplicated", 0)}</td><td>{t["seconds"]}s</td>'
+        + (f'<td>{escape(t.get("node") or "")}</td>' if nodes else "") + "</tr>"
         for t in trials)
     return ('<table id="trials"><thead><tr><th>trial</th><th>pipeline</th><th>faults</th><th>verdict</th><th></th>'
-            "<th>lost</th><th>dup</th><th>time</th></tr></thead><tbody>" + rows + "</tbody></table>")
+            "<th>lost</th><th>dup</th><th>time</th>" + ("<th>Ray node</th>" if nodes else "")
+            + "</tr></thead><tbody>" + rows + "</tbody></table>")
 
 
 def _embed(data: dict) -> str:

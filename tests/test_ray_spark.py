@@ -103,7 +103,7 @@ def test_a_campaign_uses_both_nodes_and_brings_every_trial_back(ray_cluster, tmp
     assert nodes == {n.node_id for n in ray_cluster.list_all_nodes()}, nodes  # each trial records its node
     summary = json.loads((tmp_path / "c" / "summary.json").read_text())
     assert summary["finished"] == 4 and summary["pipelines"]["passthrough-append"]["trials"] == 4
-    assert (tmp_path / "c" / "report.html").exists()
+    assert "<th>Ray node</th>" in (tmp_path / "c" / "report.html").read_text()  # where each trial ran
     # The merged-looking directory is an ordinary campaign: analyze re-judges it to the same verdicts.
     again = cli("analyze", "c", cwd=tmp_path)
     assert again.rc == 0 and "0 changed" in again.stdout, again.stdout + again.stderr
