@@ -21,8 +21,9 @@ once the harness is at rest (spare drivers ready, its process count unchanged fo
 is left out of trials per hour), with its processes counted by kind. Each series gets a least-squares line
 over trial index (the first ``WARMUP`` trials left out: page cache and JIT warm up there; and the last: no
 spare driver is booted for a trial that nothing follows); a slope above twice its standard error that adds
-more than ``LEAK_SHARE`` of the mean over the run is printed as an upward slope. Everything is stored in
-``<out>/soak.json``.
+more than ``LEAK_SHARE`` of the mean over the run is printed as an upward slope. Under ``MIN_DRIFT_POINTS``
+points (a short soak) the slopes are printed but not judged: a fit over three points calls noise a leak.
+Everything is stored in ``<out>/soak.json``.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from chaos.scenario import Scenario  # noqa: E402
 
 WARMUP = 2
 LEAK_SHARE = 0.05
+MIN_DRIFT_POINTS = 10  # fewer points after warm-up: drift is printed, not judged
 
 
 @dataclass(frozen=True)
@@ -293,12 +295,18 @@ def report_soak(res: dict, out: Path) -> bool:
                                                              for e in res["errors"]))
     print(f"processes left after the harness closed: {len(res['left'])}" + "".join(f"\n  {p}" for p in res["left"]))
     fits = {}
+    points = len(rows[WARMUP:-1])
+    judged = points >= MIN_DRIFT_POINTS  # a fit over a handful of points calls noise a leak
+    if not judged:
+        print(f"too few trials to judge drift: {points} point(s) after warm-up, at least {MIN_DRIFT_POINTS} "
+              f"(--trials {MIN_DRIFT_POINTS + WARMUP + 1} or more); the slopes below are not judged")
     print(f"drift (least squares over trial index, the first {WARMUP} trials and the last left out: warm-up, and "
           f"no spare after the last; slope per trial ± standard error; growth = slope x trials):")
     for key in ("seconds", "peak_rss_mib", "peak_pss_mib", "fds", "threads", "processes", "tmp_mib",
                 "workdir_mib", "trial_dir_mib", "logs_mib"):
         f = fits[key] = fit([float(r[key]) for r in rows[WARMUP:-1]])
-        mark = "UPWARD" if f["upward"] else "flat"
+        f["upward"] = f["upward"] and judged
+        mark = "UPWARD" if f["upward"] else "flat" if judged else "not judged"
         if key == "logs_mib":  # kept on purpose, one set per trial: a rate, not a leak
             mark = f"kept by design: {f['slope'] * 1024:.0f} KiB of logs per trial"
             f["upward"] = False
@@ -306,7 +314,7 @@ def report_soak(res: dict, out: Path) -> bool:
               f"{f.get('growth_over_run', 0.0):>+9.1f}  {mark}")
     for name in sorted({n for r in rows for n in r.get("roles", {})}):  # a leak names its kind
         f = fit([float(r.get("roles", {}).get(name, 0)) for r in rows[WARMUP:-1]])
-        if f["upward"]:
+        if f["upward"] and judged:
             print(f"  processes that grew: {name} (slope {f['slope']:+.4f} ± {f['stderr']:.4f} per trial)")
     res["fits"] = fits
     res["false_verdicts"] = false
