@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 import time
@@ -660,6 +661,13 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted: every process the harness started was stopped")
         sys.exit(130)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(f"harness failure: no space left on device (ENOSPC){' writing ' + exc.filename if exc.filename else ''}"
+              ": free space there and run the command again (a campaign: `streamchaos campaign resume DIR`)",
+              file=sys.stderr)
+        sys.exit(EXIT_INCONCLUSIVE)
     except Exception as exc:
         # Usage errors of the click that typer carries (its module path varies by version).
         if hasattr(exc, "format_message") and hasattr(exc, "exit_code"):

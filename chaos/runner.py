@@ -9,12 +9,14 @@ its finished candidates from disk, so a resumed shrink walks the same path.
 
 from __future__ import annotations
 
+import errno
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from chaos import interrupt
 from chaos.atomic import write_json
 from chaos.campaign import Campaign, row_of_entry
+from chaos.errors import HarnessError
 from chaos.evidence import late_writes
 from chaos.judge import judge
 from chaos.names import short_name
@@ -87,10 +89,18 @@ class Runner:
     def run_trial(self, trial_id: str, scenario: Scenario, last: bool = False) -> dict:
         """One trial of the campaign, run unless its result is stored, then judged: its verdict."""
         run_dir = self.c.trial_dir(trial_id)
-        if not (run_dir / "result.json").exists():  # in flight when the harness died: start over
-            self.progress.trial_start(trial_id, scenario)
-            self.harness.trial(scenario, run_dir, last=last)
-        return self.finish_trial(trial_id, scenario)
+        try:
+            if not (run_dir / "result.json").exists():  # in flight when the harness died: start over
+                self.progress.trial_start(trial_id, scenario)
+                self.harness.trial(scenario, run_dir, last=last)
+            return self.finish_trial(trial_id, scenario)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            # Files are written whole or not at all (chaos.atomic): what was stored before is intact.
+            raise HarnessError(f"no space left on device (ENOSPC) writing {exc.filename or run_dir}: trial "
+                               f"{trial_id} did not finish; free space, then `streamchaos campaign resume "
+                               f"{self.c.root}` runs it again") from None
 
     def finish_trial(self, trial_id: str, scenario: Scenario) -> dict:
         """A trial whose directory is complete: judged, told, and the summary so far stored."""
