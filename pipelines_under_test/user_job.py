@@ -71,8 +71,9 @@ class UserJob(Pipeline):
         return {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar}
 
     def prepare_database(self, dsn: str) -> None:
-        """The job's table dropped (the job creates it, as it does in production) in the trial's database
-        and the oracle's."""
+        """Every table of the trial's database and the oracle's dropped (the job creates its tables, as it does
+        in production on a fresh database): a job's staging, audit or bookkeeping tables start empty too, not
+        only the table under test."""
         import psycopg
 
         from chaos.postgres import other_database
@@ -81,10 +82,10 @@ class UserJob(Pipeline):
             for name in (ORACLE_DATABASE, ON_TIME_DATABASE):
                 if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
                     conn.execute(f"CREATE DATABASE {name}")
-            conn.execute(f"DROP TABLE IF EXISTS {self.spec.table}")
-        for name in (ORACLE_DATABASE, ON_TIME_DATABASE):
-            with psycopg.connect(other_database(dsn, name), autocommit=True) as conn:
-                conn.execute(f"DROP TABLE IF EXISTS {self.spec.table}")
+        for target in (dsn, other_database(dsn, ORACLE_DATABASE), other_database(dsn, ON_TIME_DATABASE)):
+            with psycopg.connect(target, autocommit=True) as conn:
+                conn.execute("DROP SCHEMA IF EXISTS public CASCADE")
+                conn.execute("CREATE SCHEMA public")
 
     def oracle_dsn(self, dsn: str) -> str | None:
         from chaos.postgres import other_database
