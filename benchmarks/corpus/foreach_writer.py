@@ -10,10 +10,13 @@ ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
 
 
 class RowWriter:
+    def __init__(self, url: str) -> None:
+        self.url = url  # read on the driver: executors do not have the driver's environment
+
     def open(self, partition_id, epoch_id):
         import psycopg
 
-        self.conn = psycopg.connect(os.environ["DATABASE_URL"])
+        self.conn = psycopg.connect(self.url)
         return True  # every epoch, replays included
 
     def process(self, row):
@@ -33,4 +36,5 @@ def run(spark=None):
         conn.execute("CREATE TABLE IF NOT EXISTS orders (order_id TEXT, customer TEXT, amount BIGINT, ts TIMESTAMP)")
     orders = (spark.readStream.format("kafka").option("subscribe", "orders").load()
               .select(F.from_json(F.col("value").cast("string"), ORDER).alias("o")).select("o.*"))
-    return orders.writeStream.foreach(RowWriter()).option("checkpointLocation", "/chk/foreach-writer").start()
+    return (orders.writeStream.foreach(RowWriter(os.environ["DATABASE_URL"]))
+            .option("checkpointLocation", "/chk/foreach-writer").start())
