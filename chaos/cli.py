@@ -398,7 +398,6 @@ def _execute(campaign, toxiproxy: str | None = None, finish=None, standby: bool 
         from chaos.runner import Runner
 
         campaign.require_spark()
-        _require_java()
         with Harness(**options, workdir=campaign.root / "harness", data_dir=campaign.root, echo=err.print) as harness:
             err.print(f"cluster {harness.cluster.master_url} up in {harness.timings['cluster_start_s']}s")
             summary = Runner(campaign, harness, RichProgress(err)).run()

@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import PurePosixPath
 
 
 def short_name(name: str) -> str:
     """``/src/jobs/account_totals.py:run?sink=parquet`` -> ``account_totals:run``; ``examples.orders_upsert:run``
     -> ``orders_upsert:run``; a catalogue pipeline as it is; a configuration variant's ``[conf]`` kept."""
+    from chaos.errors import UserError
+    from chaos.jobspec import entry_module
+
     head, bracket, variant = name.partition(" [")
-    entry = head.partition("?")[0]
-    module, colon, func = entry.rpartition(":")
-    if not colon or not module or not func:
+    try:
+        module, func, _ = entry_module(head.partition("?")[0])
+    except UserError:  # no module:function: a catalogue name
         return name
-    stem = PurePosixPath(module).stem if module.endswith(".py") or "/" in module else module.rpartition(".")[2]
-    return f"{stem}:{func}" + (bracket + variant if bracket else "")
+    return f"{module.rpartition('.')[2]}:{func}" + (bracket + variant if bracket else "")
 
 
 def display_names(names: Iterable[str]) -> dict[str, str]:

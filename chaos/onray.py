@@ -45,10 +45,11 @@ LOOPBACK = ("127.0.0.1", "localhost")
 RAY_LOOPBACK = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0": Ray's node address stays the loopback one
 
 
-def _host(address: str) -> str:
+def _target(address: str) -> str:
+    """The ``HOST:PORT`` an address names (``auto``: RAY_ADDRESS, else the cluster ``ray start`` made here)."""
     if address == "auto":
         address = os.environ.get("RAY_ADDRESS") or _current_cluster()
-    return address.removeprefix("ray://").rsplit(":", 1)[0]
+    return address.removeprefix("ray://")
 
 
 def _current_cluster() -> str:
@@ -62,8 +63,7 @@ def _current_cluster() -> str:
 
 def _answers(address: str) -> None:
     """Ray retries a silent address for minutes, logging each try: a plain TCP connect first says it at once."""
-    target = os.environ.get("RAY_ADDRESS") or _current_cluster() if address == "auto" else address
-    host, _, port = target.removeprefix("ray://").rpartition(":")
+    host, _, port = _target(address).rpartition(":")
     if not host or not port.isdigit():
         raise UserError(f"--ray {address}: give the Ray head's address as HOST:PORT (its GCS port, 6379 by default), "
                         "or auto for a cluster `ray start` made on this machine" if address != "auto" else
@@ -79,7 +79,7 @@ def _answers(address: str) -> None:
 def connect(address: str):
     """``ray`` connected to the cluster at ``address`` (``auto``: the one on this machine); one line if Ray is
     missing or nothing answers."""
-    if _host(address) in LOOPBACK:
+    if _target(address).rpartition(":")[0] in LOOPBACK:
         os.environ[RAY_LOOPBACK] = "0"  # read when ray is first imported
     try:
         import ray
@@ -222,10 +222,7 @@ class RayPool:
             ray.wait(closing, num_returns=len(closing), timeout=120)
         except Exception:  # noqa: BLE001 (a dead actor: its reaper has done the rest)
             pass
-        for handle in self.actors.values():
-            ray.kill(handle, no_restart=True)
-        self.actors.clear()
-        ray.shutdown()
+        self.kill()
 
     def kill(self) -> None:
         """Ctrl-C: the actors killed at once (their reapers stop what their harnesses started)."""

@@ -82,10 +82,10 @@ class UserJob(Pipeline):
             for name in (ORACLE_DATABASE, ON_TIME_DATABASE):
                 if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
                     conn.execute(f"CREATE DATABASE {name}")
-        for target in (dsn, other_database(dsn, ORACLE_DATABASE), other_database(dsn, ON_TIME_DATABASE)):
-            with psycopg.connect(target, autocommit=True) as conn:
-                conn.execute("DROP SCHEMA IF EXISTS public CASCADE")
-                conn.execute("CREATE SCHEMA public")
+            _empty(conn)
+        for name in (ORACLE_DATABASE, ON_TIME_DATABASE):
+            with psycopg.connect(other_database(dsn, name), autocommit=True) as conn:
+                _empty(conn)
 
     def oracle_dsn(self, dsn: str) -> str | None:
         from chaos.postgres import other_database
@@ -160,6 +160,12 @@ class UserJob(Pipeline):
                        late=marks)
         write_json(oracle / "meta.json", {"watermark": watermark, "batches": len(marks),
                                           "final_watermark_ms": max((wm for _, wm in marks), default=None)})
+
+
+def _empty(conn) -> None:
+    """A database with no table of anyone's: its public schema dropped and made again."""
+    conn.execute("DROP SCHEMA IF EXISTS public CASCADE")
+    conn.execute("CREATE SCHEMA public")
 
 
 def _read_sqlite(path: Path, table: str) -> pl.DataFrame:

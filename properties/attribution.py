@@ -32,7 +32,7 @@ def _commit_time(history: list[dict], batch: int) -> float | None:
                  and r["batch"] == batch), None)
 
 
-def _fired(history: list[dict]) -> list[dict]:
+def fired_faults(history: list[dict]) -> list[dict]:
     """The fault records whose fault fired, in history order."""
     return [r for r in history if r["kind"] == "fault" and r["detail"].get("done")]
 
@@ -41,7 +41,7 @@ def fault_before_commit(history: list[dict], batch: int) -> str | None:
     """The nearest fault that fired before ``batch`` was committed (or before the end, if it never was)."""
     committed = _commit_time(history, batch)
     limit = float("inf") if committed is None else committed
-    fired = [r for r in _fired(history) if r["t"] <= limit]
+    fired = [r for r in fired_faults(history) if r["t"] <= limit]
     return fired[-1]["detail"]["spec"] if fired else None
 
 
@@ -54,7 +54,7 @@ def fault_for_loss(history: list[dict], batch: int) -> tuple[str | None, str]:
     Otherwise the nearest fault before the commit, as for duplicates."""
     committed = _commit_time(history, batch)
     limit = float("inf") if committed is None else committed
-    fired = _fired(history)
+    fired = fired_faults(history)
     during = [r for r in fired if r["t"] <= limit and r["batch"] == batch]  # the batch the controller fired it at
     if during:
         return during[-1]["detail"]["spec"], f"fired while batch {batch} ran, before its commit"

@@ -16,7 +16,7 @@ from chaos.errors import UserError
 from chaos.evidence import judged_sink, late_writes
 from chaos.scenario import Scenario
 from chaos.stored import load_history, load_result
-from properties.attribution import attribute, batch_of_events, fault_before_commit, fault_for_loss
+from properties.attribution import attribute, batch_of_events, fault_before_commit, fault_for_loss, fired_faults
 from properties.classifier import Classification, classify
 from properties.consistent_cut import check_cut
 from properties.inference import Inference, infer_from_counts
@@ -180,8 +180,7 @@ def attribute_keys(deltas: list[dict], events: pl.DataFrame, id_batches: pl.Data
         batches = sorted(id_batches.filter(pl.col("id").is_in(ids.implode()))["batch"].unique().drop_nulls().to_list())
         if suspects and set(batches) & suspects:
             batches = sorted(set(batches) & suspects)
-        explain = (lambda b: fault_for_loss(history, b)[0]) if lost else (lambda b: fault_before_commit(history, b))
-        faults = sorted({f for b in batches if (f := explain(b))})
+        faults = sorted({f for b in batches if (f := explain(history, b, lost))})
         out.append({**d, "batches": batches, "faults": faults})
     return out
 
@@ -197,10 +196,15 @@ def unattributed(history: list[dict], suspects: set[int] | None, lost: bool) -> 
     replayed = sorted(b for b, incarnations in runs.items() if len(incarnations) > 1)
     if suspects and set(replayed) & suspects:
         replayed = sorted(set(replayed) & suspects)
-    explain = (lambda b: fault_for_loss(history, b)[0]) if lost else (lambda b: fault_before_commit(history, b))
-    faults = sorted({f for b in replayed if (f := explain(b))}) or \
-        sorted({r["detail"]["spec"] for r in history if r["kind"] == "fault" and r["detail"].get("done")})
+    faults = sorted({f for b in replayed if (f := explain(history, b, lost))}) or \
+        sorted({r["detail"]["spec"] for r in fired_faults(history)})
     return {"batches": replayed, "faults": faults, "no_ids": True}
+
+
+def explain(history: list[dict], batch: int, lost: bool) -> str | None:
+    """The fault an anomaly of ``batch`` follows: for a loss, the one that explains it (``fault_for_loss``), for a
+    duplicate the nearest before the batch's commit."""
+    return fault_for_loss(history, batch)[0] if lost else fault_before_commit(history, batch)
 
 
 def deliveries_view(deliveries: list[dict] | None, dup_batches: set[int]) -> dict | None:
