@@ -35,8 +35,14 @@ def small_disk(tmp_path):
 def fill(disk: Path) -> Path:
     """Another process takes what is left of the file system."""
     filler = disk / "filler"
-    free = shutil.disk_usage(disk).free
-    subprocess.run(["fallocate", "-l", str(max(free - 4096, 4096)), str(filler)], check=True)
+    with filler.open("wb") as out:  # the campaign keeps writing meanwhile: take what is free, in ever smaller pieces
+        size, chunk = 0, shutil.disk_usage(disk).free
+        while chunk >= 4096:
+            try:
+                os.posix_fallocate(out.fileno(), size, chunk)
+                size += chunk
+            except OSError:
+                chunk //= 2
     return filler
 
 
