@@ -7,7 +7,8 @@ call anything:
   and the like) returns the harness's replayable event log shaped as that source (``chaos.jobsource``);
 * ``foreachBatch(f)`` reports the sink phases around ``f`` (``sink-write`` before, ``sink-done`` after), so
   faults land inside the job's own sink; so does a Python ``DataSourceStreamWriter`` the job registers
-  (``sink-write`` as each task writes, ``sink-done`` after the commit), and a file sink (``sink-write`` once
+  (``sink-write`` as each task writes, ``sink-done`` after the commit), a row-level ``foreach`` writer
+  (``sink-write`` as each partition opens, ``sink-done`` after it closes), and a file sink (``sink-write`` once
   its part files are written, ``sink-done`` once ``_spark_metadata/N`` is);
 * ``start()`` runs on the trial's checkpoint (a file sink on the trial's sink directory), whatever the job
   says; ``awaitTermination`` and ``spark.stop()`` return at once, so the harness keeps the query;
@@ -24,6 +25,8 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -38,6 +41,7 @@ from chaos.jobvalues import value_lists
 from chaos.source import logged_offsets
 
 FILE_FORMATS = ("json", "parquet", "csv", "orc")
+ANSWER_THREADS_S = 60.0  # how long the oracle waits for the threads a job started to write its answer
 
 
 def entry_function(spec: JobSpec) -> Callable:
@@ -206,6 +210,41 @@ class PhasedWriter(DataSourceStreamWriter):
         self.inner.abort(messages, batchId)
 
 
+class PhasedForeach:
+    """A job's row-level ``foreach`` writer (an object with ``open``/``process``/``close``, or a function of a row)
+    with the sink phases, reported from the executors: ``sink-write`` as each partition opens (its epoch id is the
+    batch id), ``sink-done`` once it closed without an error. Its rows go nowhere else, so a crash between those
+    and the commit log is what replays them."""
+
+    def __init__(self, inner: Any, controller: str, incarnation: int) -> None:
+        self.inner = inner
+        self.controller = controller
+        self.incarnation = incarnation
+        self.batch = self.partition = -1
+
+    def _phase(self, name: str) -> None:
+        from chaos import barrier
+
+        barrier.report(self.controller, self.batch, name, incarnation=self.incarnation, partition=self.partition)
+
+    def open(self, partition_id: int, epoch_id: int) -> bool:
+        self.batch, self.partition = int(epoch_id), int(partition_id)
+        self._phase("sink-write")
+        opener = getattr(self.inner, "open", None)
+        return True if opener is None else opener(partition_id, epoch_id)
+
+    def process(self, row) -> None:
+        processor = getattr(self.inner, "process", None)
+        (processor or self.inner)(row)
+
+    def close(self, error) -> None:
+        closer = getattr(self.inner, "close", None)
+        if closer is not None:
+            closer(error)
+        if error is None:
+            self._phase("sink-done")
+
+
 def _phased_sources(stack: ExitStack, controller: str, incarnation: int) -> None:
     """``spark.dataSource.register(S)``: a streaming writer of ``S`` comes wrapped in ``PhasedWriter``."""
     from pyspark.sql.datasource import DataSourceRegistration
@@ -221,6 +260,15 @@ def _phased_sources(stack: ExitStack, controller: str, incarnation: int) -> None
         return register(self, Phased)
 
     stack.enter_context(_patched(DataSourceRegistration, "register", phased))
+
+
+def _phased_foreach(stack: ExitStack, controller: str, incarnation: int) -> None:
+    """``writeStream.foreach(w)``: the writer comes wrapped in ``PhasedForeach``."""
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    foreach = DataStreamWriter.__dict__["foreach"]
+    stack.enter_context(_patched(DataStreamWriter, "foreach",
+                                 lambda self, f: foreach(self, PhasedForeach(f, controller, incarnation))))
 
 
 @contextmanager
@@ -312,6 +360,8 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
     from pyspark.sql.streaming.query import StreamingQuery
 
     spark.dataSource.register(JobSource)
+    if not _BEFORE_JOBS:
+        _BEFORE_JOBS.update(threading.enumerate())
     fn = entry_function(spec)
     if database:
         os.environ["DATABASE_URL"] = database
@@ -328,6 +378,7 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
         _stream_writes(stack, checkpoint, file_sink, phase, started)
         if phase is not None and log_options.get("controller"):
             _phased_sources(stack, log_options["controller"], incarnation)
+            _phased_foreach(stack, log_options["controller"], incarnation)
         _blocking_calls_return(stack)
         stack.enter_context(_patched(DataFrame, "withWatermark", noted))
         returned = call_entry(fn, spark)
@@ -351,6 +402,31 @@ def batch_watermarks(checkpoint: str) -> list[tuple[dict, int]]:
     return marks
 
 
+_BEFORE_JOBS: set[threading.Thread] = set()  # the driver's threads before it first ran a job
+
+
+def _job_threads() -> list[threading.Thread]:
+    """The threads a job started (not Spark's, py4j's or the harness's, nor this one)."""
+    ours = ("py4j", "pyspark", "chaos")
+    found = []
+    for thread in threading.enumerate():
+        if thread is threading.current_thread() or thread in _BEFORE_JOBS:
+            continue
+        target = getattr(thread, "_target", None)
+        module = getattr(target, "__module__", None) or type(thread).__module__
+        if not module.startswith(ours):
+            found.append(thread)
+    return found
+
+
+def await_job_threads(timeout: float = ANSWER_THREADS_S) -> None:
+    """A job that hands its writes to threads of its own has written only once they end: before the oracle runs
+    (its ``DATABASE_URL`` is not the stream's) and before its answer is read, wait for them, ``timeout`` in all."""
+    deadline = time.monotonic() + timeout
+    for thread in _job_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
 def run_answer(spark, spec: JobSpec, eventlog: str, folder: Path, database: str | None,
                late: list[tuple[dict, int]] | None = None) -> bool:
     """The oracle: the same job over the whole log in one micro-batch, with no fault, on a checkpoint of its own
@@ -369,6 +445,7 @@ def run_answer(spark, spec: JobSpec, eventlog: str, folder: Path, database: str 
             query.processAllAvailable()
         finally:
             query.stop()
+        await_job_threads()
     finally:
         if saved is None:
             os.environ.pop("DATABASE_URL", None)

@@ -31,6 +31,7 @@ from chaos.guarantees import GUARANTEES
 from chaos.names import short_name
 from chaos.scenario import EVENTS, EVENTS_PER_BATCH, Scenario
 from chaos.shards import harness_version, plan_hash, shares
+from chaos.timing import TIMINGS
 from pipelines_under_test import resolve
 
 FORMAT = "streamchaos-campaign"
@@ -72,6 +73,9 @@ class CampaignSpec:
     # The PySpark every trial runs on (``streamchaos --spark VERSION``; set at creation): a resume on another
     # one would mix two Sparks in one campaign's verdicts.
     spark: str | None = None
+    # When faults fire: at their planned (batch, phase), or ``random``: the same faults at uniform wall-clock
+    # times over a no-fault trial's duration (chaos/timing.py), as time-based chaos tools fire them.
+    timing: str = "phase"
 
     @property
     def stream(self) -> dict:
@@ -146,6 +150,10 @@ class Campaign:
             raise UserError(f"--expect {spec.expect!r}: use one of {', '.join(GUARANTEES)}")
         if spec.trials is not None and spec.trials < 1:
             raise UserError(f"--trials must be at least 1, got {spec.trials}")
+        if spec.timing not in TIMINGS:
+            raise UserError(f"--timing {spec.timing!r}: use one of {', '.join(TIMINGS)}")
+        if spec.timing == "random":
+            spec = replace(spec, shrink=False)  # a shrink moves faults between phases; a timed fault has none
         if "node" in spec.kinds and not spec.on_nodes:
             raise UserError("--faults node needs --cluster docker (node faults act on containers)")
         if owns_workers is None:
@@ -371,6 +379,8 @@ class Campaign:
             if v["verdict"] == "refused":
                 row.setdefault("refusal", str(result.get("reason", "")))  # Spark's message, as the driver saw it
             for f in fired:
+                if (f.get("detail") or {}).get("timed"):  # a fault at a time claims no phase's coverage
+                    continue
                 action = f["spec"].split("@")[0]
                 coverage.setdefault(action, {})
                 coverage[action][f["phase"]] = coverage[action].get(f["phase"], 0) + 1

@@ -65,7 +65,8 @@ def trial(
     pipeline: Annotated[str, typer.Argument(help="catalogue name or module:attribute")],
     events: Annotated[int, typer.Option(help="events in the stream")] = EVENTS,
     seed: Annotated[int, typer.Option(help="seed of the event stream")] = 0,
-    fault: Annotated[list[str] | None, typer.Option(help="ACTION@BATCH:PHASE[/ARG...], repeatable")] = None,
+    fault: Annotated[list[str] | None, typer.Option(help="ACTION@BATCH:PHASE[/ARG...], or ACTION@SECONDSs[/ARG...] "
+                                                         "at a time from the trial's start; repeatable")] = None,
     events_per_batch: Annotated[int, typer.Option(help="events per micro-batch")] = EVENTS_PER_BATCH,
     partitions: Annotated[int | None, typer.Option(help="partitions of the event log (default: the pipeline's, "
                                                         "else 2)")] = None,
@@ -204,6 +205,10 @@ def campaign_run(
     = None,
     shrink: Annotated[bool, typer.Option("--shrink/--no-shrink", help="shrink each violation")] = True,
     shrink_trials: Annotated[int, typer.Option(help="trials a shrink may spend")] = 6,
+    timing: Annotated[str, typer.Option(help="phase: faults at their planned batch and phase; random: the same "
+                                             "faults at uniform wall-clock times over a no-fault trial's "
+                                             "duration, as time-based chaos tools fire them (no shrink)")]
+    = "phase",
     cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "standalone",
     workers: Annotated[int, typer.Option(help="workers of the standalone cluster")] = 2,
     toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
@@ -239,9 +244,11 @@ def campaign_run(
         max_disorder_ms=max_disorder_ms, late_fraction=late_fraction, resent_fraction=resent_fraction,
         max_faults=max_faults, shrink=shrink,
         shrink_trials=shrink_trials, examples=list(example or []), cluster=cluster, workers=workers,
-        conf=parse_matrix(list(conf or [])) or None)
+        conf=parse_matrix(list(conf or [])) or None, timing=timing)
     if max_faults < 1:
         raise UserError(f"--max-faults must be at least 1, got {max_faults}")
+    if ray is not None and timing != "phase":
+        raise UserError("--timing random runs on one machine or in shards, not on --ray: drop one of them")
     _require_runner(ray)
     default = time.strftime("campaign-%Y%m%d-%H%M%S") + (f"-shard-{share[0]}-of-{share[1]}" if share else "")
     campaign = Campaign.create(out_dir or Path("runs") / default, spec, shard=share)
@@ -299,6 +306,9 @@ def campaign_resume(
     from chaos.campaign import Campaign, remove_unfinished
 
     campaign = Campaign.load(campaign_dir)
+    if ray is not None and campaign.spec.timing != "phase":
+        raise UserError("this campaign fires its faults at random times (--timing random): resume it on one "
+                        "machine, without --ray")
     _require_runner(ray)
     removed = remove_unfinished(campaign)
     if removed:

@@ -87,7 +87,10 @@ def print_verdict(v: dict) -> None:
         k = v["keys"]
         out.print(f"  {compared} (inferred, no provenance): {k['exact']} exact, {k['over']} over, {k['under']} under, "
                   f"{k.get('optional', 0)} optional (touched by late records)")
-    elif v.get("keys"):
+    if v.get("left_out"):
+        out.print(f"  compared without column(s) {', '.join(v['left_out'])}: two runs of Spark's answer over the same "
+                  "records differ in them (a timestamp, a random id)", markup=False)
+    if v.get("keys") and not compared:
         k = v["keys"]
         out.print(f"  keys (inferred, no provenance): {k['exact']} exact, {k['over']} over-counted, "
                   f"{k['under']} under-counted")
@@ -144,8 +147,10 @@ def print_result(result: dict) -> None:
               f"{result['seconds']}s — " + f"{result['outcome']} {result['reason']}".rstrip())
     for f in result["faults"]:
         state = f"fired at t={f['t']}s" if f["fired"] else "NOT fired"
-        extra = ", ".join(f"{k}={v}" for k, v in f["detail"].items() if k not in ("done", "spec"))
-        out.print(f"  fault {f['spec']}: {state} (batch {f['batch']}, {f['phase']}) {extra}")
+        extra = ", ".join(f"{k}={v}" for k, v in f["detail"].items() if k not in ("done", "spec", "timed"))
+        where = (f"batch {f['batch']}, {f['phase']}" if not f["detail"].get("timed") else
+                 f"landed at batch {f['batch']}, {f['phase']}" if f["batch"] is not None else "before any batch")
+        out.print(f"  fault {f['spec']}: {state} ({where}) {extra}")
     if "verdict" in result:
         print_verdict(result)
     for rec in result.get("recoveries", []):

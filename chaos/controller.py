@@ -81,6 +81,8 @@ class Controller:
         self.standby_ready: set[int] = set()  # standby driver incarnations booted and warm
         self.booted = threading.Event()  # a driver reported its session up (the trial's stall clock restarts)
         self.listeners: list[Callable[[int, str], None]] = []  # told of every phase (e.g. heals "until PHASE")
+        self.last_point: tuple[int | None, str | None] = (None, None)  # where a timed fault lands
+        self.stopped = threading.Event()
         controller = self
 
         class Handler(socketserver.StreamRequestHandler):
@@ -132,11 +134,12 @@ class Controller:
             self.attempts[key] = self.attempts.get(key, 0) + 1
             detail.setdefault("incarnation", self.incarnation)
             self.history.add("phase", batch, phase, attempt=self.attempts[key], **detail)
+            self.last_point = (batch, phase)
             for listener in self.listeners:
                 listener(batch, phase)
             for armed in self.armed:
                 f = armed.fault
-                if self.disarmed or armed.fired or f.batch != batch or f.phase != phase:
+                if self.disarmed or armed.fired or f.timed or f.batch != batch or f.phase != phase:
                     continue
                 armed.fired = True
                 try:
@@ -145,10 +148,34 @@ class Controller:
                     outcome = {"done": False, "error": f"{type(exc).__name__}: {exc}"}
                 armed.record = self.history.add("fault", batch, phase, spec=f.spec, **outcome)
 
+    def start_clock(self) -> None:
+        """Fire the timed faults (``kill-driver@12.5s``) at their seconds from now, as time-based chaos does: each
+        lands wherever the stream happens to be, recorded as the batch and phase last reported."""
+        timed = sorted((a for a in self.armed if a.fault.timed), key=lambda a: a.fault.at_s)
+        if timed:
+            threading.Thread(target=self._clock, args=(time.monotonic(), timed), name="fault-clock",
+                             daemon=True).start()
+
+    def _clock(self, origin: float, timed: list[ArmedFault]) -> None:
+        for armed in timed:
+            if self.stopped.wait(max(0.0, origin + armed.fault.at_s - time.monotonic())):
+                return
+            with self.fire_lock:
+                if self.disarmed:
+                    return
+                armed.fired = True
+                try:
+                    outcome = self.fire(armed.fault, {})
+                except Exception as exc:
+                    outcome = {"done": False, "error": f"{type(exc).__name__}: {exc}"}
+                batch, phase = self.last_point
+                armed.record = self.history.add("fault", batch, phase, spec=armed.fault.spec, timed=True, **outcome)
+
     def unfired(self) -> list[Fault]:
         return [a.fault for a in self.armed if not a.fired]
 
     def close(self) -> None:
+        self.stopped.set()
         self.server.shutdown()
         self.server.server_close()
 

@@ -10,6 +10,8 @@ its finished candidates from disk, so a resumed shrink walks the same path.
 from __future__ import annotations
 
 import errno
+import json
+import shutil
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -91,8 +93,12 @@ class Runner:
         run_dir = self.c.trial_dir(trial_id)
         try:
             if not (run_dir / "result.json").exists():  # in flight when the harness died: start over
+                if self.c.spec.timing == "random":
+                    scenario = self.at_random_times(trial_id, scenario)
                 self.progress.trial_start(trial_id, scenario)
                 self.harness.trial(scenario, run_dir, last=last)
+            elif self.c.spec.timing == "random":
+                scenario = Scenario.load(run_dir / "scenario.json")  # the times it was given
             return self.finish_trial(trial_id, scenario)
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
@@ -101,6 +107,24 @@ class Runner:
             raise HarnessError(f"no space left on device (ENOSPC) writing {exc.filename or run_dir}: trial "
                                f"{trial_id} did not finish; free space, then `streamchaos campaign resume "
                                f"{self.c.root}` runs it again") from None
+
+    def at_random_times(self, trial_id: str, scenario: Scenario) -> Scenario:
+        """``--timing random``: the trial's faults at uniform times over T, the seconds its row's trial with the
+        same events and no fault took (run once, kept in ``timing/``)."""
+        from chaos.timing import at_random_times
+        from properties.planning import stable_seed
+
+        prefix = trial_id.rsplit("-", 1)[0]
+        measured = self.c.root / "timing" / f"{prefix}.json"
+        if not measured.exists():
+            run_dir = self.c.root / "timing" / prefix
+            shutil.rmtree(run_dir, ignore_errors=True)  # a measurement the harness did not finish
+            self.progress.note(f"{prefix}: a trial with no fault first, to time the random faults over")
+            result = self.harness.trial(replace(scenario, faults=[]), run_dir)
+            write_json(measured, {"seconds": result["seconds"], "events": scenario.events,
+                                  "batches": result.get("batches")})
+        seconds = json.loads(measured.read_text())["seconds"]
+        return replace(scenario, faults=at_random_times(scenario.faults, seconds, stable_seed(scenario.seed, "timing")))
 
     def finish_trial(self, trial_id: str, scenario: Scenario) -> dict:
         """A trial whose directory is complete: judged, told, and the summary so far stored."""

@@ -3,8 +3,10 @@
 Examples: ``kill-driver@3:sink-done``, ``kill-executor@5:reading``, ``pause-executor@2:reading/3s``,
 ``damage-checkpoint@6:committed/truncate-offsets``, ``stop-driver@4:committed/1`` (a clean stop and a
 restart from the same checkpoint with 1 executor core: a rescale, Flink's stop-with-savepoint). A
-fault is anchored to a logical point (a micro-batch id and a checkpoint phase), never to a wall-clock
-time, so a schedule replays exactly.
+fault is anchored to a logical point (a micro-batch id and a checkpoint phase), so a schedule replays
+exactly. ``ACTION@SECONDSs`` (``kill-driver@12.5s``) fires at a wall-clock time from the trial's start
+instead, as time-based chaos tools do (``--timing random``, chaos/timing.py): it replays to the same time,
+not to the same point.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ ACTIONS = (
 )
 
 _SPEC = re.compile(r"^(?P<action>[a-z-]+)@(?P<batch>\d+):(?P<phase>[a-z-]+)(?P<args>(/[^/]+)*)$")
+_TIMED = re.compile(r"^(?P<action>[a-z-]+)@(?P<at>\d+(\.\d+)?)s(?P<args>(/[^/]+)*)$")
+TIMED_BATCH = -1  # a timed fault's batch: no phase report matches it
 _DURATION = re.compile(r"^(?P<n>\d+(\.\d+)?)(?P<unit>ms|s|m)$")
 _ATTRIBUTE = re.compile(r"^(?P<key>latency|jitter)=(?P<value>\d+)$")
 _UNTIL = re.compile(r"^until=(?P<phase>[a-z-]+)$")
@@ -77,10 +81,17 @@ class Fault:
     batch: int
     phase: str
     args: tuple[str, ...] = ()
+    at_s: float | None = None  # a timed fault: seconds from the trial's start (batch TIMED_BATCH, phase planned)
 
     @property
     def spec(self) -> str:
-        return f"{self.action}@{self.batch}:{self.phase}" + "".join(f"/{a}" for a in self.args)
+        at = f"{self.at_s:g}s" if self.timed else f"{self.batch}:{self.phase}"
+        return f"{self.action}@{at}" + "".join(f"/{a}" for a in self.args)
+
+    @property
+    def timed(self) -> bool:
+        """Fired at a wall-clock time, not at a (batch, phase)."""
+        return self.at_s is not None
 
     def __str__(self) -> str:
         return self.spec
@@ -170,11 +181,13 @@ class Fault:
 def parse_fault(text: str) -> Fault:
     """Parse one spec; raise UserError with a one-line explanation on any mistake."""
     text = text.strip()
+    if timed := _TIMED.match(text):
+        return _timed(text, timed)
     match = _SPEC.match(text)
     if not match:
         raise UserError(
-            f"malformed fault spec {text!r}: expected ACTION@BATCH:PHASE[/ARG...], "
-            "e.g. kill-driver@3:sink-done or pause-executor@2:reading/3s"
+            f"malformed fault spec {text!r}: expected ACTION@BATCH:PHASE[/ARG...] or ACTION@SECONDSs[/ARG...], "
+            "e.g. kill-driver@3:sink-done, pause-executor@2:reading/3s or kill-driver@12.5s"
         )
     action, phase = match["action"], match["phase"]
     batch = int(match["batch"])
@@ -234,3 +247,16 @@ def parse_fault(text: str) -> Fault:
     if fault.action != "stop-driver" and fault.target == "driver" and fault.index is not None:
         raise UserError(f"{text!r}: there is one driver; drop the index")
     return fault
+
+
+def _timed(text: str, match: re.Match) -> Fault:
+    """``ACTION@SECONDSs[/ARG...]``: checked as the same fault at a phase would be, then anchored in time. A
+    clean stop (it waits for a commit) and a heal at a phase need a phase."""
+    args = match["args"]
+    phased = parse_fault(f"{match['action']}@0:planned{args}") if match["action"] != "stop-driver" else None
+    if phased is None:
+        raise UserError(f"{text!r}: stop-driver waits for a batch to commit; it takes a phase "
+                        "(stop-driver@BATCH:committed), not a time")
+    if phased.until is not None:
+        raise UserError(f"{text!r}: until=PHASE heals at a phase; a timed fault takes a duration (e.g. /5s)")
+    return Fault(phased.action, TIMED_BATCH, "planned", phased.args, at_s=float(match["at"]))

@@ -32,7 +32,8 @@ RESULT_FIELDS: dict[str, tuple] = {
     "outcome": (str,), "seconds": NUMBER, "offsets": (list,), "faults": (list,), "deliveries": OPT_LIST,
 }
 OFFSET_FIELDS: dict[str, tuple] = {"batch": (int,), "start": OPT_DICT, "end": OPT_DICT, "committed": (bool,)}
-RESULT_FAULT_FIELDS: dict[str, tuple] = {"spec": (str,), "fired": (bool,), "phase": (str,)}
+# A fault at a time that fired before any phase was reported landed at no phase (None).
+RESULT_FAULT_FIELDS: dict[str, tuple] = {"spec": (str,), "fired": (bool,), "phase": OPT_STR}
 HISTORY_FIELDS: dict[str, tuple] = {"t": NUMBER, "kind": (str,), "batch": OPT_INT, "phase": OPT_STR,
                                     "detail": (dict,)}
 # Keys of a history record's detail that the checker and the report read: their types when present.

@@ -198,6 +198,7 @@ class Trial:
         try:
             watcher.start()
             self._start_driver()
+            self.controller.start_clock()
             outcome, reason = self._supervise(watcher)
             self.nemesis.wait_heals()
             if outcome == "drained" and self.pipeline.settle_commits:
@@ -316,8 +317,9 @@ class Trial:
             faults.append({
                 "spec": armed.fault.spec,
                 "fired": armed.fired and rec.get("detail", {}).get("done", False),
-                "batch": armed.fault.batch,
-                "phase": armed.fault.phase,
+                # A fault at a time: where the stream was when it fired (None: before any phase).
+                "batch": rec.get("batch") if armed.fault.timed else armed.fault.batch,
+                "phase": rec.get("phase") if armed.fault.timed else armed.fault.phase,
                 "t": rec.get("t"),
                 "detail": rec.get("detail", {}),
             })

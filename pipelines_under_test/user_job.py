@@ -17,10 +17,12 @@ from chaos.jobspec import JobSpec, event_id, id_field, parse_schema
 from chaos.spec import PHASES
 from pipelines_under_test.base import Pipeline
 from pipelines_under_test.files import log_files
-from properties.rows import BatchAnswer
+from properties.rows import BatchAnswer, varying_columns
 
 ORACLE_DATABASE = "streamchaos_oracle"
 ON_TIME_DATABASE = "streamchaos_oracle_on_time"
+AGAIN_DATABASE = "streamchaos_oracle_again"  # the answer's second run: which columns no two runs share
+ORACLE_DATABASES = (ORACLE_DATABASE, ON_TIME_DATABASE, AGAIN_DATABASE)
 SQLITE_FILE = "job.db"  # a sqlite:TABLE job's database, in the trial's sink directory (and the oracle's)
 
 
@@ -79,11 +81,11 @@ class UserJob(Pipeline):
         from chaos.postgres import other_database
 
         with psycopg.connect(dsn, autocommit=True) as conn:
-            for name in (ORACLE_DATABASE, ON_TIME_DATABASE):
+            for name in ORACLE_DATABASES:
                 if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
                     conn.execute(f"CREATE DATABASE {name}")
             _empty(conn)
-        for name in (ORACLE_DATABASE, ON_TIME_DATABASE):
+        for name in ORACLE_DATABASES:
             with psycopg.connect(other_database(dsn, name), autocommit=True) as conn:
                 _empty(conn)
 
@@ -100,6 +102,8 @@ class UserJob(Pipeline):
         if not (oracle / "meta.json").exists():  # the last driver did not get to run it (a stalled trial)
             return
         export_table(other_database(dsn, ORACLE_DATABASE), self.spec.table, oracle / "output.parquet")
+        if (oracle / "again").is_dir():
+            export_table(other_database(dsn, AGAIN_DATABASE), self.spec.table, oracle / "again" / "output.parquet")
         if json.loads((oracle / "meta.json").read_text()).get("watermark"):
             (oracle / "on_time").mkdir(exist_ok=True)
             export_table(other_database(dsn, ON_TIME_DATABASE), self.spec.table, oracle / "on_time" / "output.parquet")
@@ -133,7 +137,9 @@ class UserJob(Pipeline):
             return None
         meta = json.loads((oracle / "meta.json").read_text())
         on_time = self._read(oracle / "on_time") if meta.get("watermark") else None
-        return BatchAnswer(self._read(oracle), on_time)
+        rows = self._read(oracle)
+        left_out = varying_columns(rows, self._read(oracle / "again")) if (oracle / "again").is_dir() else ()
+        return BatchAnswer(rows, on_time, left_out)
 
     # -- the driver side ------------------------------------------------------------------------
     def start(self, ctx):
@@ -145,15 +151,19 @@ class UserJob(Pipeline):
                          self._url(ctx.sink_dir, ctx.sink_dsn), ctx.incarnation)[0]
 
     def run_oracle(self, spark, config: dict) -> None:
-        """The job over every record in one micro-batch; with a watermark, again over the records the stream read
-        on time (chaos.asjob.run_answer). meta.json last: its presence says the answer is complete."""
-        from chaos.asjob import batch_watermarks, run_answer
+        """The job over every record in one micro-batch, twice (``again/``: the columns the two runs disagree on are
+        left out of the comparison); with a watermark, once more over the records the stream read on time
+        (chaos.asjob.run_answer). meta.json last: its presence says the answer is complete."""
+        from chaos.asjob import await_job_threads, batch_watermarks, run_answer
         from chaos.atomic import write_json
         from chaos.postgres import other_database
 
         oracle, dsn = Path(config["oracle_dir"]), config.get("oracle_dsn")
+        await_job_threads()  # the stream's own writes first, to the stream's DATABASE_URL
         marks = batch_watermarks(config["checkpoint"])
         watermark = run_answer(spark, self.spec, config["eventlog"], oracle, self._url(oracle, dsn))
+        run_answer(spark, self.spec, config["eventlog"], oracle / "again",
+                   self._url(oracle / "again", other_database(dsn, AGAIN_DATABASE) if dsn else None))
         if watermark:
             run_answer(spark, self.spec, config["eventlog"], oracle / "on_time",
                        self._url(oracle / "on_time", other_database(dsn, ON_TIME_DATABASE) if dsn else None),

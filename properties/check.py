@@ -118,6 +118,8 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
         "inferred": not pipeline.provenance,
         # What the sink was compared with: Spark's answer, row by row or by key (a user's job), or the oracle.
         "compared": ("keys" if pipeline.compare_key else "rows") if pipeline.spark_oracle else None,
+        # Columns two runs of Spark's answer disagree on (current_timestamp(), uuid()): compared without them.
+        "left_out": list(getattr(expected, "left_out", ())),
         "effect": effect,
         "lost": lost,
         "duplicated": duplicated,

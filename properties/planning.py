@@ -146,8 +146,10 @@ def window_names(windows: Iterable[tuple[str, str, str]]) -> list[str]:
 
 def covered_windows(fired: Iterable[Fault | str]) -> set[str]:
     """The window names one trial's fired faults exercised (its ``action:phase`` pairs, and
-    ``kill-driver:after-restart`` for a driver kill at the batch after an earlier one's)."""
+    ``kill-driver:after-restart`` for a driver kill at the batch after an earlier one's). Faults fired at a time
+    (``--timing random``) open no window the campaign can name."""
     faults = [parse_fault(f) if isinstance(f, str) else f for f in fired]
+    faults = [f for f in faults if not f.timed]  # a fault at a time opened whatever window it hit: none claimed
     names = {f"{f.action}:{f.phase}" for f in faults}
     kills = sorted(f.batch for f in faults if f.action == "kill-driver")
     if any(b + 1 in kills for b in kills):

@@ -39,6 +39,20 @@ class BatchAnswer:
 
     rows: pl.DataFrame
     on_time: pl.DataFrame | None = None
+    # Columns two runs of the answer disagree on (``varying_columns``): stamps such as current_timestamp() or
+    # uuid(), which no two runs share; rows are compared without them.
+    left_out: tuple[str, ...] = ()
+
+
+def varying_columns(first: pl.DataFrame, second: pl.DataFrame) -> tuple[str, ...]:
+    """The columns whose values differ between two runs of the job over the same records with no fault: Spark's
+    answer for them is not one answer. Two runs that differ in their number of rows (a ``rand()`` sample) leave
+    every column in: rows that vary cannot be compared column by column."""
+    if first.width == 0 or second.width == 0 or first.height != second.height or first.columns != second.columns:
+        return ()
+    return tuple(c for c in first.columns
+                 if sorted(map(_plain, first[c].to_list()), key=repr) != sorted(map(_plain, second[c].to_list()),
+                                                                               key=repr))
 
 
 def _plain(value):
@@ -68,6 +82,12 @@ def infer_from_rows(expected: pl.DataFrame | BatchAnswer, observed: pl.DataFrame
     ``ids``: the event a row came from, if its columns name one; each anomaly then lists ``ids`` (the checker
     attributes them to batches and faults as it does provenance)."""
     answer = expected if isinstance(expected, BatchAnswer) else BatchAnswer(expected)
+    if answer.left_out:  # compared without the columns no two runs share; a key made of them is no key
+        gone = list(answer.left_out)
+        key = tuple(k for k in key if k not in gone)
+        answer = BatchAnswer(answer.rows.drop(gone, strict=False),
+                             None if answer.on_time is None else answer.on_time.drop(gone, strict=False))
+        observed = observed.drop(gone, strict=False)
     everything = answer.rows
     if everything.width == 0 and observed.width == 0:
         return Inference(from_anomalies(False, False, False), keys={"exact": 0, "over": 0, "under": 0, "optional": 0})

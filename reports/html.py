@@ -114,6 +114,13 @@ def _coverage(coverage: dict[str, dict[str, int]]) -> str:
     return f'<table class="cov" id="coverage"><tr><th>action \\ phase</th>{head}</tr>{"".join(body)}</table>'
 
 
+def _timing(spec: dict) -> str:
+    """When the faults fired: at their planned phases (said by nothing) or at random wall-clock times."""
+    if spec.get("timing", "phase") == "phase":
+        return ""
+    return "faults at random times over a no-fault trial's duration (--timing random) · "
+
+
 def _stream(spec: dict) -> str:
     """The stream options a campaign was given (``--late-fraction 0.05``, ...), if any: its trials' streams."""
     names = ("partitions", "keys", "skew", "max_disorder_ms", "late_fraction", "resent_fraction")
@@ -215,7 +222,8 @@ def render(view: dict) -> str:
 <style>{(ASSETS / 'report.css').read_text()}</style></head><body>
 <header><h1>streamchaos consistency report</h1>
 <div class="sub">{escape(view['root'])} · created {escape(str(view.get('created') or ''))} · seed {spec['seed']} ·
-faults {escape(','.join(spec['kinds']))} · {_stream(spec)}{summary['finished']}/{summary['planned']} planned trials ·
+faults {escape(','.join(spec['kinds']))} · {_timing(spec)}{_stream(spec)}
+{summary['finished']}/{summary['planned']} planned trials ·
 {summary['seconds']}s of trials · <b id="outcome">{escape(verdict)}</b></div>{_shards(summary)}</header>
 <main>
 <h2>Pipelines: declared vs measured</h2>{_index(summary)}

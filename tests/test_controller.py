@@ -110,3 +110,43 @@ def test_controller_listens_on_loopback_only():
         assert ctl.address.startswith("127.0.0.1:")
     finally:
         ctl.close()
+
+
+def test_timed_faults_fire_at_their_seconds_where_the_stream_is_and_never_at_a_phase():
+    fired = []
+    history, ctl = make(["kill-driver@0.6s", "kill-executor@0.2s"],
+                        lambda f, d: fired.append((f.spec, d, time.monotonic())) or {"done": True})
+    try:
+        barrier.report(ctl.address, 0, "planned")  # a phase never triggers a timed fault, whatever its batch
+        barrier.report(ctl.address, -1, "planned")
+        assert fired == []
+        t0 = time.monotonic()
+        ctl.start_clock()
+        barrier.report(ctl.address, 2, "reading")
+        deadline = time.monotonic() + 5
+        while len(fired) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [f[0] for f in fired] == ["kill-executor@0.2s", "kill-driver@0.6s"]
+        assert 0.1 < fired[0][2] - t0 < 0.5 and 0.5 < fired[1][2] - t0 < 1.0 and fired[0][1] == {}
+        landed = [(r["batch"], r["phase"], r["detail"]["timed"]) for r in history.snapshot() if r["kind"] == "fault"]
+        assert landed == [(2, "reading", True), (2, "reading", True)]
+        assert ctl.unfired() == []
+    finally:
+        ctl.close()
+
+
+def test_a_disarmed_or_closed_controller_fires_no_timed_fault():
+    fired = []
+    _, ctl = make(["kill-driver@0.3s"], lambda f, d: fired.append(f.spec) or {"done": True})
+    ctl.start_clock()
+    ctl.close()
+    time.sleep(0.6)
+    assert fired == []
+    _, ctl = make(["kill-driver@0.2s"], lambda f, d: fired.append(f.spec) or {"done": True})
+    try:
+        ctl.disarmed = True
+        ctl.start_clock()
+        time.sleep(0.5)
+        assert fired == [] and [f.spec for f in ctl.unfired()] == ["kill-driver@0.2s"]
+    finally:
+        ctl.close()

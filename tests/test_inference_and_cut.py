@@ -130,3 +130,27 @@ def test_a_keyed_jobs_anomaly_without_event_ids_names_the_replayed_batch_and_its
                    "keys": {"exact": 2, "over": 1, "under": 0}, "lost": [], "duplicated": dup, "unexpected": []})
     line = next(x for x in capsys.readouterr().out.splitlines() if "customer=acme" in x)
     assert "carry no event id" in line and "[2]" in line and "kill-driver@2:sink-done" in line
+
+
+def test_columns_two_answers_disagree_on_are_left_out_and_a_key_of_them_is_no_key():
+    from datetime import datetime
+
+    from properties.rows import BatchAnswer, infer_from_rows, varying_columns
+
+    def run(stamp: int, ids: list[str]) -> pl.DataFrame:
+        return pl.DataFrame({"order_id": ["o1", "o2", "o3"], "amount": [5, 7, 9], "payment_id": ids,
+                             "ingested_at": [datetime(2026, 1, 1, 0, 0, stamp)] * 3})
+
+    first, second = run(1, ["u1", "u2", "u3"]), run(2, ["v1", "v2", "v3"])
+    assert varying_columns(first, second) == ("payment_id", "ingested_at")
+    assert varying_columns(first, first) == ()
+    assert varying_columns(first, second.head(2)) == ()  # rows that vary: no column can be left out
+    answer = BatchAnswer(first, None, varying_columns(first, second))
+    # A correct twin stamped at other times, with other ids: exactly-once.
+    assert infer_from_rows(answer, run(3, ["w1", "w2", "w3"])).verdict == EXACTLY_ONCE
+    # A replay that inserted o2 again under a new uuid key: a duplicated row, by key or by row.
+    replayed = pl.concat([run(3, ["w1", "w2", "w3"]), run(4, ["x1", "x2", "x3"]).filter(pl.col("order_id") == "o2")])
+    for key in ((), ("payment_id",)):
+        found = infer_from_rows(answer, replayed, key)
+        assert found.verdict == AT_LEAST_ONCE and [d["key"] for d in found.duplicated] == [
+            '{"order_id": "o2", "amount": 7}'], key

@@ -144,3 +144,31 @@ def test_a_database_partition_needs_a_pipeline_with_a_database():
         validate_schedule(scenario, resolve("key-count"))
     validate_schedule(Scenario("pg-append", events=1000, faults=["partition@3:sink-write/node=sink/10s"]),
                       resolve("pg-append"))
+
+
+def test_timed_faults_parse_print_back_and_refuse_what_needs_a_phase():
+    f = parse_fault("pause-executor@12.5s/3s")
+    assert f.timed and f.at_s == 12.5 and f.duration == 3.0 and f.spec == "pause-executor@12.5s/3s"
+    assert parse_fault(f.spec) == f and not parse_fault("kill-driver@3:sink-done").timed
+    assert parse_fault("kill-driver@7s").point < parse_fault("kill-driver@0:planned").point
+    for bad, words in [("stop-driver@3s/1", "takes a phase"), ("cut-sink@2s/until=committed", "duration"),
+                       ("pause-executor@2s", "needs a duration"), ("kill-driver@2s/3", "one driver")]:
+        with pytest.raises(UserError, match=words):
+            parse_fault(bad)
+
+
+def test_random_timing_keeps_the_faults_and_draws_seeded_times_within_the_run():
+    from chaos.timing import at_random_times
+
+    planned = ["kill-driver@3:sink-done", "cut-sink@2:reading/until=committed", "stop-driver@4:committed/1",
+               "pause-executor@1:reading/3s"]
+    timed = at_random_times(planned, 20.0, seed=7)
+    assert timed == at_random_times(planned, 20.0, seed=7) != at_random_times(planned, 20.0, seed=8)
+    faults = [parse_fault(t) for t in timed]
+    assert [f.action for f in faults] == ["kill-driver", "cut-sink", "stop-driver", "pause-executor"]
+    assert faults[2].spec == "stop-driver@4:committed/1"  # a clean stop waits for a commit: it keeps its phase
+    assert faults[1].duration == 5.0 and faults[3].duration == 3.0
+    assert all(0 <= f.at_s <= 20.0 for f in faults if f.timed) and sum(f.timed for f in faults) == 3
+    # Uniform over [0, T]: many draws fill every tenth of the run.
+    draws = [parse_fault(at_random_times(["kill-driver@1:reading"], 10.0, seed=s)[0]).at_s for s in range(400)]
+    assert {int(d) for d in draws} == set(range(10)) and 4.0 < sum(draws) / len(draws) < 6.0
