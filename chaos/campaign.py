@@ -33,6 +33,7 @@ from chaos.scenario import EVENTS, EVENTS_PER_BATCH, Scenario
 from chaos.shards import harness_version, plan_hash, shares
 from chaos.timing import TIMINGS
 from pipelines_under_test import resolve
+from properties.planning import STATE_WINDOW
 
 FORMAT = "streamchaos-campaign"
 VERSION = 1
@@ -350,6 +351,22 @@ class Campaign:
         return self._row_by_prefix.get(prefix)
 
     # -- results ----------------------------------------------------------------------------------
+    def learned_windows(self, row: str, windows: list[str], out: dict) -> list[str]:
+        """The row's canonical windows, corrected by what its finished trials' checkpoints show: a job whose
+        query keeps no state (no ``state/``) cannot take the state store's window; a pipeline that keeps state
+        without saying so (``state_store``) has that window, not covered, until it says so (``out["state"]``)."""
+        finished = [t for t in self.trial_ids() if self.row_of(t) == row and self.finished(t)]
+        if not finished or not any(w.startswith("kill-driver:") for w in windows):
+            return windows
+        state = any(keeps_state(self.trial_dir(t)) for t in finished)
+        out["state"] = state
+        if not state:
+            return [w for w in windows if w != STATE_WINDOW]
+        if STATE_WINDOW not in windows:
+            out["state_undeclared"] = True  # its plan has no state-commit fault: name the window, not covered
+            return [*windows, STATE_WINDOW]
+        return windows
+
     def summarize(self) -> dict:
         """Per pipeline: declared vs measured (weakest over its trials), coverage, time; the exit code."""
         from chaos.stored import load_result, load_shrink
@@ -391,7 +408,7 @@ class Campaign:
             row["seconds"] = round(row.get("seconds", 0.0), 1)
             covered = row.pop("covered", set())
             row["covered"] = sorted(covered)  # every (action:phase) pair its fired faults exercised
-            row["windows"] = list(windows.get(name, []))  # the canonical ones it can take
+            row["windows"] = self.learned_windows(name, list(windows.get(name, [])), row)  # canonical, it can take
             row["not_covered"] = [w for w in row["windows"] if w not in covered]
             # "meets" claims no more than the trials exercised: with a canonical window never opened, or no
             # fault fired at all, it is weak evidence.
@@ -419,6 +436,12 @@ class Campaign:
             out["merged_from"] = self.data["merged_from"]
             out["missing"] = [e["id"] for e in self.plan if not self.finished(e["id"])]
         return out
+
+
+def keeps_state(run_dir: Path) -> bool:
+    """Whether the trial's query kept a state store: its checkpoint holds ``state/`` with files in it."""
+    state = run_dir / "checkpoint" / "state"
+    return state.is_dir() and any(p.is_file() for p in state.rglob("*"))
 
 
 def row_of_entry(entry: dict) -> str:

@@ -33,6 +33,9 @@ def print_summary(summary: dict) -> None:
         elif "not_covered" in row:
             out.print(f"  windows covered: {', '.join(row['covered']) or 'none'}"
                       + (f"; not covered: {', '.join(row['not_covered'])}" if row["not_covered"] else ""))
+        if row.get("state_undeclared"):
+            out.print("  its checkpoints hold state/ but the pipeline does not say it keeps state: set state_store = "
+                      "True on it to plan kill-driver:state-commit")
         if row.get("late_writes"):
             out.print(f"  [bold]late writes[/]: the sink changed after the trial ended in {len(row['late_writes'])} "
                       f"trial(s) ({', '.join(row['late_writes'][:5])}); verdicts are judged from the sink as each "

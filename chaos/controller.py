@@ -80,6 +80,7 @@ class Controller:
         self.app_id: str | None = None
         self.standby_ready: set[int] = set()  # standby driver incarnations booted and warm
         self.booted = threading.Event()  # a driver reported its session up (the trial's stall clock restarts)
+        self.running = threading.Event()  # a driver's query runs and its stop (SIGUSR2) is handled
         self.listeners: list[Callable[[int, str], None]] = []  # told of every phase (e.g. heals "until PHASE")
         self.last_point: tuple[int | None, str | None] = (None, None)  # where a timed fault lands
         self.stopped = threading.Event()
@@ -117,6 +118,8 @@ class Controller:
                 self.app_id = message.get("app_id") or self.app_id
                 if message.get("event") == "booted":
                     self.booted.set()
+                elif message.get("event") == "running":
+                    self.running.set()
             self.history.add("driver", **_drop(message, "type"))
             return {"ok": True}
         detail = dict(message.get("detail") or {})

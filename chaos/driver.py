@@ -304,6 +304,7 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     over = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a clean stop (the stop-driver fault)
     signal.signal(signal.SIGUSR2, lambda *_: (over.set(), stop.set()))  # the harness's stop: the trial is over
+    tell(spark, config, "running", incarnation)  # from here on, the harness's stop writes the answer
     while not stop.is_set():
         try:
             if query.awaitTermination(0.5):

@@ -73,6 +73,7 @@ class Trial:
         self.standbys = Standbys(self, wanted=harness.standby and any(
             f.action == "kill-driver" and (upgrade is None or f.point < upgrade.point) for f in scenario.faults))
         self.incarnation = -1
+        self.exit_recorded = -1  # the last incarnation whose exit the history holds
         self.restarts = 0
         self.cores_max: int | None = None  # executor cores of the next applications, after a stop-driver rescale
         self.upgraded: str | None = None  # the PySpark every incarnation runs on after stop-driver/upgrade=V
@@ -120,6 +121,7 @@ class Trial:
         """The next incarnation: the standby if one is booted and alive, else a cold start."""
         self.incarnation += 1
         self.controller.incarnation = self.incarnation
+        self.controller.running.clear()
         stop = self.nemesis.driver_kill
         self.nemesis.driver_kill = None
         why = ""
@@ -200,6 +202,8 @@ class Trial:
             self._start_driver()
             self.controller.start_clock()
             outcome, reason = self._supervise(watcher)
+            if outcome == "drained" and (self.pipeline.spark_oracle or self.pipeline.state):
+                self._driver_for_the_answer()
             self.nemesis.wait_heals()
             if outcome == "drained" and self.pipeline.settle_commits:
                 self._settle(watcher)
@@ -253,9 +257,7 @@ class Trial:
                 continue
             rc = self.driver.proc.returncode
             fault = self.nemesis.driver_kill
-            self.h.owned.forget(self.driver)
-            self.history.add("driver", event="exit", incarnation=self.incarnation, rc=rc,
-                             killed_by=fault.spec if fault else None)
+            self._exited(rc, fault)
             if watcher.drained.is_set():
                 return "drained", ""
             if fault is None and rc == REFUSED_RC:
@@ -272,6 +274,27 @@ class Trial:
             self.history.add("restart", incarnation=self.incarnation + 1, downtime=downtime)
             self._start_driver()
             booting, last_progress = not self.controller.booted.is_set(), time.monotonic()
+
+    def _exited(self, rc: int | None, fault) -> None:
+        self.h.owned.forget(self.driver)
+        self.history.add("driver", event="exit", incarnation=self.incarnation, rc=rc,
+                         killed_by=fault.spec if fault else None)
+        self.exit_recorded = self.incarnation
+
+    def _driver_for_the_answer(self) -> None:
+        """The last driver's stop writes the oracle and the state, so it must be running its query when the
+        stream drains. A fault that killed the driver as the last batch committed (a kill at a time can land
+        there) leaves none: one more resumes the drained query from its checkpoint, every fault disarmed; one
+        that was still booting is waited for."""
+        self.controller.disarmed = True
+        if not self.driver.alive():
+            if self.exit_recorded != self.incarnation:
+                self._exited(self.driver.proc.returncode, self.nemesis.driver_kill)
+            self.history.add("restart", incarnation=self.incarnation + 1, downtime=0, why="drained: the answer")
+            self._start_driver()
+        deadline = time.monotonic() + self.scenario.recovery_timeout
+        while not self.controller.running.wait(0.1) and self.driver.alive() and time.monotonic() < deadline:
+            interrupt.check()
 
     def _settle(self, watcher: CheckpointWatcher) -> None:
         """Stop the drained query, restart it from its checkpoint with every fault disarmed, and let it

@@ -52,7 +52,9 @@ CANONICAL_WINDOWS: tuple[tuple[str, str, str], ...] = (
     ("kill-driver", "committed", "driver kill right after commits/N (work still pending)"),
     ("kill-executor", "reading", "executor kill while reading"),
     ("kill-executor", "sink-write", "executor kill while writing"),
+    ("kill-driver", "state-commit", "driver kill after the state store wrote version N+1, before commits/N"),
 )
+STATE_WINDOW = "kill-driver:state-commit"  # a query's state store, learned from its checkpoint (Campaign.summarize)
 # Covered when a trial's second driver kill fired at the batch after its first one's: the second
 # batch a restarted driver runs (the first is the replay).
 AFTER_RESTART = ("kill-driver", "after-restart", "driver kill at the second batch after a restart")

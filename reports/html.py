@@ -97,8 +97,10 @@ def _windows(row: dict) -> str:
     total = len(row.get("windows") or [])
     missing = row["not_covered"]
     title = escape("not covered: " + ", ".join(missing)) if missing else "every canonical window was opened"
+    undeclared = ('<div class="muted">keeps state it does not declare (state_store = True plans its window)</div>'
+                  if row.get("state_undeclared") else "")
     return f'<span title="{title}" class="{"bad" if missing else "ok"}">{total - len(missing)} of {total}</span>' + (
-        f'<div class="muted">not: {escape(", ".join(missing))}</div>' if missing else "")
+        f'<div class="muted">not: {escape(", ".join(missing))}</div>' if missing else "") + undeclared
 
 
 def _coverage(coverage: dict[str, dict[str, int]]) -> str:
