@@ -60,10 +60,15 @@ def entry_function(spec: JobSpec) -> Callable:
 
 
 def database_url(dsn: str) -> str:
-    """A libpq key=value DSN as the URL jobs take from ``DATABASE_URL``."""
+    """A libpq key=value DSN as the URL jobs take from ``DATABASE_URL``, with the harness's password (from its
+    passfile: the URL lives in the job's environment only, and goes wherever the job sends it, executors too)."""
+    from chaos.postgres import password
+
     parts = dict(item.split("=", 1) for item in dsn.split())
     extra = "&".join(f"{k}={v}" for k, v in parts.items() if k not in ("host", "port", "user", "dbname"))
-    return (f"postgresql://{parts.get('user', '')}@{parts['host']}:{parts['port']}/{parts.get('dbname', 'postgres')}"
+    secret = password()
+    user = parts.get("user", "") + (f":{secret}" if secret else "")
+    return (f"postgresql://{user}@{parts['host']}:{parts['port']}/{parts.get('dbname', 'postgres')}"
             + (f"?{extra}" if extra else ""))
 
 

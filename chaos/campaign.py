@@ -396,7 +396,7 @@ class Campaign:
             if v["verdict"] == "refused":
                 row.setdefault("refusal", str(result.get("reason", "")))  # Spark's message, as the driver saw it
             for f in fired:
-                if (f.get("detail") or {}).get("timed"):  # a fault at a time claims no phase's coverage
+                if isinstance(f.get("detail"), dict) and f["detail"].get("timed"):  # a time claims no phase
                     continue
                 action = f["spec"].split("@")[0]
                 coverage.setdefault(action, {})

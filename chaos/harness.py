@@ -33,7 +33,7 @@ from chaos.java import require_java
 from chaos.jvm.archive import archive_path, driver_archive, executor_archive, will_build
 from chaos.jvm.unsigned import quick_class_path
 from chaos.launch import driver_env
-from chaos.postgres import PostgresServer
+from chaos.postgres import PostgresServer, credentials
 from chaos.procs import Owned, reap_orphans
 from chaos.pydaemon import import_home
 from chaos.scenario import Scenario
@@ -137,6 +137,7 @@ class Harness:
                                     data_dir=self.data_dir or self.workdir)
         reap_orphans()
         reap_containers()
+        credentials()  # before anything starts: every process of the harness reads the database's passfile
         self.workdir.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
         self.tmp.mkdir()

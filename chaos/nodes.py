@@ -33,6 +33,7 @@ from chaos.errors import HarnessError, UserError
 from chaos.image import find, has
 from chaos.jvm import cache_dir
 from chaos.ownpath import packages_folder
+from chaos.postgres import PASSFILE_VAR
 from chaos.procs import OWNER_VAR, Owned, wait_until
 
 MASTER_PORT = 7077
@@ -178,6 +179,11 @@ class DockerCluster(Cluster):
         env = spark_env(f"{self.java_options} -Dspark.worker.timeout={WORKER_TIMEOUT_S}", self.tmp)
         env = {k: v for k, v in env.items() if k.startswith(("SPARK_", "PYSPARK_", "MALLOC_", "PYTHON"))}
         env.update({OWNER_VAR: self.owned.tag, "SPARK_LOCAL_HOSTNAME": name, "HOME": str(self.workdir)})
+        passfile = os.environ.get(PASSFILE_VAR)  # the database's password, for executor-side sinks
+        mounts = host_mounts(self.data_dir, self.workdir, shared=(self.jars, packages_folder()))
+        if passfile:
+            env[PASSFILE_VAR] = passfile
+            mounts[str(Path(passfile).parent)] = {"bind": str(Path(passfile).parent), "mode": "ro"}
         env.pop("SPARK_LOCAL_IP", None)  # the node's own address, found at its start
         spark_class = os.path.join(spark_home(), "bin", "spark-class")
         script = ('ip=$(hostname -i | cut -d" " -f1); export SPARK_LOCAL_IP=$ip; '
@@ -185,8 +191,7 @@ class DockerCluster(Cluster):
         return self.docker.containers.run(
             self.image, ["/bin/sh", "-c", script, spark_class, *spark_args], name=f"{self.prefix}-{name}",
             hostname=name, network=self.network.name, labels=labels(kind, self.owned.tag), environment=env,
-            volumes=host_mounts(self.data_dir, self.workdir, shared=(self.jars, packages_folder())),
-            working_dir=str(self.workdir),
+            volumes=mounts, working_dir=str(self.workdir),
             detach=True, init=True)
 
     @property

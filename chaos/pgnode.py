@@ -17,7 +17,7 @@ from pathlib import Path
 from chaos.containers import labels
 from chaos.errors import HarnessError
 from chaos.nodes import DockerCluster
-from chaos.postgres import PG_USER, PostgresServer, accepts, require_postgres
+from chaos.postgres import PG_USER, PostgresServer, accepts, credentials, require_postgres
 from chaos.procs import wait_until
 
 PORT = 5432
@@ -64,9 +64,12 @@ class PostgresNode:
         self.log.write_text("")
         self.log.chmod(0o666)  # written by the server's user in the container
         postgres = f"{self.bindir}/postgres"
-        # Trust from the node's own network only (samenet): the host's end of it, where the sink's proxy is.
-        initdb = (f'{self.bindir}/initdb -D {DATA} -U {PG_USER} --auth=trust -E UTF8 --locale=C --no-sync '
-                  f'--no-instructions >>{self.log} 2>&1 && echo "host all all samenet trust" >>{DATA}/pg_hba.conf')
+        # Its own user with the harness's password, from the node's own network only (samenet): the host's end
+        # of it, where the sink's proxy is. The password reaches initdb through the container's environment.
+        initdb = (f'printf "%s\\n" "$PGPW" >/tmp/pg/pw && {self.bindir}/initdb -D {DATA} -U {PG_USER} '
+                  f'--auth=scram-sha-256 --pwfile=/tmp/pg/pw -E UTF8 --locale=C --no-sync --no-instructions '
+                  f'>>{self.log} 2>&1 && rm -f /tmp/pg/pw && '
+                  f'echo "host all all samenet scram-sha-256" >>{DATA}/pg_hba.conf')
         script = (f'set -e; [ -f {DATA}/PG_VERSION ] || {{ {initdb}; }}; '
                   f'ip=$(hostname -i | cut -d" " -f1); exec {postgres} -D {DATA} -p {PORT} -h "$ip" -k /tmp/pg '
                   f'-c fsync=off -c full_page_writes=off -c max_connections=50 >>{self.log} 2>&1')
@@ -76,7 +79,7 @@ class PostgresNode:
         self.container = c.docker.containers.run(
             c.image, ["/bin/sh", "-c", f"mkdir -p /tmp/pg && {script}"], name=f"{c.prefix}-sink-db",
             hostname="sink-db", user="nobody", network=c.network.name, labels=labels("node-db", c.owned.tag),
-            volumes=volumes, detach=True, init=True)
+            volumes=volumes, environment={"PGPW": credentials()}, detach=True, init=True)
         self.address = c.address(self.container)
         self._wait()
         return self

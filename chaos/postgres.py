@@ -7,15 +7,21 @@ as root; when the harness is root, the server runs as the ``postgres`` user and 
 lives in a private temporary directory that user can reach (the run directory may not be), removed
 when the server stops.
 
+Only its own user gets in, with a password generated per harness process (``credentials``): libpq reads it
+from a private passfile named by ``PGPASSFILE``, so no DSN, log, run directory or report holds it; the
+``DATABASE_URL`` jobs are given carries it, in their environment only.
+
 ``fsync=off``: the harness kills processes, never the machine; a committed transaction is in the
 OS page cache and survives a process kill, so durability against the faults we inject is intact.
 """
 
 from __future__ import annotations
 
+import atexit
 import glob
 import os
 import pwd
+import secrets
 import shutil
 import socket
 import tempfile
@@ -27,6 +33,63 @@ from chaos.procs import Group, Owned, wait_until
 
 PG_USER = "streamchaos"
 SEARCH = ("/usr/lib/postgresql/*/bin", "/usr/local/pgsql/bin", "/usr/pgsql-*/bin", "/opt/homebrew/bin")
+
+
+PASSFILE_VAR = "PGPASSFILE"
+PASSFILE_PREFIX = "streamchaos-pgpass-"  # + the harness process's pid: a dead one's is removed at a next start
+_password: str | None = None
+
+
+def credentials() -> str:
+    """The password of the harness's database user, generated once per process. It lives in a passfile (0600, in
+    a 0700 directory of the system's temporary directory, outside every run directory) that ``PGPASSFILE`` names
+    for this process and every process it starts, drivers and executors included, so libpq connects without a
+    password in any DSN. Called before the harness starts anything."""
+    global _password
+    if _password is not None and os.environ.get(PASSFILE_VAR, "").startswith(_passfile_root()):
+        return _password
+    reap_passfiles()
+    _password = secrets.token_urlsafe(24)  # letters, digits, - and _: nothing a passfile must escape
+    home = Path(tempfile.mkdtemp(prefix=f"{PASSFILE_PREFIX}{os.getpid()}-"))
+    passfile = home / "pgpass"
+    fd = os.open(passfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(f"*:*:*:{PG_USER}:{_password}\n")
+    os.environ[PASSFILE_VAR] = str(passfile)
+    atexit.register(shutil.rmtree, home, True)
+    return _password
+
+
+def _passfile_root() -> str:
+    return str(Path(tempfile.gettempdir()) / PASSFILE_PREFIX)
+
+
+def password() -> str | None:
+    """The harness's database password, as this process's passfile holds it (a driver reads its parent's)."""
+    path = os.environ.get(PASSFILE_VAR)
+    try:
+        line = Path(path).read_text().strip() if path else ""
+    except OSError:
+        return None
+    return line.rsplit(":", 1)[-1] if line.count(":") == 4 else None
+
+
+def reap_passfiles() -> None:
+    """Passfile directories of harness processes that are gone (killed before their exit handler ran)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{PASSFILE_PREFIX}*"):
+        pid = folder.name[len(PASSFILE_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def find_bindir() -> Path | None:
@@ -83,13 +146,21 @@ class PostgresServer:
         if self.run_as:
             entry = pwd.getpwnam(self.run_as)
             os.chown(self._home, entry.pw_uid, entry.pw_gid)
+        pwfile = self._home / "pw"  # for initdb only, read by the server's user, removed at once
+        pwfile.write_text(credentials() + "\n")
+        pwfile.chmod(0o600)
+        if self.run_as:
+            os.chown(pwfile, entry.pw_uid, entry.pw_gid)
         init = self.owned.spawn(
             "pg-initdb",
-            [str(self.bindir / "initdb"), "-D", str(self.data), "-U", PG_USER, "--auth=trust", "-E", "UTF8",
-             "--no-sync", "--no-instructions"],
+            [str(self.bindir / "initdb"), "-D", str(self.data), "-U", PG_USER, "--auth=scram-sha-256",
+             f"--pwfile={pwfile}", "-E", "UTF8", "--no-sync", "--no-instructions"],
             log_path=self.log_dir / "postgres-initdb.log", user=self.run_as, cwd=self._home,
         )
-        rc = init.proc.wait(timeout=120)
+        try:
+            rc = init.proc.wait(timeout=120)
+        finally:
+            pwfile.unlink(missing_ok=True)
         self.owned.forget(init)
         if rc != 0:
             raise HarnessError(f"initdb failed (exit {rc}): see {self.log_dir / 'postgres-initdb.log'}")

@@ -58,3 +58,40 @@ def test_missing_binaries_are_one_clear_line_before_anything_starts(monkeypatch)
         validate_schedule(Scenario("pg-append", events=400), resolve("pg-append"))
     assert "no PostgreSQL server binaries" in str(err.value) and "PG_BINDIR" in str(err.value)
     validate_schedule(Scenario("passthrough-append", events=400), resolve("passthrough-append"))  # no database: fine
+
+
+@needs_postgres
+def test_only_its_own_user_with_the_generated_password_gets_in_and_no_dsn_holds_it(tmp_path, monkeypatch):
+    import os
+    import stat
+    from pathlib import Path
+
+    import psycopg
+
+    from chaos.asjob import database_url
+    from chaos.postgres import PASSFILE_VAR, PG_USER, credentials, password
+
+    secret = credentials()
+    passfile = Path(os.environ[PASSFILE_VAR])
+    assert stat.S_IMODE(passfile.stat().st_mode) == 0o600 and stat.S_IMODE(passfile.parent.stat().st_mode) == 0o700
+    assert tmp_path not in passfile.parents and password() == secret and len(secret) >= 24
+    owned = Owned()
+    pg = PostgresServer(owned, tmp_path / "logs").start()
+    try:
+        assert "password" not in pg.dsn and secret not in pg.dsn
+        with psycopg.connect(pg.dsn) as conn:  # through PGPASSFILE
+            assert conn.execute("SELECT current_user").fetchone() == (PG_USER,)
+        url = database_url(pg.dsn)
+        assert f"{PG_USER}:{secret}@127.0.0.1:{pg.port}/postgres" in url
+        with psycopg.connect(url) as conn:  # what a job on an executor without the passfile uses
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        monkeypatch.delenv(PASSFILE_VAR)
+        for dsn in (pg.dsn, pg.dsn + " password=wrong", pg.dsn.replace(f"user={PG_USER}", "user=postgres")):
+            with pytest.raises(psycopg.OperationalError, match="password"):
+                psycopg.connect(dsn, connect_timeout=5)
+        monkeypatch.setenv(PASSFILE_VAR, str(passfile))
+    finally:
+        pg.stop()
+        owned.stop_all()
+    logs = "".join(p.read_text(errors="replace") for p in (tmp_path / "logs").iterdir())
+    assert secret not in logs

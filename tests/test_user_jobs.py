@@ -98,9 +98,14 @@ def test_a_jobs_reference_resolves_to_a_pipeline_with_its_sinks_phases(monkeypat
     assert job.row_event({"order_id": "order_id-12", "customer": "k1"}) == 12
 
 
-def test_database_url_is_what_jobs_read_from_the_environment():
-    assert database_url("host=127.0.0.1 port=5433 user=streamchaos dbname=postgres connect_timeout=10") == \
-        "postgresql://streamchaos@127.0.0.1:5433/postgres?connect_timeout=10"
+def test_database_url_is_what_jobs_read_from_the_environment(tmp_path, monkeypatch):
+    dsn = "host=127.0.0.1 port=5433 user=streamchaos dbname=postgres connect_timeout=10"
+    monkeypatch.delenv("PGPASSFILE", raising=False)
+    assert database_url(dsn) == "postgresql://streamchaos@127.0.0.1:5433/postgres?connect_timeout=10"
+    passfile = tmp_path / "pgpass"
+    passfile.write_text("*:*:*:streamchaos:s3cret-Pw_1\n")
+    monkeypatch.setenv("PGPASSFILE", str(passfile))  # the harness's, as its drivers inherit it
+    assert database_url(dsn) == "postgresql://streamchaos:s3cret-Pw_1@127.0.0.1:5433/postgres?connect_timeout=10"
 
 
 def test_rows_against_the_batch_query_name_duplicates_losses_and_strangers():
