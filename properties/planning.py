@@ -51,6 +51,9 @@ CANONICAL_WINDOWS: tuple[tuple[str, str, str], ...] = (
     ("kill-driver", "sink-done", "driver kill after the sink wrote, before commits/N"),
     ("kill-driver", "committed", "driver kill right after commits/N (work still pending)"),
     ("kill-executor", "reading", "executor kill while reading"),
+    # Inside a foreachBatch function, its Spark jobs read the batch between its writes (a marker first, then
+    # the rows): a driver killed there stops the function half way.
+    ("kill-driver", "reading", "driver kill while the batch's tasks read (inside a foreachBatch, between writes)"),
     ("kill-executor", "sink-write", "executor kill while writing"),
     ("kill-driver", "state-commit", "driver kill after the state store wrote version N+1, before commits/N"),
 )

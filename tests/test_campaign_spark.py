@@ -174,3 +174,26 @@ def test_late_writes_of_a_recycled_driver_do_not_change_stored_verdicts(spark_cl
         assert after["verdict"] == verdicts[t]["verdict"] and after["lost"] == verdicts[t]["lost"]
     assert after["late_writes"] is None  # the last trial's driver was not kept: nothing wrote after it
     assert left_by(proc.pid) == []
+
+
+def test_a_campaign_with_random_timing_times_a_no_fault_trial_and_fires_the_same_faults_at_times(spark_cluster,
+                                                                                                  tmp_path):
+    run = cli("campaign", "run", "--pipeline", "passthrough-append", "--trials", "2", "--events", EVENTS,
+              "--timing", "random", "--out", "c", "--cluster", spark_cluster.master_url, cwd=tmp_path, timeout=900)
+    assert run.rc in (0, 1) and "Traceback" not in run.stderr, run.stderr[-3000:]
+    root = tmp_path / "c"
+    data = json.loads((root / "campaign.json").read_text())
+    assert data["spec"]["timing"] == "random" and data["spec"]["shrink"] is False
+    (measured,) = (root / "timing").glob("*.json")
+    seconds = json.loads(measured.read_text())["seconds"]
+    assert seconds > 0 and (root / "timing" / measured.stem / "result.json").exists()
+    for entry in data["plan"]:
+        planned = entry["scenario"]["faults"]
+        ran = json.loads((root / "trials" / entry["id"] / "scenario.json").read_text())["faults"]
+        assert len(ran) == len(planned) and [f.split("@")[0] for f in ran] == [f.split("@")[0] for f in planned]
+        assert all(f.endswith("s") and 0 <= float(f.split("@")[1][:-1]) <= seconds for f in ran), ran
+    summary = json.loads((root / "summary.json").read_text())
+    (row,) = summary["pipelines"].values()
+    assert row["covered"] == [] and not any("planned" in k for k in summary["coverage"].get("kill-driver", {}))
+    assert "faults at random times" in (root / "report.html").read_text()
+    assert left_by(run.pid) == []
