@@ -144,12 +144,16 @@ class Controller:
                 f = armed.fault
                 if self.disarmed or armed.fired or f.timed or f.batch != batch or f.phase != phase:
                     continue
-                armed.fired = True
-                try:
-                    outcome = self.fire(f, detail)
-                except Exception as exc:  # a fault that could not be carried out is recorded, not raised
-                    outcome = {"done": False, "error": f"{type(exc).__name__}: {exc}"}
-                armed.record = self.history.add("fault", batch, phase, spec=f.spec, **outcome)
+                self._fire(armed, detail, batch, phase)
+
+    def _fire(self, armed: ArmedFault, detail: dict, batch: int | None, phase: str | None, **extra) -> None:
+        """Fire one armed fault (under ``fire_lock``) and record it where it landed."""
+        armed.fired = True
+        try:
+            outcome = self.fire(armed.fault, detail)
+        except Exception as exc:  # a fault that could not be carried out is recorded, not raised
+            outcome = {"done": False, "error": f"{type(exc).__name__}: {exc}"}
+        armed.record = self.history.add("fault", batch, phase, spec=armed.fault.spec, **extra, **outcome)
 
     def start_clock(self) -> None:
         """Fire the timed faults (``kill-driver@12.5s``) at their seconds from now, as time-based chaos does: each
@@ -166,13 +170,7 @@ class Controller:
             with self.fire_lock:
                 if self.disarmed:
                     return
-                armed.fired = True
-                try:
-                    outcome = self.fire(armed.fault, {})
-                except Exception as exc:
-                    outcome = {"done": False, "error": f"{type(exc).__name__}: {exc}"}
-                batch, phase = self.last_point
-                armed.record = self.history.add("fault", batch, phase, spec=armed.fault.spec, timed=True, **outcome)
+                self._fire(armed, {}, *self.last_point, timed=True)
 
     def unfired(self) -> list[Fault]:
         return [a.fault for a in self.armed if not a.fired]

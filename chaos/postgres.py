@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 from chaos.errors import HarnessError, UserError
 from chaos.procs import Group, Owned, wait_until
 
@@ -78,18 +80,8 @@ def reap_passfiles() -> None:
     """Passfile directories of harness processes that are gone (killed before their exit handler ran)."""
     for folder in Path(tempfile.gettempdir()).glob(f"{PASSFILE_PREFIX}*"):
         pid = folder.name[len(PASSFILE_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def find_bindir() -> Path | None:
