@@ -39,8 +39,7 @@ from chaos.harness import Harness  # noqa: E402
 from chaos.jobspec import job_ref  # noqa: E402
 from chaos.judge import run_trial  # noqa: E402
 from chaos.scenario import Scenario  # noqa: E402
-from chaos.timing import at_random_times  # noqa: E402
-from properties.planning import stable_seed  # noqa: E402
+from chaos.timing import at_random_times, timed_seed  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 MODES = ("planner", "random", "none")
@@ -96,7 +95,7 @@ def run_job(harness: Harness, name: str, truths: dict, trials: int, seed: int, e
     for k, scenario in enumerate(scenarios):
         runs["planner"].append(one(harness, scenario, out / name / f"planner-{k}"))
         if t is not None:
-            timed = at_random_times(scenario.faults, t, stable_seed(scenario.seed, "timing"))
+            timed = at_random_times(scenario.faults, t, timed_seed(scenario.seed))
             runs["random"].append(one(harness, replace(scenario, faults=timed), out / name / f"random-{k}"))
     job = truths["jobs"][name]
     row = {"job": name, "bug": "bug" in job, "truth": job["truth"], "T": t, "runs": runs}

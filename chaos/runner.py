@@ -111,8 +111,7 @@ class Runner:
     def at_random_times(self, trial_id: str, scenario: Scenario) -> Scenario:
         """``--timing random``: the trial's faults at uniform times over T, the seconds its row's trial with the
         same events and no fault took (run once, kept in ``timing/``)."""
-        from chaos.timing import at_random_times
-        from properties.planning import stable_seed
+        from chaos.timing import at_random_times, timed_seed
 
         prefix = trial_id.rsplit("-", 1)[0]
         measured = self.c.root / "timing" / f"{prefix}.json"
@@ -124,7 +123,7 @@ class Runner:
             write_json(measured, {"seconds": result["seconds"], "events": scenario.events,
                                   "batches": result.get("batches")})
         seconds = json.loads(measured.read_text())["seconds"]
-        return replace(scenario, faults=at_random_times(scenario.faults, seconds, stable_seed(scenario.seed, "timing")))
+        return replace(scenario, faults=at_random_times(scenario.faults, seconds, timed_seed(scenario.seed)))
 
     def finish_trial(self, trial_id: str, scenario: Scenario) -> dict:
         """A trial whose directory is complete: judged, told, and the summary so far stored."""

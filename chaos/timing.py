@@ -33,3 +33,10 @@ def at_random_times(faults: list[Fault | str], seconds: float, seed: int) -> lis
         out.append(replace(fault, batch=-1, phase="planned", args=args,
                            at_s=round(draw.uniform(0.0, seconds), 2)).spec)
     return out
+
+
+def timed_seed(seed: int) -> int:
+    """The draw's seed for a trial of scenario seed ``seed`` (a campaign and the benchmark draw alike)."""
+    from properties.planning import stable_seed
+
+    return stable_seed(seed, "timing")
