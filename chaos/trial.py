@@ -19,7 +19,9 @@ Run directory::
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import shutil
 import signal
 import time
@@ -55,6 +57,7 @@ STATE_DUMP_GRACE = 120.0
 # Until a started driver reports its session up, the stall clock allows at least this long: a boot on a loaded
 # machine or on Docker nodes can outlast a short --recovery-timeout, which is about commits, not boots.
 BOOT_GRACE_S = 120.0
+DISK_FULL_BYTES = 1 << 20  # less than this free where the trial runs: its writes fail, whatever the logs say
 
 
 class Trial:
@@ -229,6 +232,8 @@ class Trial:
             self.pipeline.export_database(self.h.database.dsn, self.dir / "sink")
         freeze(self.dir)  # what the verdict is judged from, whatever reaches the sink later (chaos/evidence.py)
         self.history.close()
+        if outcome in ("stalled", "failed"):
+            self._raise_if_disk_full()
         result = self.summary(events, outcome, reason, seconds)
         write_json(self.dir / "result.json", result)
         return result
@@ -377,6 +382,19 @@ class Trial:
             "seed": self.scenario.seed,
             "spark": spark_version(),  # the PySpark this trial ran on (``streamchaos --spark VERSION``)
         }
+
+    def _raise_if_disk_full(self) -> None:
+        """A trial a full disk stopped says nothing of the pipeline: Spark fails its checkpoint or sink writes,
+        the query stalls or its driver exits, while the harness's own small writes may still fit. The drivers'
+        logs hold Java's or Python's ENOSPC message (or the disk has next to nothing free): the trial ends as the
+        harness's failure, named by chaos.runner and the CLI, not as a stalled pipeline."""
+        full = shutil.disk_usage(self.dir).free < DISK_FULL_BYTES
+        for log in sorted((self.dir / "logs").glob("*.log")):
+            if full:
+                break
+            full = "No space left on device" in log.read_text(errors="replace")
+        if full:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.dir))
 
     def _refusal(self) -> str:
         """Spark's message for a refused configuration variant, as the driver printed it."""
