@@ -181,6 +181,11 @@ class Cluster:
     def heal(self) -> None:
         pass
 
+    def lost(self) -> str | None:
+        """Why the daemon the cluster's nodes depend on no longer answers, or None: a trial that outlived it
+        ran without the faults and heals it needed, so its verdict would say nothing."""
+        return None
+
     def stop(self) -> None:
         pass
 

@@ -35,9 +35,13 @@ def client(timeout: int = 60):
         found = docker.from_env(timeout=timeout)
         found.ping()
     except Exception as exc:  # docker.errors.DockerException, requests' connection errors
-        where = os.environ.get("DOCKER_HOST") or f"unix://{DEFAULT_SOCKET}"
-        raise UserError(f"no Docker daemon answers at {where} ({type(exc).__name__}); {START_DOCKERD}") from None
+        raise UserError(f"no Docker daemon answers at {address()} ({type(exc).__name__}); {START_DOCKERD}") from None
     return found
+
+
+def address() -> str:
+    """Where the harness asks dockerd: ``DOCKER_HOST``, else the default socket."""
+    return os.environ.get("DOCKER_HOST") or f"unix://{DEFAULT_SOCKET}"
 
 
 def labels(kind: str, owner: str | None = None) -> dict[str, str]:

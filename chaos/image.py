@@ -3,7 +3,8 @@
 ``streamchaos image build`` needs no image registry: ``debootstrap`` installs a minimal Debian (the
 release and mirror this machine's apt uses) with the packages below into a directory, which ``docker
 import`` turns into the image ``streamchaos-node:KEY``. KEY is a hash of what went in (release, mirror,
-packages, this recipe's version): the same recipe is built once per machine and found again by its tag.
+packages, this recipe's version): the same recipe is built once per machine and found again by its tag. The
+root filesystem is kept in the cache (``rootfs_cache``): another dockerd on the machine imports it in seconds.
 
 What a node runs comes from the host, mounted read-only at the same paths (chaos.nodes): this Python
 interpreter with its installed packages (PySpark and its jars, the harness, pyarrow), the harness's and
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chaos.errors import UserError
+from chaos.jvm import cache_dir
 
 REPOSITORY = "streamchaos-node"
 RECIPE = 2  # bump when the recipe changes what an image holds
@@ -112,6 +114,13 @@ def build(docker_client, recipe: Recipe | None = None, echo=print, force: bool =
     if not force and find(docker_client, recipe):
         echo(f"{recipe.tag}: built already")
         return recipe.tag
+    cached = rootfs_cache(recipe)
+    if cached.exists() and not force:  # built on this machine before, for another dockerd: no debootstrap again
+        t0 = time.monotonic()
+        echo(f"docker import {recipe.tag} from {cached} ...")
+        _import(docker_client, recipe, cached)
+        echo(f"{recipe.tag}: imported in {time.monotonic() - t0:.0f}s")
+        return recipe.tag
     debootstrap = shutil.which("debootstrap") or ("/usr/sbin/debootstrap" if Path("/usr/sbin/debootstrap").exists()
                                                   else None)
     if debootstrap is None:
@@ -135,14 +144,28 @@ def build(docker_client, recipe: Recipe | None = None, echo=print, force: bool =
             for item in (root / junk).glob("*"):
                 if item.is_file():
                     item.unlink()
-        tarball = Path(scratch) / "rootfs.tar"
-        subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(tarball), "."], check=True)
-        echo(f"docker import {recipe.tag} ({tarball.stat().st_size / 2**20:.0f} MiB) ...")
-        changes = [f"LABEL streamchaos.recipe={recipe.key}", f"ENV JAVA_HOME={JAVA_HOME}",
-                   "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 'CMD ["/bin/sh"]']
-        docker_client.api.import_image_from_file(str(tarball), repository=REPOSITORY, tag=recipe.key,
-                                                 changes=changes)
-    if not find(docker_client, recipe):
-        raise UserError(f"docker import did not produce {recipe.tag}: see dockerd's log")
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_name(f".{cached.name}.{os.getpid()}")
+        try:  # whole or not at all: an interrupted tar leaves no cache to import later
+            subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(partial), "."], check=True)
+            partial.replace(cached)
+        finally:
+            partial.unlink(missing_ok=True)
+    echo(f"docker import {recipe.tag} ({cached.stat().st_size / 2**20:.0f} MiB) ...")
+    _import(docker_client, recipe, cached)
     echo(f"{recipe.tag}: built in {time.monotonic() - t0:.0f}s")
     return recipe.tag
+
+
+def rootfs_cache(recipe: Recipe) -> Path:
+    """The built root filesystem, kept so that another dockerd (a second data root, a test's own daemon)
+    imports the same image in seconds instead of running debootstrap again."""
+    return cache_dir() / "images" / f"{recipe.key}.tar"
+
+
+def _import(docker_client, recipe: Recipe, tarball: Path) -> None:
+    changes = [f"LABEL streamchaos.recipe={recipe.key}", f"ENV JAVA_HOME={JAVA_HOME}",
+               "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 'CMD ["/bin/sh"]']
+    docker_client.api.import_image_from_file(str(tarball), repository=REPOSITORY, tag=recipe.key, changes=changes)
+    if not find(docker_client, recipe):
+        raise UserError(f"docker import did not produce {recipe.tag}: see dockerd's log")

@@ -28,7 +28,7 @@ from pathlib import Path
 import psutil
 
 from chaos.cluster import MASTER_CLASS, WORKER_CLASS, Cluster, log_tail, read_log, spark_env, spark_home
-from chaos.containers import client, labels
+from chaos.containers import address, client, labels
 from chaos.errors import HarnessError, UserError
 from chaos.image import find, has
 from chaos.jvm import cache_dir
@@ -244,6 +244,18 @@ class DockerCluster(Cluster):
                 self.reconnect(node)
             if node.status not in ("running", "paused"):
                 self.restart_worker(i)
+
+    def lost(self) -> str | None:
+        """dockerd killed or stopped mid-trial: the nodes may even run on (their shims outlive it), but no node
+        fault fires, no partition heals and nothing is removed. Its containers and network carry this harness's
+        owner label, so the next start after dockerd is back removes them (chaos.containers.reap_containers)."""
+        try:
+            self.docker.ping()
+        except Exception as exc:  # requests' ConnectionError, docker.errors.APIError
+            return (f"the Docker daemon at {address()} stopped answering during the trial ({type(exc).__name__}): "
+                    "its verdict would say nothing; start dockerd again, and the next streamchaos start removes "
+                    "the containers and network this run left")
+        return None
 
     # -- node faults ----------------------------------------------------------------------------
     def kill_node(self, i: int) -> None:

@@ -100,6 +100,9 @@ class Runner:
             elif self.c.spec.timing == "random":
                 scenario = Scenario.load(run_dir / "scenario.json")  # the times it was given
             return self.finish_trial(trial_id, scenario)
+        except HarnessError as exc:  # the harness's world failed it (chaos.nodes: dockerd gone): no verdict
+            raise HarnessError(f"{exc}; trial {trial_id} did not finish: `streamchaos campaign resume "
+                               f"{self.c.root}` runs it again") from None
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise

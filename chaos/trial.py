@@ -33,6 +33,7 @@ import polars as pl
 from chaos import interrupt
 from chaos.atomic import write_json
 from chaos.controller import Controller, History
+from chaos.errors import HarnessError
 from chaos.evidence import freeze, judged_sink
 from chaos.launch import driver_argv, driver_env
 from chaos.nemesis import Nemesis
@@ -226,6 +227,9 @@ class Trial:
             if feed is not None:
                 feed.close()
         seconds = round(time.monotonic() - started, 2)
+        lost = self.h.cluster.lost()
+        if lost:
+            raise HarnessError(lost)
         if self.pipeline.database:
             if not self.h.database.ready():  # a kill-sink-db whose heal did not run (interrupted trial)
                 self.h.database.restart()
