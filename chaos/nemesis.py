@@ -328,13 +328,15 @@ def newest_checkpoint_file(checkpoint: Path, what: str) -> Path | None:
 
 
 def state_version(path: Path) -> int | None:
-    """Version number of a state store file: ``12.delta``, ``12.snapshot``, ``12.zip``, ``12.changelog``."""
+    """Version number of a state store file: ``12.delta``, ``12.snapshot``, ``12.zip``, ``12.changelog``, and
+    with checkpoint format v2 (RocksDB) ``12_<unique id>.zip`` / ``12_<unique id>.changelog``."""
     return state_version_of(path.name)
 
 
 def state_version_of(name: str) -> int | None:
     """``state_version`` of a bare file name (the watcher's scan builds no Path per file)."""
     stem, _, ext = name.partition(".")
-    if ext in ("delta", "snapshot", "zip", "changelog") and stem.isdigit():
-        return int(stem)
+    version = stem.split("_", 1)[0]
+    if ext in ("delta", "snapshot", "zip", "changelog") and version.isdigit():
+        return int(version)
     return None

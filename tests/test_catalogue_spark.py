@@ -5,7 +5,7 @@ Each pipeline gets a faulted trial whose verdict is its declared guarantee. Wher
 exactly-once, the faulted trial is also the no-false-alarm check (an exactly-once verdict through
 driver kills is stronger evidence than one without faults); pipelines declared weaker get a no-fault
 trial as well. The stateful ones keep a consistent cut at every committed batch through driver kills
-at ``state-commit`` and ``sink-done``, on each of the three state stores.
+at ``state-commit`` and ``sink-done``, on each of the three state stores and RocksDB's on checkpoint format v2.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ SMALL = ["--events", "1000", "--json"]
 CUT_FAULTS = ["--fault", "kill-driver@2:state-commit", "--fault", "kill-driver@4:sink-done"]
 
 
-@pytest.mark.parametrize("pipeline", ["windowed-count", "windowed-count-rocksdb", "windowed-count-changelog"])
+@pytest.mark.parametrize("pipeline", ["windowed-count", "windowed-count-rocksdb", "windowed-count-changelog",
+                                      "windowed-count-rocksdb-v2", "windowed-count-changelog-v2"])
 def test_windowed_count_is_exactly_once_with_a_consistent_cut_through_driver_kills(chaos_harness, tmp_path, pipeline):
     # 5% late events: the oracle must drop exactly those the watermark drops (none in batch 0).
     r = trial(chaos_harness, tmp_path, pipeline, "--seed", "3", "--late-fraction", "0.05", *CUT_FAULTS, *SMALL)
@@ -36,11 +37,17 @@ def test_windowed_count_is_exactly_once_with_a_consistent_cut_through_driver_kil
     store = Path(r["run_dir"]) / "checkpoint" / "state" / "0" / "0"
     names = {p.suffix for p in store.iterdir()}
     expected = {"windowed-count": ".delta", "windowed-count-rocksdb": ".zip",
-                "windowed-count-changelog": ".changelog"}[pipeline]
+                "windowed-count-changelog": ".changelog"}[pipeline.removesuffix("-v2")]
     assert expected in names, names  # the variant really ran on its state store
+    if pipeline.endswith("-v2"):  # the commit log, not the newest file, names batch 2's state (version 3)
+        commit = json.loads((Path(r["run_dir"]) / "checkpoint" / "commits" / "2").read_text().splitlines()[-1])
+        ids = commit["stateUniqueIds"]["0"]
+        versions = [sorted(f.name for f in (store.parent / str(part)).glob(f"3_*{expected}")) for part in (0, 1)]
+        assert all(f"3_{ids[part][0]}{expected}" in versions[part] for part in (0, 1)), (ids, versions)
+        assert any(len(files) == 2 for files in versions), versions  # the killed attempt's file stays beside it
     # The cut above was read by replaying the change feed where the store keeps one (chaos/statedump.py).
     last_log = Path(r["run_dir"]) / "logs" / f"driver-{r['incarnations'] - 1}.log"
-    how = "per batch" if pipeline == "windowed-count-rocksdb" else "replayed"
+    how = "per batch" if pipeline.startswith("windowed-count-rocksdb") else "replayed"
     assert f"batches dumped ({how})" in last_log.read_text(), last_log.read_text()[-2000:]
 
 

@@ -71,3 +71,16 @@ def test_a_shrink_tries_simpler_damage_first():
     minimal = shrink_schedule(["damage-checkpoint@2:committed/delete-metadata", "kill-driver@3:planned"], violates,
                               budget=40)
     assert parse_fault(minimal[0]).mode == DAMAGE_MODES[0]
+
+
+@pytest.mark.parametrize("name, version", [
+    ("12.delta", 12), ("12.snapshot", 12), ("3.zip", 3), ("3.changelog", 3),
+    ("4_2b180d55-7d09-4e0a-952e-2c76bcdcf333.changelog", 4),  # checkpoint format v2: the version, then its id
+    ("5_aca2e435-b22b-4a19-8077-0716f9c4c2eb.zip", 5),
+    ("5_aca2e435-b22b-4a19-8077-0716f9c4c2eb.zip.crc", None), ("_metadata", None), (".3.delta.tmp", None),
+    ("SstFiles", None), ("000008-1f2e.sst", None),
+])
+def test_state_files_of_both_checkpoint_formats_name_their_version(name, version):
+    from chaos.nemesis import state_version_of
+
+    assert state_version_of(name) == version
