@@ -1,0 +1,96 @@
+"""Plain PySpark (no streamchaos): a restarted continuous query commits an epoch with the end offsets a dead
+incarnation wrote for it, not its own, and the next restart skips the ids between.
+
+What a driver killed after ``offsets/K+1`` and before ``commits/K+1`` leaves is planted as a file (the
+fault, made deterministic): ``offsets/K+1`` naming 500 rows more than the stopped query read. Then B
+restarts the query from the checkpoint until it commits epoch K+1 and stops; C restarts it again. Each
+incarnation is its own driver process printing to Spark's console sink (the continuous trigger takes the
+console, memory and Kafka sinks only; the memory sink cannot restart from a checkpoint, a Python foreach
+writer fails with CANNOT_GET_BATCH_ID). Spark documents at-least-once for continuous processing: every id
+the rate source produced should be printed at least once.
+
+Run: ``python docs/findings/continuous_offsets_repro.py`` (PySpark 4.3.0, Java 17; about a minute).
+Exit 1 and the missing ids when the bug shows, 0 when every id was delivered.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+AHEAD = 500  # rows the dead incarnation had read into epoch K+1
+ROW = re.compile(r"^\|\s*(\d+)\s*\|$")
+
+
+def incarnation(checkpoint: str, stop_at_commit: int) -> None:
+    """One driver: the query from ``checkpoint`` until ``commits/stop_at_commit`` exists, then a clean stop."""
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName("continuous-offsets")
+             .config("spark.ui.enabled", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    query = (spark.readStream.format("rate").option("rowsPerSecond", 200).option("numPartitions", 1).load()
+             .select("value").writeStream.format("console").option("numRows", 100_000).option("truncate", False)
+             .trigger(continuous="5 seconds").option("checkpointLocation", checkpoint).start())
+    deadline = time.monotonic() + 120
+    while not (Path(checkpoint) / "commits" / str(stop_at_commit)).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
+    spark.stop()
+
+
+def run(checkpoint: Path, stop_at_commit: int) -> list[int]:
+    """An incarnation in its own process: the ids its console sink printed."""
+    done = subprocess.run([sys.executable, __file__, "incarnation", str(checkpoint), str(stop_at_commit)],
+                          capture_output=True, text=True, timeout=300)
+    return sorted(int(m.group(1)) for line in done.stdout.splitlines() if (m := ROW.match(line.strip())))
+
+
+def span(ids: list[int]) -> str:
+    return f"ids {ids[0]}..{ids[-1]} ({len(ids)})" if ids else "no id"
+
+
+def numbered(folder: Path) -> list[int]:
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+
+
+def main() -> int:
+    checkpoint = Path(tempfile.mkdtemp(prefix="continuous-offsets-")) / "checkpoint"
+    try:
+        a = run(checkpoint, 2)
+        k = numbered(checkpoint / "commits")[-1]
+        for later in numbered(checkpoint / "offsets"):  # A's stop may have written offsets past its last commit
+            if later > k:
+                (checkpoint / "offsets" / str(later)).unlink()
+                (checkpoint / "offsets" / f".{later}.crc").unlink(missing_ok=True)
+        version, meta, offset = (checkpoint / "offsets" / str(k)).read_text().splitlines()
+        ahead = json.loads(offset)
+        for partition in ahead.values():
+            partition["value"] += AHEAD
+        planted = f"{version}\n{meta}\n{json.dumps(ahead)}"
+        (checkpoint / "offsets" / str(k + 1)).write_text(planted)  # the dead incarnation's offsets/K+1
+        b = run(checkpoint, k + 1)
+        kept = (checkpoint / "offsets" / str(k + 1)).read_text() == planted
+        c = run(checkpoint, k + 5)
+    finally:
+        shutil.rmtree(checkpoint.parent, ignore_errors=True)
+    produced = set(a) | set(b) | set(c)
+    missing = sorted(set(range(max(produced, default=-1) + 1)) - produced)
+    print(f"A printed {span(a)}, committed epochs 0..{k}; offsets/{k + 1} planted {AHEAD} rows ahead")
+    print(f"B printed {span(b)}, committed epoch {k + 1} with {'the planted' if kept else 'its own'} offsets")
+    print(f"C printed {span(c)}")
+    print(f"missing: {len(missing)} ids" + (f", {missing[0]}..{missing[-1]}" if missing else ""))
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["incarnation"]:
+        incarnation(sys.argv[2], int(sys.argv[3]))
+    else:
+        sys.exit(main())
