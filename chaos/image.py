@@ -109,18 +109,29 @@ def has(docker_client, image: str) -> bool:
 
 
 def build(docker_client, recipe: Recipe | None = None, echo=print, force: bool = False) -> str:
-    """Build the image for ``recipe`` unless dockerd has it already; returns its tag."""
+    """Build the image for ``recipe`` unless dockerd has it already; returns its tag. A root filesystem this
+    machine built before (``rootfs_cache``) is imported without running debootstrap again, unless ``force``."""
     recipe = recipe or default_recipe()
     if not force and find(docker_client, recipe):
         echo(f"{recipe.tag}: built already")
         return recipe.tag
+    t0 = time.monotonic()
     cached = rootfs_cache(recipe)
-    if cached.exists() and not force:  # built on this machine before, for another dockerd: no debootstrap again
-        t0 = time.monotonic()
-        echo(f"docker import {recipe.tag} from {cached} ...")
-        _import(docker_client, recipe, cached)
-        echo(f"{recipe.tag}: imported in {time.monotonic() - t0:.0f}s")
-        return recipe.tag
+    built = force or not cached.exists()
+    if built:
+        _debootstrap(recipe, cached, echo)
+    echo(f"docker import {recipe.tag} from {cached} ({cached.stat().st_size / 2**20:.0f} MiB) ...")
+    changes = [f"LABEL streamchaos.recipe={recipe.key}", f"ENV JAVA_HOME={JAVA_HOME}",
+               "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 'CMD ["/bin/sh"]']
+    docker_client.api.import_image_from_file(str(cached), repository=REPOSITORY, tag=recipe.key, changes=changes)
+    if not find(docker_client, recipe):
+        raise UserError(f"docker import did not produce {recipe.tag}: see dockerd's log")
+    echo(f"{recipe.tag}: {'built' if built else 'imported'} in {time.monotonic() - t0:.0f}s")
+    return recipe.tag
+
+
+def _debootstrap(recipe: Recipe, cached: Path, echo) -> None:
+    """The root filesystem of ``recipe`` from Debian's packages, as a tarball at ``cached`` (whole or not at all)."""
     debootstrap = shutil.which("debootstrap") or ("/usr/sbin/debootstrap" if Path("/usr/sbin/debootstrap").exists()
                                                   else None)
     if debootstrap is None:
@@ -129,7 +140,6 @@ def build(docker_client, recipe: Recipe | None = None, echo=print, force: bool =
     if os.geteuid() != 0:
         raise UserError("streamchaos image build must run as root (debootstrap installs packages into a "
                         "root filesystem): sudo streamchaos image build")
-    t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="streamchaos-image-") as scratch:
         root = Path(scratch) / "rootfs"
         echo(f"debootstrap {recipe.suite} from {recipe.mirror} with {len(recipe.packages)} packages ...")
@@ -146,15 +156,11 @@ def build(docker_client, recipe: Recipe | None = None, echo=print, force: bool =
                     item.unlink()
         cached.parent.mkdir(parents=True, exist_ok=True)
         partial = cached.with_name(f".{cached.name}.{os.getpid()}")
-        try:  # whole or not at all: an interrupted tar leaves no cache to import later
+        try:  # an interrupted tar leaves no cache to import later
             subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(partial), "."], check=True)
             partial.replace(cached)
         finally:
             partial.unlink(missing_ok=True)
-    echo(f"docker import {recipe.tag} ({cached.stat().st_size / 2**20:.0f} MiB) ...")
-    _import(docker_client, recipe, cached)
-    echo(f"{recipe.tag}: built in {time.monotonic() - t0:.0f}s")
-    return recipe.tag
 
 
 def rootfs_cache(recipe: Recipe) -> Path:
@@ -162,10 +168,3 @@ def rootfs_cache(recipe: Recipe) -> Path:
     imports the same image in seconds instead of running debootstrap again."""
     return cache_dir() / "images" / f"{recipe.key}.tar"
 
-
-def _import(docker_client, recipe: Recipe, tarball: Path) -> None:
-    changes = [f"LABEL streamchaos.recipe={recipe.key}", f"ENV JAVA_HOME={JAVA_HOME}",
-               "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 'CMD ["/bin/sh"]']
-    docker_client.api.import_image_from_file(str(tarball), repository=REPOSITORY, tag=recipe.key, changes=changes)
-    if not find(docker_client, recipe):
-        raise UserError(f"docker import did not produce {recipe.tag}: see dockerd's log")

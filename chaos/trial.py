@@ -392,12 +392,9 @@ class Trial:
         the query stalls or its driver exits, while the harness's own small writes may still fit. The drivers'
         logs hold Java's or Python's ENOSPC message (or the disk has next to nothing free): the trial ends as the
         harness's failure, named by chaos.runner and the CLI, not as a stalled pipeline."""
-        full = shutil.disk_usage(self.dir).free < DISK_FULL_BYTES
-        for log in sorted((self.dir / "logs").glob("*.log")):
-            if full:
-                break
-            full = "No space left on device" in log.read_text(errors="replace")
-        if full:
+        if shutil.disk_usage(self.dir).free < DISK_FULL_BYTES or any(
+                "No space left on device" in log.read_text(errors="replace")
+                for log in (self.dir / "logs").glob("*.log")):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.dir))
 
     def _refusal(self) -> str:

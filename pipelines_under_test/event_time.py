@@ -31,11 +31,12 @@ from properties import oracle, watermark
 WINDOW_MS = 10_000
 DELAY_MS = 5_000
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 STATE_STORES: dict[str, dict[str, str]] = {
     "hdfs": {},
-    "rocksdb": {"spark.sql.streaming.stateStore.providerClass": ROCKSDB},
-    "changelog": {"spark.sql.streaming.stateStore.providerClass": ROCKSDB,
-                  "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true"},
+    "rocksdb": {PROVIDER: ROCKSDB},
+    "changelog": {PROVIDER: ROCKSDB, CHANGELOG: "true"},
 }
 # Checkpoint format v2: each commits/N names the state files of its batch by unique id (``stateUniqueIds``)
 # instead of the reader taking version N's files; RocksDB only (HDFS-backed state refuses it, docs/spark-notes.md).
@@ -60,8 +61,8 @@ class WindowedCount(StatefulCounter):
     def __init__(self, name: str, store: str, description: str) -> None:
         super().__init__(name, True, description)
         self.store = store
-        # RocksDB replays changes only with changelog checkpointing
-        self.state_change_feed = store == "hdfs" or store.startswith("changelog")
+        conf = STATE_STORES[store]  # RocksDB replays changes only with changelog checkpointing
+        self.state_change_feed = conf.get(PROVIDER) != ROCKSDB or conf.get(CHANGELOG) == "true"
 
     def transform(self, source):
         from pyspark.sql import functions as F
