@@ -20,10 +20,11 @@ from urllib.parse import quote
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
-try:  # Spark 4.2+: latestOffset(start, limit), with admission control
-    from pyspark.sql.streaming.datasource import ReadMaxRows
+try:  # Spark 4.2+: latestOffset(start, limit), with admission control and Trigger.AvailableNow
+    from pyspark.sql.streaming.datasource import ReadMaxRows, SupportsTriggerAvailableNow
 except ImportError:  # 4.0 and 4.1: latestOffset() (``EventLogStreamReader.latestOffset``)
     ReadMaxRows = None
+    SupportsTriggerAvailableNow = object
 
 from chaos import barrier
 from chaos.schema import EVENT_SCHEMA
@@ -100,7 +101,13 @@ class BatchPartition(InputPartition):
         self.end = end
 
 
-class EventLogStreamReader(DataSourceStreamReader):
+class EventLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Reads the log in batches of maxRowsPerBatch, under Trigger.AvailableNow too (Spark 4.2+): a source
+    without ``prepareForTriggerAvailableNow`` is wrapped by Spark and read whole in batch 0, which leaves a
+    fault planned at a later batch nothing to fire at. The log holds the whole stream from the start, so
+    the target of an AvailableNow run is its end, and a run restarted into the checkpoint reads on from
+    the last logged batch up to it."""
+
     def __init__(self, options: dict) -> None:
         self.url = options["eventlog"]
         self.controller = options.get("controller")
@@ -110,6 +117,9 @@ class EventLogStreamReader(DataSourceStreamReader):
 
     def initialOffset(self) -> dict:
         return {str(p): 0 for p in range(self.partition_count)}
+
+    def prepareForTriggerAvailableNow(self) -> None:  # Spark 4.2+
+        """Nothing to pin: the log never grows during a trial, so ``latestOffset`` never passes its end."""
 
     def getDefaultReadLimit(self):  # called by Spark 4.2+ only
         return ReadMaxRows(self.max_rows) if self.max_rows else super().getDefaultReadLimit()

@@ -9,6 +9,7 @@ from pipelines_under_test.base import DriverContext, Pipeline
 from pipelines_under_test.continuous import CONTINUOUS_MAP
 from pipelines_under_test.counts import API_COUNT, API_COUNT_INCREMENT, API_COUNT_TWO_PHASE, KEY_COUNT, RESCALE
 from pipelines_under_test.event_time import (
+    DEDUP_WINDOW_COUNT,
     DEDUP_WITHIN_WATERMARK,
     WINDOWED_COUNT,
     WINDOWED_COUNT_CHANGELOG,
@@ -17,8 +18,14 @@ from pipelines_under_test.event_time import (
     WINDOWED_COUNT_ROCKSDB_V2,
 )
 from pipelines_under_test.files import PASSTHROUGH_FILE, PASSTHROUGH_FILE_RAW
-from pipelines_under_test.join import STREAM_JOIN
-from pipelines_under_test.keyed_state import KEYED_STATE_LIST, KEYED_STATE_MAP, KEYED_STATE_VALUE
+from pipelines_under_test.join import STREAM_JOIN, STREAM_JOIN_OUTER
+from pipelines_under_test.keyed_state import (
+    KEYED_STATE_LIST,
+    KEYED_STATE_MAP,
+    KEYED_STATE_TIMERS,
+    KEYED_STATE_TTL,
+    KEYED_STATE_VALUE,
+)
 from pipelines_under_test.nondeterministic import NondeterministicKey
 from pipelines_under_test.passthrough import (
     FOREACH_WRITER,
@@ -37,7 +44,8 @@ CATALOGUE: dict[str, Pipeline] = {
                         DEDUP_WITHIN_WATERMARK, NondeterministicKey(), PASSTHROUGH_FILE,
                         PASSTHROUGH_FILE_RAW, FOREACH_WRITER, KEYED_STATE_VALUE,
                         KEYED_STATE_LIST, KEYED_STATE_MAP, STREAM_JOIN, SOCKET_SOURCE, RESCALE, CONTINUOUS_MAP,
-                        QUERY_BATCH_DEDUP)
+                        QUERY_BATCH_DEDUP, DEDUP_WINDOW_COUNT, KEYED_STATE_TIMERS, KEYED_STATE_TTL,
+                        STREAM_JOIN_OUTER)
 }
 
 __all__ = ["CATALOGUE", "DriverContext", "Pipeline", "for_run", "resolve"]

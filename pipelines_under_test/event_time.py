@@ -52,6 +52,17 @@ def event_time_conf(ctx: DriverContext, store: str = "hdfs") -> None:
         ctx.spark.conf.set(key, value)
 
 
+def window_counts(frame):
+    """Count, sum and ids per key and 10 s tumbling window of a watermarked ``frame``, keyed ``key@start``."""
+    from pyspark.sql import functions as F
+
+    counted = (frame.groupBy(F.window("event_time", f"{WINDOW_MS // 1000} seconds"), "key")
+               .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"), F.collect_list("id").alias("ids")))
+    return counted.select(
+        F.concat("key", F.lit("@"), F.date_format("window.start", "yyyy-MM-dd'T'HH:mm:ss")).alias("key"),
+        "n", "total", "ids")
+
+
 class WindowedCount(StatefulCounter):
     """Tumbling-window count per key, append mode, upserted by ``key@window start``."""
 
@@ -65,14 +76,7 @@ class WindowedCount(StatefulCounter):
         self.state_change_feed = conf.get(PROVIDER) != ROCKSDB or conf.get(CHANGELOG) == "true"
 
     def transform(self, source):
-        from pyspark.sql import functions as F
-
-        counted = (source.withWatermark("event_time", f"{DELAY_MS // 1000} seconds")
-                   .groupBy(F.window("event_time", f"{WINDOW_MS // 1000} seconds"), "key")
-                   .agg(F.count(F.lit(1)).alias("n"), F.sum("value").alias("total"), F.collect_list("id").alias("ids")))
-        return counted.select(
-            F.concat("key", F.lit("@"), F.date_format("window.start", "yyyy-MM-dd'T'HH:mm:ss")).alias("key"),
-            "n", "total", "ids")
+        return window_counts(source.withWatermark("event_time", f"{DELAY_MS // 1000} seconds"))
 
     def start(self, ctx: DriverContext):
         event_time_conf(ctx, self.store)
@@ -129,6 +133,46 @@ class DedupWithinWatermark(SqlitePassthrough):
         return oracle.passthrough_unexplained(output, events)
 
 
+class DedupWindowCount(WindowedCount):
+    """Two stateful operators chained in one query: ``dropDuplicatesWithinWatermark`` on the payload, then the
+    windowed count of what survives (Spark 3.5+ runs several stateful operators in append mode, each with its
+    own state store and the watermark passed down between them). The producer re-sent part of the stream
+    under new ids; the dedup drops the copies and the count sees each payload once. Both states are
+    versioned with the offsets, so a replay drops the same copies and emits the same windows, which the
+    upsert absorbs: exactly-once, counted per payload segment (the id of the copy Spark kept stands for its
+    segment's first). The consistent cut reads one operator's state; with two it is not checked."""
+
+    stream_defaults = {"resent_fraction": 0.1}  # noqa: RUF012
+    state = False
+    state_store = True
+
+    def __init__(self) -> None:
+        super().__init__("dedup-window-count", "hdfs",
+                         "dropDuplicatesWithinWatermark(key, value, event_time), then the 10 s windowed count: two "
+                         "chained stateful operators, append mode, upserted by window: exactly-once.")
+
+    def transform(self, source):
+        marked = source.withWatermark("event_time", f"{DELAY_MS // 1000} seconds")
+        if source.isStreaming:
+            return window_counts(marked.dropDuplicatesWithinWatermark(list(DEDUP_COLUMNS)))
+        return window_counts(marked.dropDuplicates(list(DEDUP_COLUMNS)))  # batch: the oracle test's query
+
+    def oracle(self, events: pl.DataFrame) -> pl.DataFrame:
+        windows = watermark.window_expected(events, WINDOW_MS, DELAY_MS)
+        first = watermark.dedup_segments(events, DELAY_MS, DEDUP_COLUMNS).select("id", "kept")
+        owed = windows.join(first, on="id", how="left").with_columns(pl.col("required") & pl.col("kept"))
+        return owed.select("id", "required", multiplicity=pl.col("required").cast(pl.Int64)).sort("id")
+
+    def effect_ids(self, output: pl.DataFrame, events: pl.DataFrame) -> pl.Series:
+        """The copy Spark kept in a batch counts for its segment's first (same key, value and event time)."""
+        roots = watermark.dedup_segments(events, DELAY_MS, DEDUP_COLUMNS).select("id", "root")
+        return self.observed_ids(output).to_frame("id").join(roots, on="id", how="left").select(
+            pl.coalesce("root", "id").alias("id"))["id"]
+
+    def expected_state(self, events: pl.DataFrame) -> pl.DataFrame:
+        raise NotImplementedError("dedup-window-count keeps two operators' state: the cut is not checked")
+
+
 WINDOWED_COUNT = WindowedCount(
     "windowed-count", "hdfs",
     "10 s tumbling-window count per key, 5 s watermark, append mode, HDFS-backed state: exactly-once.")
@@ -146,3 +190,4 @@ WINDOWED_COUNT_CHANGELOG_V2 = WindowedCount(
     "windowed-count-changelog-v2", "changelog-v2",
     "the windowed count on RocksDB with changelog checkpointing, state checkpoint format v2: exactly-once.")
 DEDUP_WITHIN_WATERMARK = DedupWithinWatermark()
+DEDUP_WINDOW_COUNT = DedupWindowCount()

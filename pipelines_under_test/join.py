@@ -7,6 +7,13 @@ longer match. The join state (four state stores) is versioned with the offsets, 
 re-emits the same pairs, which the sink replaces by batch id: exactly-once, with provenance — every
 output row names its two event ids, and an event owes as many effects as it has partners.
 
+``stream-join-outer`` is the same join as a left outer join: an even event that no odd event matches is
+written once with a null partner, when the watermark has passed the last time a partner could arrive and
+Spark evicts it from the left side's state. Exactly when Spark evicts depends on its per-side state
+watermark, so the oracle owes that row only for events whose match window closed more than
+``OUTER_SLACK_MS`` before the final watermark, forbids it for those whose window is still open after it,
+and allows at most one in between.
+
 The oracle assumes no late events (``late_fraction`` 0, disorder under the watermark delay): with
 them, which rows the join drops depends on Spark's per-side state watermarks, not modelled here.
 """
@@ -25,7 +32,9 @@ from pipelines_under_test.passthrough import SqlitePassthrough
 from properties import watermark
 
 WITHIN_MS = 1000
-DELAY = "10 seconds"
+DELAY_MS = 10_000
+DELAY = f"{DELAY_MS // 1000} seconds"
+OUTER_SLACK_MS = 2_000
 PAIR_COLUMNS = ("left_id", "right_id", "key")
 PAIR_TABLE = ("left_id INTEGER", "right_id INTEGER", "key TEXT")
 PAIR_SCHEMA = {"left_id": pl.Int64, "right_id": pl.Int64, "key": pl.Utf8}
@@ -41,13 +50,32 @@ def expected_pairs(events: pl.DataFrame) -> pl.DataFrame:
     return pairs.select(*(pl.col(c).cast(t) for c, t in PAIR_SCHEMA.items()))
 
 
+def unmatched_left(events: pl.DataFrame) -> pl.DataFrame:
+    """``id, owed``: the even events no odd event matches, and whether a left outer join has written their null
+    row by the end: ``True`` owed, ``None`` either way (Spark's eviction point is within the slack), ``False``
+    not yet."""
+    pairs = expected_pairs(events)
+    lone = events.filter(pl.col("id") % 2 == 0).join(pairs.select(id="left_id"), on="id", how="anti")
+    if not watermark.streaming(events):
+        return lone.select("id", owed=pl.lit(True))
+    mark = watermark.final_watermark(events.filter(pl.col("batch") >= 0), DELAY_MS)
+    closes = pl.col("event_time").dt.epoch("ms") + WITHIN_MS
+    if mark is None:
+        return lone.select("id", owed=pl.lit(False))
+    return lone.select("id", owed=pl.when(pl.col("batch") < 0).then(False)  # never read
+                       .when(closes < mark - OUTER_SLACK_MS).then(True)
+                       .when(closes > mark + OUTER_SLACK_MS).then(False).otherwise(None))
+
+
 class StreamJoin(SqlitePassthrough):
     state_store = True  # both sides' buffers, not checked by the consistent cut
 
-    def __init__(self) -> None:
-        super().__init__("stream-join", "idempotent", "exactly-once",
-                         "stream-stream inner join (even ids x odd ids, same key, within 1 s), 10 s watermarks, "
-                         "idempotent sink.")
+    def __init__(self, how: str = "inner") -> None:
+        outer = how == "left_outer"
+        super().__init__("stream-join-outer" if outer else "stream-join", "idempotent", "exactly-once",
+                         f"stream-stream {'left outer' if outer else 'inner'} join (even ids x odd ids, same key, "
+                         "within 1 s), 10 s watermarks, idempotent sink.")
+        self.how = how
 
     def transform(self, source):
         from pyspark.sql import functions as F
@@ -59,7 +87,7 @@ class StreamJoin(SqlitePassthrough):
                  .select(F.col("id").alias("right_id"), F.col("key").alias("rkey"), F.col("event_time").alias("rtime"))
                  .withWatermark("rtime", DELAY))
         joined = left.join(right, F.expr(
-            f"lkey = rkey AND rtime >= ltime AND rtime <= ltime + INTERVAL {WITHIN_MS} MILLISECONDS"))
+            f"lkey = rkey AND rtime >= ltime AND rtime <= ltime + INTERVAL {WITHIN_MS} MILLISECONDS"), self.how)
         return joined.select("left_id", "right_id", F.col("lkey").alias("key"))
 
     def prepare_sink(self, sink_dir: Path) -> None:
@@ -82,18 +110,33 @@ class StreamJoin(SqlitePassthrough):
             raise UserError("stream-join's oracle models no late events: run it with --late-fraction 0")
         pairs = expected_pairs(events)
         owed = pl.concat([pairs.select(id="left_id"), pairs.select(id="right_id")]).group_by("id").len()
-        return (events.select("id").sort("id").join(owed, on="id", how="left")
-                .select("id", required=pl.col("len").is_not_null(),
-                        multiplicity=pl.col("len").fill_null(0).cast(pl.Int64)))
+        expected = (events.select("id").sort("id").join(owed, on="id", how="left")
+                    .select("id", required=pl.col("len").is_not_null(),
+                            multiplicity=pl.col("len").fill_null(0).cast(pl.Int64)))
+        if self.how != "left_outer":
+            return expected
+        lone = unmatched_left(events).with_columns(lone=pl.lit(True))
+        return expected.join(lone, on="id", how="left").select(
+            "id", required=pl.col("required") | pl.col("owed").fill_null(False),
+            multiplicity=pl.when(pl.col("lone") & pl.col("owed").ne_missing(False)).then(1)
+            .otherwise(pl.col("multiplicity")).cast(pl.Int64))
 
     def observed_ids(self, output: pl.DataFrame) -> pl.Series:
-        return pl.concat([output["left_id"], output["right_id"]]).alias("id")
+        return pl.concat([output["left_id"], output["right_id"].drop_nulls()]).alias("id")
 
     def unexplained(self, output: pl.DataFrame, events: pl.DataFrame) -> list[dict]:
-        wrong = output.select(*PAIR_COLUMNS).unique().join(expected_pairs(events), on=list(PAIR_COLUMNS), how="anti")
-        return [{"id": r["left_id"],
-                 "why": f"pair ({r['left_id']}, {r['right_id']}) of key {r['key']} is no join result"}
-                for r in wrong.sort("left_id").head(1000).iter_rows(named=True)]
+        pairs = output.filter(pl.col("right_id").is_not_null()).select(*PAIR_COLUMNS).unique()
+        wrong = pairs.join(expected_pairs(events), on=list(PAIR_COLUMNS), how="anti")
+        lone = output.filter(pl.col("right_id").is_null()).select("left_id", "key").unique()
+        matched = lone.join(expected_pairs(events).select("left_id").unique(), on="left_id", how="semi")
+        matched = matched.vstack(lone.join(events.select(left_id="id", key="key"), on=["left_id", "key"], how="anti"))
+        return ([{"id": r["left_id"],
+                  "why": f"pair ({r['left_id']}, {r['right_id']}) of key {r['key']} is no join result"}
+                 for r in wrong.sort("left_id").head(1000).iter_rows(named=True)]
+                + [{"id": r["left_id"], "why": f"{r['left_id']} of key {r['key']} written without a partner, "
+                                             "though it has one (or not of that key)"}
+                   for r in matched.sort("left_id").head(1000).iter_rows(named=True)])
 
 
 STREAM_JOIN = StreamJoin()
+STREAM_JOIN_OUTER = StreamJoin("left_outer")

@@ -16,14 +16,18 @@ import polars as pl
 
 from pipelines_under_test.base import DriverContext
 from pipelines_under_test.counts import StatefulCounter
-from pipelines_under_test.event_time import ROCKSDB
-from properties import oracle
+from pipelines_under_test.event_time import DELAY_MS, ROCKSDB, WINDOW_MS, event_time_conf
+from properties import oracle, watermark
 
 OUTPUT = "key string, n long, total long, ids array<long>"
 
 
+TTL_MS = 3_600_000  # longer than any trial: no entry expires (processing time is no logical point to judge at)
+
+
 def _processor(kind: str):
     """The StatefulProcessor of ``kind`` (built in the driver: pyspark imports stay out of the harness)."""
+    ttl = TTL_MS if kind == "ttl" else None
     import pandas as pd
     from pyspark.sql.streaming import StatefulProcessor
 
@@ -32,7 +36,7 @@ def _processor(kind: str):
 
     class ValueCounter(StatefulProcessor):
         def init(self, handle) -> None:
-            self.acc = handle.getValueState("acc", "n long, total long, ids array<long>")
+            self.acc = handle.getValueState("acc", "n long, total long, ids array<long>", ttl)
 
         def handleInputRows(self, key, rows, timerValues):
             n, total, ids = self.acc.get() if self.acc.exists() else (0, 0, [])
@@ -74,11 +78,11 @@ def _processor(kind: str):
         def close(self) -> None:
             pass
 
-    return {"value": ValueCounter, "list": ListCounter, "map": MapCounter}[kind]()
+    return {"value": ValueCounter, "ttl": ValueCounter, "list": ListCounter, "map": MapCounter}[kind]()
 
 
 class KeyedState(StatefulCounter):
-    VARIABLES = {"value": "acc", "list": "events", "map": "values"}  # noqa: RUF012
+    VARIABLES = {"value": "acc", "ttl": "acc", "list": "events", "map": "values"}  # noqa: RUF012
     # RocksDB without changelog checkpointing replays no changes; list and map state rows are grouped per key.
     state_columns = ()
     state_change_feed = False
@@ -90,7 +94,8 @@ class KeyedState(StatefulCounter):
 
     def transform(self, source):
         return source.groupBy("key").transformWithStateInPandas(
-            statefulProcessor=_processor(self.kind), outputStructType=OUTPUT, outputMode="Update", timeMode="None")
+            statefulProcessor=_processor(self.kind), outputStructType=OUTPUT, outputMode="Update",
+            timeMode="ProcessingTime" if self.kind == "ttl" else "None")  # TTL counts processing time
 
     def start(self, ctx: DriverContext):
         ctx.spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
@@ -99,6 +104,8 @@ class KeyedState(StatefulCounter):
     def state_rows(self, state_df):
         if self.kind == "value":
             return state_df.selectExpr("key.key AS key", "value.n AS n", "value.total AS total")
+        if self.kind == "ttl":  # a TTL'd value is read as (value, ttlExpirationMs)
+            return state_df.selectExpr("key.key AS key", "value.value.n AS n", "value.value.total AS total")
         from pyspark.sql import functions as F
 
         value = F.col("list_element.value" if self.kind == "list" else "user_map_value.value")
@@ -109,7 +116,90 @@ class KeyedState(StatefulCounter):
         return oracle.key_counts(events)
 
 
+def _timer_processor():
+    """Per key, a MapState window start -> (n, total, ids); an event-time timer at each window's end emits the
+    window and removes it. Built in the driver, like ``_processor``."""
+    from datetime import UTC, datetime
+
+    from pyspark.sql import Row
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class WindowTimers(StatefulProcessor):
+        def init(self, handle) -> None:
+            self.handle = handle
+            self.windows = handle.getMapState("windows", "start long", "n long, total long, ids array<long>")
+
+        def handleInputRows(self, key, rows, timerValues):
+            mark = timerValues.getCurrentWatermarkInMs()
+            for row in rows:
+                start = row.ms // WINDOW_MS * WINDOW_MS
+                if start + WINDOW_MS <= mark:  # its timer has fired (or fires in this batch): too late to join
+                    continue
+                if self.windows.containsKey((start,)):
+                    n, total, ids = self.windows.getValue((start,))
+                else:
+                    n, total, ids = 0, 0, []
+                    self.handle.registerTimer(start + WINDOW_MS)
+                self.windows.updateValue((start,), (n + 1, total + row.value, [*ids, row.id]))
+            return iter(())
+
+        def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+            start = expiredTimerInfo.getExpiryTimeInMs() - WINDOW_MS
+            if not self.windows.containsKey((start,)):
+                return
+            n, total, ids = self.windows.getValue((start,))
+            self.windows.removeKey((start,))
+            at = datetime.fromtimestamp(start / 1000, tz=UTC).strftime(watermark.WINDOW_KEY_FORMAT)
+            yield Row(key=f"{key[0]}@{at}", n=n, total=total, ids=list(ids))
+
+        def close(self) -> None:
+            pass
+
+    return WindowTimers()
+
+
+class KeyedTimers(StatefulCounter):
+    """``transformWithState`` (the Row API, PySpark 4.1+) in event-time mode: the windowed count built by hand
+    from MapState and event-time timers, as users write sessionisation. The timers and the map's entries
+    live in the operator's state (RocksDB) and are versioned with the offsets, so a replayed batch
+    fires the same timers and emits the same windows, which the upsert by ``key@start`` absorbs:
+    exactly-once, with provenance. The cut is not checked (the map's rows and the timers are two column
+    families of one store; ``keyed-state-*`` check theirs)."""
+
+    state = False
+    state_store = True
+
+    def __init__(self) -> None:
+        super().__init__("keyed-state-timers", True,
+                         "transformWithState, event-time timers close 10 s windows kept in a MapState, "
+                         "upserted by window: exactly-once.")
+
+    def transform(self, source):
+        from pyspark.sql import functions as F
+
+        marked = source.withWatermark("event_time", f"{DELAY_MS // 1000} seconds")
+        return (marked.select("id", "key", "value", "event_time", F.unix_millis("event_time").alias("ms"))
+                .groupBy("key").transformWithState(statefulProcessor=_timer_processor(), outputStructType=OUTPUT,
+                                                   outputMode="Append", timeMode="EventTime"))
+
+    def start(self, ctx: DriverContext):
+        event_time_conf(ctx, "rocksdb")
+        return self.start_foreach_batch(ctx, self.transform(ctx.source), self._sink(ctx), output_mode="append")
+
+    def oracle(self, events: pl.DataFrame) -> pl.DataFrame:
+        return watermark.timer_window_expected(events, WINDOW_MS, DELAY_MS)
+
+    def unexplained(self, output: pl.DataFrame, events: pl.DataFrame) -> list[dict]:
+        return watermark.window_unexplained(output, events, WINDOW_MS)
+
+    def expected_state(self, events: pl.DataFrame) -> pl.DataFrame:
+        raise NotImplementedError("keyed-state-timers: the cut is not checked")
+
+
 KEYED_STATE_VALUE = KeyedState("value", "transformWithStateInPandas, ValueState (count, sum, ids) per key: "
                                         "exactly-once.")
 KEYED_STATE_LIST = KeyedState("list", "transformWithStateInPandas, ListState of (id, value) per key: exactly-once.")
 KEYED_STATE_MAP = KeyedState("map", "transformWithStateInPandas, MapState id -> value per key: exactly-once.")
+KEYED_STATE_TTL = KeyedState("ttl", "transformWithStateInPandas, ValueState with a TTL (an hour: nothing expires "
+                                    "in a trial) in processing-time mode: exactly-once.")
+KEYED_STATE_TIMERS = KeyedTimers()

@@ -77,6 +77,24 @@ def window_expected(events: pl.DataFrame, window_ms: int, delay_ms: int) -> pl.D
     return rows.select("id", required=pl.col("kept"), multiplicity=pl.col("kept").cast(pl.Int64))
 
 
+def timer_window_expected(events: pl.DataFrame, window_ms: int, delay_ms: int) -> pl.DataFrame:
+    """Per id, for windows a ``transformWithState`` processor closes with event-time timers (``keyed-state-timers``):
+    a row of batch M joins its window unless the window ends at or before watermark(M), the watermark its
+    timers fire at (the processor drops it then: the window has been, or is being, emitted), and a window is
+    emitted once, by its timer, in the first batch whose watermark reaches its end. A batch query has no
+    watermark, so no event-time timer fires and nothing is emitted (measured on Spark 4.3)."""
+    rows = window_rows(events, window_ms, delay_ms)
+    if not streaming(events):
+        rows = rows.with_columns(kept=pl.lit(False))
+    else:
+        marks = watermarks(events, delay_ms).select("batch", "watermark_ms")
+        mark = final_watermark(events, delay_ms)
+        open_then = pl.col("watermark_ms").is_null() | (pl.col("window_end_ms") > pl.col("watermark_ms"))
+        fired = pl.lit(False) if mark is None else pl.col("window_end_ms") <= mark
+        rows = rows.join(marks, on="batch", how="left").with_columns(kept=pl.col("kept") & open_then & fired)
+    return rows.select("id", required=pl.col("kept"), multiplicity=pl.col("kept").cast(pl.Int64)).sort("id")
+
+
 def window_state(events: pl.DataFrame, window_ms: int, delay_ms: int) -> pl.DataFrame:
     """``key (key@start), n, total`` of the windows still in the state after the last batch of ``events``."""
     rows = window_rows(events, window_ms, delay_ms).filter("kept")
