@@ -5,7 +5,9 @@ Each pipeline gets a faulted trial whose verdict is its declared guarantee. Wher
 exactly-once, the faulted trial is also the no-false-alarm check (an exactly-once verdict through
 driver kills is stronger evidence than one without faults); pipelines declared weaker get a no-fault
 trial as well. The stateful ones keep a consistent cut at every committed batch through driver kills
-at ``state-commit`` and ``sink-done``, on each of the three state stores and RocksDB's on checkpoint format v2.
+at ``state-commit`` and ``sink-done``, on each of the three state stores and RocksDB's on checkpoint format v2;
+chained stateful operators, transformWithState's event-time timers and an outer join (under AvailableNow) stay
+exactly-once through the same kills.
 """
 
 from __future__ import annotations
@@ -102,13 +104,27 @@ def test_foreach_writer_is_at_least_once_and_clean_without_faults(chaos_harness,
     assert {d["batch"] for d in faulted["duplicated"]} == {1}  # the partition(s) of epoch 1 written before the kill
 
 
-@pytest.mark.parametrize("kind", ["value", "list", "map"])
+@pytest.mark.parametrize("kind", ["ttl", "list", "map"])  # ttl: the value counter with a TTL'd ValueState
 def test_keyed_state_is_exactly_once_with_a_consistent_cut(chaos_harness, tmp_path, kind):
     r = trial(chaos_harness, tmp_path, f"keyed-state-{kind}", "--seed", "3", "--fault", "kill-driver@2:state-commit",
               *SMALL)
     assert r["faults"][0]["fired"] and r["restarts"] == 1
     assert r["verdict"] == "exactly-once" and r["multiplicity"] == {"0": 0, "1": 1000, ">1": 0}, r
     assert r["consistent_cut"]["ok"] is True and r["consistent_cut"]["batches_checked"] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(("pipeline", "conf"), [("dedup-window-count", []), ("keyed-state-timers", []),
+                                              ("stream-join-outer", ["--conf", "trigger=availableNow"])])
+def test_chained_operators_timers_and_outer_join_are_exactly_once_through_driver_kills(chaos_harness, tmp_path,
+                                                                                       pipeline, conf):
+    r = trial(chaos_harness, tmp_path, pipeline, "--seed", "5", *conf, *CUT_FAULTS, *SMALL)
+    assert [f["fired"] for f in r["faults"]] == [True, True] and r["restarts"] == 2, r["faults"]
+    assert r["verdict"] == "exactly-once" and r["unexpected"] == [], r
+    assert r["multiplicity"]["1"] + r["multiplicity"][">1"] > 500  # windows closed, timers fired, pairs and lone rows
+    if conf:  # AvailableNow, restarted into the same checkpoint twice: 200 rows a batch, not the log in batch 0
+        assert r["batches"] == 5, r["batches"]
+        last_log = Path(r["run_dir"]) / "logs" / f"driver-{r['incarnations'] - 1}.log"
+        assert "query started with trigger=availableNow" in last_log.read_text()
 
 
 def test_nondeterministic_key_without_faults_is_exactly_once(chaos_harness, tmp_path):

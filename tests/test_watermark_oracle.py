@@ -73,3 +73,42 @@ def test_dedup_drops_copies_while_the_first_is_alive_and_late_copies_after_it_ex
     seg = watermark.dedup_segments(events(rows), 5000, ("key", "value", "event_time")).sort("id")
     assert seg["kept"].to_list() == [True, False, True, False, True, False]
     assert seg["root"].to_list() == [0, 0, 2, 0, 4, 5]
+
+
+def test_timer_windows_drop_rows_whose_window_the_current_watermark_reached():
+    """keyed-state-timers: a row joins its window unless watermark(M), the one timers fire at, reached its end."""
+    rows = [*PROBE, (7, "a", 5, 2, 2)]  # batch 2: watermark 20 s reached its window's end (10 s)
+    timers = watermark.timer_window_expected(events(rows), 10_000, 5000)
+    assert timers.filter("required")["id"].to_list() == [0, 1, 2, 4, 5]
+    windows = watermark.window_expected(events(rows), 10_000, 5000)
+    assert 7 in windows.filter("required")["id"].to_list()  # an aggregation judges it by watermark(1) = 7 s
+    batch = watermark.timer_window_expected(events(batches=False), 10_000, 5000)
+    assert not batch["required"].any()  # a batch query has no watermark: no timer fires
+
+
+def test_outer_join_owes_a_lone_left_row_only_well_past_the_final_watermark():
+    from pipelines_under_test.join import STREAM_JOIN_OUTER, unmatched_left
+
+    rows = [(0, "a", 1, 0, 0), (1, "a", 1, 0.5, 0), (2, "a", 1, 1, 0),  # 1 matches 0; 2 has no partner
+            (4, "b", 1, 30, 1), (8, "d", 1, 19.5, 1), (6, "c", 1, 50, 2)]  # final watermark: 30 s - 10 s = 20 s
+    frame = events(rows)
+    owed = dict(unmatched_left(frame).iter_rows())
+    assert owed == {2: True, 4: False, 8: None, 6: False}  # 8's window closes at 20.5 s: within the slack
+    expected = {r["id"]: (r["required"], r["multiplicity"]) for r in STREAM_JOIN_OUTER.oracle(frame).to_dicts()}
+    assert expected == {0: (True, 1), 1: (True, 1), 2: (True, 1), 4: (False, 0), 6: (False, 0), 8: (False, 1)}
+    output = pl.DataFrame({"left_id": [0, 2, 0], "right_id": [1, None, None], "key": ["a", "a", "a"]},
+                          schema={"left_id": pl.Int64, "right_id": pl.Int64, "key": pl.Utf8})
+    wrong = STREAM_JOIN_OUTER.unexplained(output, frame)
+    assert [w["id"] for w in wrong] == [0]  # 0 has a partner: a null row for it is a wrong answer
+
+
+def test_chained_dedup_and_window_count_each_payload_once_by_its_first_copy():
+    from pipelines_under_test.event_time import DEDUP_WINDOW_COUNT
+
+    rows = [*PROBE, (10, "a", 1, 0, 0), (11, "b", 3, 12, 1)]  # copies of 0 (same batch) and of 2 (next batch)
+    frame = events(rows)
+    expected = DEDUP_WINDOW_COUNT.oracle(frame)
+    assert expected.filter("required")["id"].to_list() == [0, 1, 2, 4, 5]
+    assert expected.filter(pl.col("id").is_in([10, 11]))["multiplicity"].to_list() == [0, 0]
+    output = pl.DataFrame({"key": ["a@2026-01-01T00:00:00"], "n": [3], "total": [4], "ids": [[10, 1, 4]]})
+    assert DEDUP_WINDOW_COUNT.effect_ids(output, frame).sort().to_list() == [0, 1, 4]  # Spark kept the copy 10
