@@ -25,9 +25,11 @@ OUTPUT = "key string, n long, total long, ids array<long>"
 TTL_MS = 3_600_000  # longer than any trial: no entry expires (processing time is no logical point to judge at)
 
 
-def _processor(kind: str):
-    """The StatefulProcessor of ``kind`` (built in the driver: pyspark imports stay out of the harness)."""
+def _processor(kind: str, evolved: bool = False):
+    """The StatefulProcessor of ``kind`` (built in the driver: pyspark imports stay out of the harness);
+    ``evolved``: the value counter's upgraded code, whose ValueState has a field more (the last id seen)."""
     ttl = TTL_MS if kind == "ttl" else None
+    added = ", last long" if evolved else ""
     import pandas as pd
     from pyspark.sql.streaming import StatefulProcessor
 
@@ -36,16 +38,16 @@ def _processor(kind: str):
 
     class ValueCounter(StatefulProcessor):
         def init(self, handle) -> None:
-            self.acc = handle.getValueState("acc", "n long, total long, ids array<long>", ttl)
+            self.acc = handle.getValueState("acc", "n long, total long, ids array<long>" + added, ttl)
 
         def handleInputRows(self, key, rows, timerValues):
-            n, total, ids = self.acc.get() if self.acc.exists() else (0, 0, [])
+            n, total, ids = tuple(self.acc.get())[:3] if self.acc.exists() else (0, 0, [])
             ids = list(ids)
             for frame in rows:
                 n += len(frame)
                 total += int(frame["value"].sum())
                 ids += [int(i) for i in frame["id"]]
-            self.acc.update((n, total, ids))
+            self.acc.update((n, total, ids, ids[-1]) if added else (n, total, ids))
             yield row(key, n, total, ids)
 
         def close(self) -> None:
@@ -78,11 +80,12 @@ def _processor(kind: str):
         def close(self) -> None:
             pass
 
-    return {"value": ValueCounter, "ttl": ValueCounter, "list": ListCounter, "map": MapCounter}[kind]()
+    return {"value": ValueCounter, "ttl": ValueCounter, "evolve": ValueCounter, "list": ListCounter,
+            "map": MapCounter}[kind]()
 
 
 class KeyedState(StatefulCounter):
-    VARIABLES = {"value": "acc", "ttl": "acc", "list": "events", "map": "values"}  # noqa: RUF012
+    VARIABLES = {"value": "acc", "ttl": "acc", "evolve": "acc", "list": "events", "map": "values"}  # noqa: RUF012
     # RocksDB without changelog checkpointing replays no changes; list and map state rows are grouped per key.
     state_columns = ()
     state_change_feed = False
@@ -92,17 +95,21 @@ class KeyedState(StatefulCounter):
         self.kind = kind
         self.state_options = {"stateVarName": self.VARIABLES[kind]}
 
-    def transform(self, source):
+    def transform(self, source, evolved: bool = False):
         return source.groupBy("key").transformWithStateInPandas(
-            statefulProcessor=_processor(self.kind), outputStructType=OUTPUT, outputMode="Update",
+            statefulProcessor=_processor(self.kind, evolved), outputStructType=OUTPUT, outputMode="Update",
             timeMode="ProcessingTime" if self.kind == "ttl" else "None")  # TTL counts processing time
 
     def start(self, ctx: DriverContext):
         ctx.spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
-        return self.start_foreach_batch(ctx, self.transform(ctx.source), self._sink(ctx), output_mode="update")
+        evolved = self.kind == "evolve" and ctx.incarnation > 0
+        if self.kind == "evolve":  # schema evolution needs the Avro encoding, from the first batch on
+            ctx.spark.conf.set("spark.sql.streaming.stateStore.encodingFormat", "avro")
+        return self.start_foreach_batch(ctx, self.transform(ctx.source, evolved), self._sink(ctx),
+                                        output_mode="update")
 
     def state_rows(self, state_df):
-        if self.kind == "value":
+        if self.kind in ("value", "evolve"):
             return state_df.selectExpr("key.key AS key", "value.n AS n", "value.total AS total")
         if self.kind == "ttl":  # a TTL'd value is read as (value, ttlExpirationMs)
             return state_df.selectExpr("key.key AS key", "value.value.n AS n", "value.value.total AS total")
@@ -202,4 +209,6 @@ KEYED_STATE_LIST = KeyedState("list", "transformWithStateInPandas, ListState of 
 KEYED_STATE_MAP = KeyedState("map", "transformWithStateInPandas, MapState id -> value per key: exactly-once.")
 KEYED_STATE_TTL = KeyedState("ttl", "transformWithStateInPandas, ValueState with a TTL (an hour: nothing expires "
                                     "in a trial) in processing-time mode: exactly-once.")
+KEYED_STATE_EVOLVE = KeyedState("evolve", "transformWithStateInPandas ValueState whose schema gains a field when "
+                                          "the code is upgraded at a restart (Avro state encoding): exactly-once.")
 KEYED_STATE_TIMERS = KeyedTimers()

@@ -104,13 +104,19 @@ def test_foreach_writer_is_at_least_once_and_clean_without_faults(chaos_harness,
     assert {d["batch"] for d in faulted["duplicated"]} == {1}  # the partition(s) of epoch 1 written before the kill
 
 
-@pytest.mark.parametrize("kind", ["ttl", "list", "map"])  # ttl: the value counter with a TTL'd ValueState
+# ttl: the value counter with a TTL'd ValueState; evolve: restarted on code whose state has a field more
+@pytest.mark.parametrize("kind", ["ttl", "evolve", "list", "map"])
 def test_keyed_state_is_exactly_once_with_a_consistent_cut(chaos_harness, tmp_path, kind):
     r = trial(chaos_harness, tmp_path, f"keyed-state-{kind}", "--seed", "3", "--fault", "kill-driver@2:state-commit",
               *SMALL)
     assert r["faults"][0]["fired"] and r["restarts"] == 1
     assert r["verdict"] == "exactly-once" and r["multiplicity"] == {"0": 0, "1": 1000, ">1": 0}, r
     assert r["consistent_cut"]["ok"] is True and r["consistent_cut"]["batches_checked"] == [0, 1, 2, 3, 4]
+    if kind == "evolve":  # the restarted code's schema (with ``last``) was taken at the rerun batch 2, beside batch 0's
+        schema_dir = Path(r["run_dir"]) / "checkpoint" / "state" / "0" / "_stateSchema" / "default"
+        schemas = sorted(schema_dir.glob("[0-9]*"))
+        assert [f.name.split("_")[0] for f in schemas] == ["0", "2"], schemas
+        assert b'"last"' in schemas[-1].read_bytes() and b'"last"' not in schemas[0].read_bytes()
 
 
 @pytest.mark.parametrize(("pipeline", "conf"), [("dedup-window-count", []), ("keyed-state-timers", []),
