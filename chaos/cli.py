@@ -178,7 +178,7 @@ app.add_typer(campaign_app, name="campaign")
 def campaign_run(
     pipeline: Annotated[list[str] | None, typer.Option(help="catalogue name or module:attr, repeatable")] = None,
     faults: Annotated[str, typer.Option(
-        help="fault kinds: kill,pause,channel,checkpoint,db,node (node: --cluster docker)")] = "kill",
+        help="fault kinds: kill,pause,channel,checkpoint,db,node,decommission (node: --cluster docker)")] = "kill",
     trials: Annotated[int | None, typer.Option(
         help="planned trials per pipeline in all: --example schedules first, then the canonical windows, then "
              "drawn schedules (default 3)")] = None,
@@ -330,6 +330,8 @@ def conformance(
     toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
     standby: Standby = True,
     image: Image = None,
+    mix: Annotated[str, typer.Option(help="kill: driver and executor kills; decommission: Spark's graceful "
+                                          "decommission of executors and workers (judged by the same rows)")] = "kill",
 ) -> None:
     """Measure Spark's documented guarantees row by row under a standard fault mix; exit 1 on a contradiction."""
     from chaos import conformance as conf
@@ -338,12 +340,15 @@ def conformance(
 
     if trials < 1:
         raise UserError(f"--trials must be at least 1, got {trials}")
+    if mix not in conf.MIXES:
+        raise UserError(f"--mix {mix!r}: use one of {', '.join(conf.MIXES)}")
     cluster = with_image(cluster, image)
     rows = conf.select_rows(list(only or []))
     names = [r.pipeline for r in rows]
-    spec = CampaignSpec(pipelines=names, kinds=["kill", "channel"], trials=trials, seed=seed, events=events,
-                        shrink=False, cluster=cluster, workers=workers,
-                        schedules={n: conf.standard_mix(resolve(n), trials) for n in names})
+    kinds = ["decommission"] if mix == "decommission" else ["kill", "channel"]
+    spec = CampaignSpec(pipelines=names, kinds=kinds, trials=trials, seed=seed,
+                        events=events, shrink=False, cluster=cluster, workers=workers,
+                        schedules={n: conf.standard_mix(resolve(n), trials, mix) for n in names})
     _require_java()
     campaign = Campaign.create(out_dir or Path("runs") / time.strftime("conformance-%Y%m%d-%H%M%S"), spec)
     err.print(f"conformance {campaign.root}: {len(rows)} rows, {len(campaign.plan)} trials")
@@ -353,7 +358,7 @@ def conformance(
         verdicts: dict[str, list[dict]] = {}
         for entry in campaign.plan:
             verdicts.setdefault(entry["pipeline"], []).append(campaign.verdict_of(entry["id"]))
-        found.update(conf.table(rows, summary, verdicts))
+        found.update(conf.table(rows, summary, verdicts), mix=mix)
         conf.write(campaign.root, found)
 
     _execute(campaign, toxiproxy, finish, standby=standby)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import sys
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from chaos.procs import Group, Owned, wait_until
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+# A worker takes SIGPWR as "decommission yourself" only with this set (the decommission-worker fault).
+WORKER_DECOMMISSION_OPTS = "-Dspark.decommission.enabled=true"
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
 # JVM flags for every Spark process the harness starts (master, workers, drivers, executors). A trial's
@@ -270,6 +273,7 @@ class StandaloneCluster(Cluster):
         work.mkdir(exist_ok=True)
         env = self._env()
         env["SPARK_WORKER_DIR"] = str(work)
+        env["SPARK_WORKER_OPTS"] = WORKER_DECOMMISSION_OPTS
         self.worker_list[i] = self.owned.spawn(
             f"worker-{i}",
             [self._spark_class(), WORKER_CLASS, self.master_url, "--host", "127.0.0.1",
@@ -297,6 +301,10 @@ class StandaloneCluster(Cluster):
         self.kill_worker(i)
         self.start_worker(i)
         self.wait_worker(i)
+
+    def decommission_worker(self, i: int) -> None:
+        """SIGPWR to worker ``i`` (started with ``spark.decommission.enabled``): it decommissions its executors."""
+        self.worker_list[i].signal_leader(signal.SIGPWR)
 
     def worker_groups(self) -> list[Group]:
         return [g for g in self.worker_list if g is not None]

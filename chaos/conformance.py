@@ -77,13 +77,20 @@ ROWS = (
 )
 
 
-def standard_mix(pipeline, trials: int) -> list[str]:
+MIXES = ("kill", "decommission")
+
+
+def standard_mix(pipeline, trials: int, mix: str = "kill") -> list[str]:
     """The fault schedules of a row's trials: every trial kills the driver twice at different phases.
 
     The first schedule opens each documented window (a kill after the sink wrote and before the
     commit; for the file sink, after the part files and before its log entry), so a single trial
-    already reproduces a weaker guarantee.
+    already reproduces a weaker guarantee. ``mix="decommission"``: Spark's graceful decommission of an
+    executor and of a worker instead, at the same windows; a row's documented guarantee stays what it is
+    under a kill, since a decommission may be no worse.
     """
+    if mix == "decommission":
+        return decommission_mix(pipeline, trials)
     if pipeline.conformance_mix:  # a pipeline whose batches the standard phases do not fit (continuous)
         return [pipeline.conformance_mix[k % len(pipeline.conformance_mix)] for k in range(trials)]
     stateful_phase = "state-commit" if "state-commit" in pipeline.phases else "sink-write"
@@ -92,6 +99,21 @@ def standard_mix(pipeline, trials: int) -> list[str]:
         f"kill-driver@1:{stateful_phase} kill-executor@2:reading kill-driver@3:committed",
         "kill-driver@1:reading kill-driver@2:planned"
         + (" delay-sink@3:sink-write/latency=1000/3s" if pipeline.sink_channel else ""),
+    ]
+    return [mix[k % len(mix)] for k in range(trials)]
+
+
+def decommission_mix(pipeline, trials: int) -> list[str]:
+    """Graceful decommissions at the windows a kill opens: an executor while the sink writes and after it
+    wrote, a worker (every executor on it) while the batch reads and after the state store wrote."""
+    phases = pipeline.phases
+    write = "sink-write" if "sink-write" in phases else phases[0]
+    read = "reading" if "reading" in phases else write
+    state = "state-commit" if "state-commit" in phases else read
+    done = "sink-done" if "sink-done" in phases else phases[-1]
+    mix = [
+        f"decommission-executor@1:{write} decommission-worker@3:{read}",
+        f"decommission-worker@1:{state} decommission-executor@3:{done}",
     ]
     return [mix[k % len(mix)] for k in range(trials)]
 

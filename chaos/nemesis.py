@@ -2,8 +2,10 @@
 
 Kills are SIGKILL of a whole host's worth of processes (the driver's group; an executor JVM and
 its Python workers; a worker and the executors it launched). Pauses are SIGSTOP, then SIGCONT
-after the fault's duration. A killed worker is restarted after its downtime; a killed driver is
-restarted by the trial loop. Heals run on timers and are all awaited before the trial ends.
+after the fault's duration. A decommission is SIGPWR, the signal Spark's executors and workers take as
+"finish, hand your blocks on, leave" (what a cluster manager sends before it takes a host away). A killed
+worker is restarted after its downtime; a killed driver is restarted by the trial loop. Heals run on timers
+and are all awaited before the trial ends.
 """
 
 from __future__ import annotations
@@ -22,11 +24,22 @@ from chaos.cluster import Cluster, StandaloneCluster, executor_of, executors
 from chaos.controller import History
 from chaos.nodes import DockerCluster
 from chaos.postgres import PostgresServer
-from chaos.procs import Group, kill_tree
+from chaos.procs import Group, kill_tree, wait_until
 from chaos.spec import CHANNEL_DEFAULT_DURATION, UNTIL_MAX_S, Fault
 
 DEFAULT_WORKER_DOWNTIME = 2.0
 DEFAULT_DB_DOWNTIME = 2.0
+DEFAULT_DECOMMISSION_DOWNTIME = 5.0  # a decommissioned worker is replaced this long after its executors left
+DRAIN_TIMEOUT_S = 60.0  # how long a decommissioned worker's executors get to finish before it is replaced
+# The application of a trial with a decommission fault: executors take SIGPWR as a decommission and hand their
+# cached and shuffle blocks to a peer, and there is a peer: two 1-core executors instead of one with both cores.
+DECOMMISSION_CONF = {
+    "spark.decommission.enabled": "true",
+    "spark.storage.decommission.enabled": "true",
+    "spark.storage.decommission.shuffleBlocks.enabled": "true",
+    "spark.storage.decommission.rddBlocks.enabled": "true",
+    "spark.executor.cores": "1",
+}
 SLOW_NODE_CPUS = 0.1  # slow-node: the CPU a starved node keeps
 
 
@@ -66,6 +79,7 @@ class Nemesis:
             "partition": self._partition,
             "slow": self._slow,
             "oom": self._oom,
+            "decommission": self._decommission,
         }[fault.kind]
         return handler(fault, detail)
 
@@ -90,7 +104,8 @@ class Nemesis:
     def _worker_index(self, fault: Fault, detail: dict) -> int:
         """The worker (``kill-worker``) or worker node (``kill-node``) the fault aims at: its index, else the one
         that ran the reporting task, else one running this application's executor."""
-        wanted = DockerCluster if fault.target == "node" else StandaloneCluster
+        wanted = (DockerCluster if fault.target == "node"
+                  else (StandaloneCluster, DockerCluster) if fault.kind == "decommission" else StandaloneCluster)
         if not isinstance(self.cluster, wanted):
             raise LookupError("node faults need --cluster docker" if fault.target == "node"
                               else "worker faults need the harness's own standalone cluster")
@@ -226,6 +241,28 @@ class Nemesis:
         squeezed = self.cluster.squeeze_memory(index)
         self._heal_later(fault, fault.duration or 0.0, lambda: self.cluster.release_memory(index), node=index)
         return {"done": True, "node": index, "duration": fault.duration, **squeezed}
+
+    def _decommission(self, fault: Fault, detail: dict) -> dict:
+        """Spark's graceful decommission: an executor (``spark.decommission.enabled``) finishes its tasks, migrates
+        its blocks to a peer and exits, and the cluster manager gives the application a new one; a worker
+        decommissions every executor it runs and takes no new one. The worker is replaced once its executors
+        are gone (``DRAIN_TIMEOUT_S`` at the latest) and the fault's duration has passed, as a drained host comes
+        back empty."""
+        if fault.target == "executor":
+            ex = self._executor(fault, detail)
+            os.kill(ex.pid, signal.SIGPWR)
+            return {"done": True, "executor_id": ex.executor_id, "pid": ex.pid}
+        index = self._worker_index(fault, detail)
+        self.cluster.decommission_worker(index)
+
+        def replace() -> None:
+            wait_until(lambda: not any(self.cluster.worker_index_of(ex.pid) == index for ex in executors()),
+                       DRAIN_TIMEOUT_S, 0.5)
+            self.cluster.restart_worker(index)
+
+        downtime = fault.duration if fault.duration is not None else DEFAULT_DECOMMISSION_DOWNTIME
+        self._heal_later(fault, downtime, replace, worker=index)
+        return {"done": True, "worker": index, "downtime": downtime}
 
     def _damage(self, fault: Fault, detail: dict) -> dict:
         return {"done": True, **damage_checkpoint(self.checkpoint, fault.mode)}

@@ -27,7 +27,16 @@ from pathlib import Path
 
 import psutil
 
-from chaos.cluster import MASTER_CLASS, WORKER_CLASS, Cluster, log_tail, read_log, spark_env, spark_home
+from chaos.cluster import (
+    MASTER_CLASS,
+    WORKER_CLASS,
+    WORKER_DECOMMISSION_OPTS,
+    Cluster,
+    log_tail,
+    read_log,
+    spark_env,
+    spark_home,
+)
 from chaos.containers import address, client, labels
 from chaos.errors import HarnessError, UserError
 from chaos.image import find, has
@@ -178,7 +187,8 @@ class DockerCluster(Cluster):
         log.write_text("")
         env = spark_env(f"{self.java_options} -Dspark.worker.timeout={WORKER_TIMEOUT_S}", self.tmp)
         env = {k: v for k, v in env.items() if k.startswith(("SPARK_", "PYSPARK_", "MALLOC_", "PYTHON"))}
-        env.update({OWNER_VAR: self.owned.tag, "SPARK_LOCAL_HOSTNAME": name, "HOME": str(self.workdir)})
+        env.update({OWNER_VAR: self.owned.tag, "SPARK_LOCAL_HOSTNAME": name, "HOME": str(self.workdir),
+                    "SPARK_WORKER_OPTS": WORKER_DECOMMISSION_OPTS})
         passfile = os.environ.get(PASSFILE_VAR)  # the database's password, for executor-side sinks
         mounts = host_mounts(self.data_dir, self.workdir, shared=(self.jars, packages_folder()))
         if passfile:
@@ -269,6 +279,10 @@ class DockerCluster(Cluster):
             old.remove(force=True)
         self.start_worker(i)
         self.wait_worker(i)
+
+    def decommission_worker(self, i: int) -> None:
+        """SIGPWR to the node's worker (the container's process under its init, which passes it on)."""
+        self.nodes[i].kill(signal="SIGPWR")
 
     def pause_node(self, i: int) -> None:
         self.nodes[i].pause()

@@ -54,7 +54,10 @@ def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
 def check_cluster_faults(scenario: Scenario, kind: str, spec: str) -> None:
     """Reject faults a cluster of ``kind`` (its spec ``spec``) cannot carry out."""
     for fault in scenario.faults:
-        if fault.target == "worker" and kind != "standalone":
+        if fault.action == "decommission-worker" and kind not in ("standalone", "docker"):
+            raise UserError(f"{fault.spec} needs the harness's own workers (--cluster standalone or docker); "
+                            "on a cluster of yours, decommission an executor: decommission-executor")
+        if fault.target == "worker" and kind != "standalone" and fault.kind != "decommission":
             raise UserError(f"{fault.spec} needs --cluster standalone (the harness's own workers); "
                             "on --cluster docker, kill or pause the whole node: kill-node, pause-node")
         if fault.kind == "partition" and fault.target == "sink-db" and kind != "docker":

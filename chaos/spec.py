@@ -43,6 +43,10 @@ ACTIONS = (
     "partition",  # a Docker node cut off its network: partition@3:reading/node=1/10s (node=sink: the database's)
     "slow-node",  # a Docker node held to a tenth of a CPU for the duration
     "oom-node",  # a Docker node's memory limited to what it uses: the kernel's OOM killer takes an executor
+    # Spark's graceful decommission (SIGPWR): the executor, or every executor of the worker, finishes its tasks and
+    # migrates its blocks before it leaves; a decommissioned worker is replaced after the fault's duration.
+    "decommission-executor",
+    "decommission-worker",
 )
 
 _SPEC = re.compile(r"^(?P<action>[a-z-]+)@(?P<batch>\d+):(?P<phase>[a-z-]+)(?P<args>(/[^/]+)*)$")
@@ -103,7 +107,7 @@ class Fault:
 
     @property
     def kind(self) -> str:
-        """kill, pause, damage, partition, or a channel fault: delay, cut, reset, down."""
+        """kill, pause, damage, partition, decommission, or a channel fault: delay, cut, reset, down."""
         return self.action.split("-", 1)[0]
 
     @property
@@ -128,7 +132,8 @@ class Fault:
 
     @property
     def duration(self) -> float | None:
-        """Pause length, or the downtime before a killed driver/worker is restarted."""
+        """Pause length, or the downtime before a killed (or decommissioned) worker or a killed driver is
+        restarted."""
         for arg in self.args:
             if _DURATION.match(arg):
                 return parse_duration(arg)
@@ -244,6 +249,9 @@ def parse_fault(text: str) -> Fault:
     elif fault.upgrade is not None:
         raise UserError(f"{text!r}: upgrade=VERSION only goes with stop-driver (e.g. stop-driver@{batch}:committed/"
                         f"{fault.args[-1]})")
+    if fault.action == "decommission-executor" and fault.duration is not None:
+        raise UserError(f"{text!r}: a decommissioned executor leaves when it has handed its blocks on; it takes no "
+                        "duration (a decommissioned worker's is how long it stays away)")
     if fault.action != "stop-driver" and fault.target == "driver" and fault.index is not None:
         raise UserError(f"{text!r}: there is one driver; drop the index")
     return fault

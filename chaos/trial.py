@@ -36,7 +36,7 @@ from chaos.controller import Controller, History
 from chaos.errors import HarnessError
 from chaos.evidence import freeze, judged_sink
 from chaos.launch import driver_argv, driver_env
-from chaos.nemesis import Nemesis
+from chaos.nemesis import DECOMMISSION_CONF, Nemesis
 from chaos.procs import Group
 from chaos.queryconf import REFUSED_RC
 from chaos.result import batch_offsets, recoveries
@@ -193,6 +193,8 @@ class Trial:
             "query_conf": self.scenario.conf,
             **self.h.start_settings(),
         }
+        if any(f.kind == "decommission" for f in faults):  # two 1-core executors: one has a peer to migrate to
+            self.config["spark_conf"] = {**(self.config.get("spark_conf") or {}), **DECOMMISSION_CONF}
         spares = self.h.spares
         if spares.recycle and spares.next_trial and not self.pipeline.boot_conf():
             self.config["recycle"] = str(spares.folder)  # its last driver may stay (chaos.driver.serve)

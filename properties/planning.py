@@ -27,7 +27,14 @@ from hypothesis import seed as hypothesis_seed
 
 from chaos.errors import UserError
 from chaos.spec import PHASES, Fault, parse_fault
-from properties.strategies import ACTION_ORDER, ALL_ACTIONS, NODE_ACTIONS, Schedule, crash_schedules
+from properties.strategies import (
+    ACTION_ORDER,
+    ALL_ACTIONS,
+    DECOMMISSION_ACTIONS,
+    NODE_ACTIONS,
+    Schedule,
+    crash_schedules,
+)
 
 # ``--faults`` kinds and the actions each one allows.
 FAULT_KINDS: dict[str, tuple[str, ...]] = {
@@ -37,6 +44,7 @@ FAULT_KINDS: dict[str, tuple[str, ...]] = {
     "checkpoint": ("damage-checkpoint",),
     "db": ("kill-sink-db",),
     "node": NODE_ACTIONS,  # --cluster docker: kill, freeze, starve or cut off a whole node
+    "decommission": DECOMMISSION_ACTIONS,  # Spark's graceful decommission of an executor or a worker
 }
 DEFAULT_KINDS = ("kill",)
 CANDIDATES_PER_TRIAL = 12
@@ -88,7 +96,7 @@ def applicable_actions(kinds: Iterable[str], *, sink_channel: bool, database: bo
             continue
         if action in NODE_ACTIONS and not nodes:
             continue
-        if action.endswith("-worker") and nodes:
+        if action.endswith("-worker") and nodes and action != "decommission-worker":  # a node's worker: SIGPWR
             continue
         if action.endswith("-sink") and not sink_channel:
             continue
@@ -194,7 +202,8 @@ def plan_schedules(batches: int, actions: tuple[str, ...], trials: int, seed: in
     for schedule in canonical_schedules(batches, actions, phases, seed, max_faults):
         if len(plan) < trials and schedule not in plan:
             plan.append(schedule)
-    rank = {a: len(ACTION_ORDER) - i for i, a in enumerate(ACTION_ORDER)} | {a: 1 for a in NODE_ACTIONS}
+    rank = ({a: len(ACTION_ORDER) - i for i, a in enumerate(ACTION_ORDER)}
+            | {a: 1 for a in (*DECOMMISSION_ACTIONS, *NODE_ACTIONS)})
     candidates = draw_schedules(batches, actions, max(50, CANDIDATES_PER_TRIAL * trials), seed, max_faults, phases)
     seen = {tuple(s) for s in plan}
     unique = []

@@ -39,7 +39,9 @@ ACTION_ORDER = (
 )
 # Whole-node faults, on --cluster docker only (never drawn unless asked for), each the most complex of its kind.
 NODE_ACTIONS = ("kill-node", "pause-node", "slow-node", "oom-node", "partition")
-ALL_ACTIONS = ACTION_ORDER + NODE_ACTIONS  # the shrink order of every action
+# Graceful decommission (never drawn unless asked for): the way a cluster manager drains an executor or a host.
+DECOMMISSION_ACTIONS = ("decommission-executor", "decommission-worker")
+ALL_ACTIONS = ACTION_ORDER + DECOMMISSION_ACTIONS + NODE_ACTIONS  # the shrink order of every action
 # Actions every pipeline can take (sink channel faults need a database sink).
 NO_SINK_CHANNEL = tuple(a for a in ACTION_ORDER if "sink" not in a)
 PAUSE_DURATIONS = ("2s", "5s", "10s")

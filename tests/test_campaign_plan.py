@@ -7,6 +7,7 @@ import json
 import pytest
 
 from chaos.errors import UserError
+from chaos.schedule import check_cluster_faults, trial_scenario
 from chaos.spec import PHASES, parse_fault
 from pipelines_under_test import CATALOGUE, resolve
 from properties.planning import (
@@ -42,6 +43,22 @@ def test_actions_follow_pipeline_and_cluster():
     assert applicable_actions(["channel", "kill"], sink_channel=False, database=False, owns_workers=True,
                               source_channel=False) == KILLS  # a source of its own: no source channel
     assert "kill-sink-db" in applicable_actions(["db"], sink_channel=True, database=True, owns_workers=True)
+
+
+def test_decommissions_are_planned_where_the_harness_owns_the_workers_or_nodes():
+    both = ("decommission-executor", "decommission-worker")
+    assert applicable_actions(["decommission"], sink_channel=False, database=False, owns_workers=True) == both
+    assert applicable_actions(["decommission"], sink_channel=False, database=False, owns_workers=True,
+                              nodes=True) == both  # a node's worker takes the signal through the container's init
+    assert applicable_actions(["decommission"], sink_channel=False, database=False,
+                              owns_workers=False) == ("decommission-executor",)  # a cluster of the user's
+    plan = plan_schedules(10, both, 6, seed=1, max_faults=2)
+    assert {parse_fault(spec).action for schedule in plan for spec in schedule} == set(both)
+    scenario = trial_scenario("key-count", fault=["decommission-worker@1:reading"])
+    for kind in ("standalone", "docker"):
+        check_cluster_faults(scenario, kind, kind)
+    with pytest.raises(UserError, match="needs the harness's own workers"):
+        check_cluster_faults(scenario, "external", "spark://127.0.0.1:7077")
 
 
 def test_node_faults_are_planned_on_docker_nodes_only_and_shrink_toward_simpler_kills():

@@ -6,6 +6,7 @@ import pytest
 
 from chaos import conformance as conf
 from chaos.errors import UserError
+from chaos.spec import parse_fault
 from pipelines_under_test import CATALOGUE
 
 
@@ -54,6 +55,19 @@ def test_every_row_names_a_catalogue_pipeline_and_the_mix_opens_the_window_first
     assert "delay-sink" in conf.standard_mix(CATALOGUE["pg-two-phase"], 3)[2]
     with pytest.raises(UserError, match="no conformance row for nope"):
         conf.select_rows(["nope"])
+
+
+def test_the_decommission_mix_opens_the_kill_windows_with_graceful_decommissions():
+    mix = conf.standard_mix(CATALOGUE["key-count"], 3, "decommission")
+    assert mix[0] == "decommission-executor@1:sink-write decommission-worker@3:reading" and mix[2] == mix[0]
+    assert mix[1] == "decommission-worker@1:state-commit decommission-executor@3:sink-done"
+    # Continuous processing reports no reading or state-commit: its own phases stand in.
+    continuous = conf.standard_mix(CATALOGUE["continuous-map"], 2, "decommission")
+    assert continuous == ["decommission-executor@1:sink-write decommission-worker@3:sink-write",
+                          "decommission-worker@1:sink-write decommission-executor@3:sink-done"]
+    for row in conf.ROWS:  # every row's mix parses and fits its pipeline's phases
+        for schedule in conf.standard_mix(CATALOGUE[row.pipeline], 2, "decommission"):
+            assert all(parse_fault(f).phase in CATALOGUE[row.pipeline].phases for f in schedule.split())
 
 
 def test_the_report_shows_each_row_status_escaped():
