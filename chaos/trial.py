@@ -196,7 +196,8 @@ class Trial:
         if any(f.kind == "decommission" for f in faults):  # two 1-core executors: one has a peer to migrate to
             self.config["spark_conf"] = {**(self.config.get("spark_conf") or {}), **DECOMMISSION_CONF}
         spares = self.h.spares
-        if spares.recycle and spares.next_trial and not self.pipeline.boot_conf():
+        # A driver booted with settings of its own (decommission) would bring them to the next trial: not recycled.
+        if spares.recycle and spares.next_trial and not self.pipeline.boot_conf() and not self.config.get("spark_conf"):
             self.config["recycle"] = str(spares.folder)  # its last driver may stay (chaos.driver.serve)
         (self.dir / "driver.json").write_text(json.dumps(self.config, indent=2))
         watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height, feed)
