@@ -9,6 +9,8 @@ killed harness left is reaped at the next start (chaos/procs.py, chaos/container
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import shutil
 import time
@@ -129,12 +131,14 @@ class Harness:
         self.database: PostgresServer | None = None  # first trial that needs it (pgnode on docker)
         self.sink_dsn: str | None = None
         self.timings: dict[str, float] = {}
+        self._lock = None  # the open lock file of ``workdir`` (``_claim_workdir``)
 
     def __enter__(self) -> Harness:
         require_java()
         self.cluster = make_cluster(self.cluster_spec, self.owned, self.workdir / "cluster", self.workers,
                                     worker_cores=self.worker_cores, java_options=self.java_options,
                                     data_dir=self.data_dir or self.workdir)
+        self._claim_workdir()  # after the cluster spec is known good: a rejected command writes nothing
         reap_orphans()
         reap_containers()
         credentials()  # before anything starts: every process of the harness reads the database's passfile
@@ -164,6 +168,28 @@ class Harness:
             self.close()
             raise
         return self
+
+    def _claim_workdir(self) -> None:
+        """One harness per directory: its start empties the scratch and spare folders and its cluster writes its
+        logs there, so a second run in the same directory at the same time (two ``streamchaos trial`` in one
+        ``runs/``) would delete the first one's drivers' files under them. The lock goes with the process (a
+        killed harness leaves none held)."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        lock = open(self.workdir / ".harness.lock", "a+")  # noqa: SIM115 (held until close)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            other = lock.read().strip() or "?"
+            lock.close()
+            raise UserError(f"another streamchaos run (pid {other}) is using {self.workdir}: start this one in "
+                            "another directory (--keep or --out elsewhere, or another working directory), or wait "
+                            "for that one to end") from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(str(os.getpid()))
+        lock.flush()
+        self._lock = lock
 
     def _build_archives(self) -> None:
         """The drivers' and executors' class archives (chaos/jvm/archive.py): found by their key, or built once
@@ -215,6 +241,9 @@ class Harness:
         self.owned.stop_all()
         shutil.rmtree(self.tmp, ignore_errors=True)
         shutil.rmtree(self.spares.folder, ignore_errors=True)
+        if self._lock is not None:
+            self._lock.close()  # the flock goes with it
+            self._lock = None
 
     def boot_spares(self, cores_max: int, driver: bool = True) -> list[tuple[Spare, str]]:
         """The next trial's first driver (and first standby), booted now on this harness's settings."""

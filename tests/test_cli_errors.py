@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 
 import pytest
@@ -81,6 +82,21 @@ def test_missing_java_says_how_to_fix_it(tmp_path):
     assert run.rc == 2
     assert "no Java found" in run.stderr and "openjdk-17" in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
+    assert left_by(run.pid) == []
+
+
+def test_a_second_run_in_a_directory_another_run_uses_is_one_line_and_touches_nothing(tmp_path):
+    """Two `streamchaos trial` in one runs/ at once: the second would empty the first's scratch folders."""
+    runs = tmp_path / "runs"
+    (runs / "tmp" / "driver-1").mkdir(parents=True)  # what the first run's driver keeps there
+    with open(runs / ".harness.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        lock.write("4242")
+        lock.flush()
+        run = cli("trial", "passthrough-append", cwd=tmp_path)
+    assert run.rc == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert f"another streamchaos run (pid 4242) is using {runs}" in run.stderr
+    assert (runs / "tmp" / "driver-1").is_dir()
     assert left_by(run.pid) == []
 
 
