@@ -9,15 +9,29 @@ from pathlib import Path
 from chaos.source import read_offsets_file
 
 
-def batch_offsets(checkpoint: Path) -> list[dict]:
-    """Per committed-or-planned batch: its start and end offsets from the write-ahead log."""
+def planned_ends(records: list[dict]) -> dict[int, dict]:
+    """The end offsets the harness's source reported for each batch when it was last planned (history records)."""
+    return {r["batch"]: r["detail"]["end"] for r in records
+            if r.get("kind") == "phase" and r.get("phase") == "planned" and isinstance(r.get("detail"), dict)
+            and isinstance(r["detail"].get("end"), dict)}
+
+
+def batch_offsets(checkpoint: Path, records: list[dict] | None = None) -> list[dict]:
+    """Per committed-or-planned batch: its start and end offsets from the write-ahead log.
+
+    An entry the trial damaged (``damage-checkpoint``, truncated or deleted after Spark planned from it) reads as
+    no offsets; its batch's end is then the one the source reported when the batch was last planned
+    (``records``: the history's ``planned`` phases), if the batch committed or its file is there. Without it the
+    checker would fold the batch into the next one and judge event-time pipelines by a watermark Spark never had."""
     folder = checkpoint / "offsets"
-    names = sorted(int(n.name) for n in folder.iterdir() if n.name.isdigit()) if folder.is_dir() else []
+    names = {int(n.name) for n in folder.iterdir() if n.name.isdigit()} if folder.is_dir() else set()
     commits = checkpoint / "commits"
+    planned = planned_ends(records or [])
+    names = sorted(names | {n for n in planned if (commits / str(n)).exists()})  # an entry deleted after it ran
     out, previous = [], None
     for n in names:
         ends = read_offsets_file(str(folder / str(n)))
-        end = ends[0] if ends else None
+        end = ends[0] if ends else planned.get(n)
         out.append({"batch": n, "start": previous, "end": end, "committed": (commits / str(n)).exists()})
         previous = end
     return out

@@ -359,7 +359,7 @@ class Trial:
                 "detail": rec.get("detail", {}),
             })
         deliveries = self.pipeline.read_deliveries(judged_sink(self.dir))
-        offsets = batch_offsets(self.dir / "checkpoint")
+        offsets = batch_offsets(self.dir / "checkpoint", self.history.records)
         return {
             "pipeline": self.scenario.pipeline,
             "guarantee": self.pipeline.guarantee,

@@ -4,6 +4,8 @@ on the next start is measured by trials (docs/faults.md)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from chaos.nemesis import damage_checkpoint
@@ -84,3 +86,26 @@ def test_state_files_of_both_checkpoint_formats_name_their_version(name, version
     from chaos.nemesis import state_version_of
 
     assert state_version_of(name) == version
+
+
+def test_a_damaged_offsets_entry_is_read_from_the_history_of_its_planned_batch(tmp_path):
+    """Offsets truncated after Spark planned from them: the checker keeps the batch's own end (what the source
+    reported planning it), not none, which would fold the batch into the next and move the watermark model."""
+    from chaos.result import batch_offsets
+
+    ends = [{"0": 100, "1": 100}, {"0": 210, "1": 190}, {"0": 300, "1": 300}]
+    for n, end in enumerate(ends):
+        for what in ("offsets", "commits"):
+            (tmp_path / what).mkdir(exist_ok=True)
+        (tmp_path / "offsets" / str(n)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{json.dumps(end)}\n')
+        (tmp_path / "commits" / str(n)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+    damage_checkpoint(tmp_path, "truncate-offsets")  # the newest entry, offsets/2, cut to half
+    records = [{"kind": "phase", "batch": n, "phase": "planned", "detail": {"start": {}, "end": end}}
+               for n, end in enumerate(ends)]
+    assert batch_offsets(tmp_path)[2]["end"] is None  # what the file alone says
+    read = batch_offsets(tmp_path, records)
+    assert [b["end"] for b in read] == ends and read[2]["start"] == ends[1] and read[2]["committed"]
+    (tmp_path / "offsets" / "2").unlink()  # deleted after it ran: the commit says it ran, the history where to
+    assert [b["end"] for b in batch_offsets(tmp_path, records)] == ends
+    (tmp_path / "commits" / "2").unlink()  # neither file: the batch never ran as far as the checkpoint says
+    assert [b["end"] for b in batch_offsets(tmp_path, records)] == ends[:2]
