@@ -334,8 +334,14 @@ def damage_checkpoint(checkpoint: Path, mode: str) -> dict:
     rel = target.relative_to(checkpoint)
     if what == "operator":  # state/<operator>/...: the whole operator's directory
         operator = checkpoint / rel.parts[0] / rel.parts[1]
-        shutil.rmtree(operator)
-        return {"file": str(operator.relative_to(checkpoint)), "how": how}
+        # Spark may be writing into it (temp files renamed or removed under the walk): a FileNotFoundError half way
+        # would leave the damage done but the fault recorded as not fired. Whatever Spark writes after stays.
+        for _ in range(3):
+            shutil.rmtree(operator, ignore_errors=True)
+            if not operator.exists():
+                break
+        return {"file": str(operator.relative_to(checkpoint)), "how": how,
+                **({"rewritten": True} if operator.exists() else {})}
     if how == "truncate":
         with open(target, "r+b") as fh:
             fh.truncate(target.stat().st_size // 2)

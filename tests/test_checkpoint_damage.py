@@ -5,6 +5,7 @@ on the next start is measured by trials (docs/faults.md)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +110,26 @@ def test_a_damaged_offsets_entry_is_read_from_the_history_of_its_planned_batch(t
     assert [b["end"] for b in batch_offsets(tmp_path, records)] == ends
     (tmp_path / "commits" / "2").unlink()  # neither file: the batch never ran as far as the checkpoint says
     assert [b["end"] for b in batch_offsets(tmp_path, records)] == ends[:2]
+
+
+def test_deleting_an_operator_that_spark_writes_into_still_fires(tmp_path, monkeypatch):
+    """Spark renames and removes temp files in the operator's directory while the damage walks it. The walk's
+    FileNotFoundError half way used to leave the damage done but the fault recorded as not fired."""
+    import shutil
+
+    from chaos import nemesis
+
+    root = checkpoint(tmp_path / "cp")
+    real, walks = shutil.rmtree, []
+
+    def racing_rmtree(path, ignore_errors=False, **kw):  # the first walk meets a temp file that vanished under it
+        walks.append(path)
+        if len(walks) == 1:
+            next(Path(path).rglob("*.delta")).unlink()
+            if not ignore_errors:
+                raise FileNotFoundError(2, "No such file or directory", ".3.zip.crc.tmp")
+        return real(path, ignore_errors=ignore_errors, **kw)
+
+    monkeypatch.setattr(nemesis.shutil, "rmtree", racing_rmtree)
+    detail = damage_checkpoint(root, "delete-operator")
+    assert detail["how"] == "delete" and not (root / detail["file"]).exists() and "rewritten" not in detail
