@@ -104,8 +104,12 @@ class Nemesis:
     def _worker_index(self, fault: Fault, detail: dict) -> int:
         """The worker (``kill-worker``) or worker node (``kill-node``) the fault aims at: its index, else the one
         that ran the reporting task, else one running this application's executor."""
-        wanted = (DockerCluster if fault.target == "node"
-                  else (StandaloneCluster, DockerCluster) if fault.kind == "decommission" else StandaloneCluster)
+        if fault.target == "node":
+            wanted = DockerCluster
+        elif fault.kind == "decommission":  # a node's worker takes SIGPWR too
+            wanted = (StandaloneCluster, DockerCluster)
+        else:
+            wanted = StandaloneCluster
         if not isinstance(self.cluster, wanted):
             raise LookupError("node faults need --cluster docker" if fault.target == "node"
                               else "worker faults need the harness's own standalone cluster")

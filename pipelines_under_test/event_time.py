@@ -125,9 +125,7 @@ class DedupWithinWatermark(SqlitePassthrough):
 
     def effect_ids(self, output: pl.DataFrame, events: pl.DataFrame) -> pl.Series:
         """Each surviving row counts for its segment's root: which copy Spark keeps in a batch is not ours to say."""
-        roots = watermark.dedup_segments(events, DELAY_MS, DEDUP_COLUMNS).select("id", "root")
-        return output.select("id").join(roots, on="id", how="left").select(
-            pl.coalesce("root", "id").alias("id"))["id"]
+        return watermark.segment_roots(output["id"], events, DELAY_MS, DEDUP_COLUMNS)
 
     def unexplained(self, output: pl.DataFrame, events: pl.DataFrame) -> list[dict]:
         return oracle.passthrough_unexplained(output, events)
@@ -165,9 +163,7 @@ class DedupWindowCount(WindowedCount):
 
     def effect_ids(self, output: pl.DataFrame, events: pl.DataFrame) -> pl.Series:
         """The copy Spark kept in a batch counts for its segment's first (same key, value and event time)."""
-        roots = watermark.dedup_segments(events, DELAY_MS, DEDUP_COLUMNS).select("id", "root")
-        return self.observed_ids(output).to_frame("id").join(roots, on="id", how="left").select(
-            pl.coalesce("root", "id").alias("id"))["id"]
+        return watermark.segment_roots(self.observed_ids(output), events, DELAY_MS, DEDUP_COLUMNS)
 
     def expected_state(self, events: pl.DataFrame) -> pl.DataFrame:
         raise NotImplementedError("dedup-window-count keeps two operators' state: the cut is not checked")

@@ -50,15 +50,14 @@ def expected_pairs(events: pl.DataFrame) -> pl.DataFrame:
     return pairs.select(*(pl.col(c).cast(t) for c, t in PAIR_SCHEMA.items()))
 
 
-def unmatched_left(events: pl.DataFrame) -> pl.DataFrame:
-    """``id, owed``: the even events no odd event matches, and whether a left outer join has written their null
-    row by the end: ``True`` owed, ``None`` either way (Spark's eviction point is within the slack), ``False``
-    not yet."""
-    pairs = expected_pairs(events)
+def unmatched_left(events: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
+    """``id, owed``: the even events no odd event matches (``pairs``: ``expected_pairs(events)``), and whether a
+    left outer join has written their null row by the end: ``True`` owed, ``None`` either way (Spark's eviction
+    point is within the slack), ``False`` not yet."""
     lone = events.filter(pl.col("id") % 2 == 0).join(pairs.select(id="left_id"), on="id", how="anti")
     if not watermark.streaming(events):
         return lone.select("id", owed=pl.lit(True))
-    mark = watermark.final_watermark(events.filter(pl.col("batch") >= 0), DELAY_MS)
+    mark = watermark.final_watermark(events, DELAY_MS)
     closes = pl.col("event_time").dt.epoch("ms") + WITHIN_MS
     if mark is None:
         return lone.select("id", owed=pl.lit(False))
@@ -115,7 +114,7 @@ class StreamJoin(SqlitePassthrough):
                             multiplicity=pl.col("len").fill_null(0).cast(pl.Int64)))
         if self.how != "left_outer":
             return expected
-        lone = unmatched_left(events).with_columns(lone=pl.lit(True))
+        lone = unmatched_left(events, pairs).with_columns(lone=pl.lit(True))
         return expected.join(lone, on="id", how="left").select(
             "id", required=pl.col("required") | pl.col("owed").fill_null(False),
             multiplicity=pl.when(pl.col("lone") & pl.col("owed").ne_missing(False)).then(1)
@@ -125,10 +124,11 @@ class StreamJoin(SqlitePassthrough):
         return pl.concat([output["left_id"], output["right_id"].drop_nulls()]).alias("id")
 
     def unexplained(self, output: pl.DataFrame, events: pl.DataFrame) -> list[dict]:
+        expected = expected_pairs(events)
         pairs = output.filter(pl.col("right_id").is_not_null()).select(*PAIR_COLUMNS).unique()
-        wrong = pairs.join(expected_pairs(events), on=list(PAIR_COLUMNS), how="anti")
+        wrong = pairs.join(expected, on=list(PAIR_COLUMNS), how="anti")
         lone = output.filter(pl.col("right_id").is_null()).select("left_id", "key").unique()
-        matched = lone.join(expected_pairs(events).select("left_id").unique(), on="left_id", how="semi")
+        matched = lone.join(expected.select("left_id").unique(), on="left_id", how="semi")
         matched = matched.vstack(lone.join(events.select(left_id="id", key="key"), on=["left_id", "key"], how="anti"))
         return ([{"id": r["left_id"],
                   "why": f"pair ({r['left_id']}, {r['right_id']}) of key {r['key']} is no join result"}

@@ -16,7 +16,7 @@ import polars as pl
 
 from pipelines_under_test.base import DriverContext
 from pipelines_under_test.counts import StatefulCounter
-from pipelines_under_test.event_time import DELAY_MS, ROCKSDB, WINDOW_MS, event_time_conf
+from pipelines_under_test.event_time import DELAY_MS, ROCKSDB, WINDOW_MS, WindowedCount
 from properties import oracle, watermark
 
 OUTPUT = "key string, n long, total long, ids array<long>"
@@ -165,19 +165,19 @@ def _timer_processor():
     return WindowTimers()
 
 
-class KeyedTimers(StatefulCounter):
+class KeyedTimers(WindowedCount):
     """``transformWithState`` (the Row API, PySpark 4.1+) in event-time mode: the windowed count built by hand
-    from MapState and event-time timers, as users write sessionisation. The timers and the map's entries
-    live in the operator's state (RocksDB) and are versioned with the offsets, so a replayed batch
-    fires the same timers and emits the same windows, which the upsert by ``key@start`` absorbs:
-    exactly-once, with provenance. The cut is not checked (the map's rows and the timers are two column
-    families of one store; ``keyed-state-*`` check theirs)."""
+    from MapState and event-time timers, as users write sessionisation; started, written and checked for wrong
+    values as the windowed count is, on RocksDB. The timers and the map's entries live in the operator's state
+    and are versioned with the offsets, so a replayed batch fires the same timers and emits the same windows,
+    which the upsert by ``key@start`` absorbs: exactly-once, with provenance. The cut is not checked (the map's
+    rows and the timers are two column families of one store; ``keyed-state-*`` check theirs)."""
 
     state = False
     state_store = True
 
     def __init__(self) -> None:
-        super().__init__("keyed-state-timers", True,
+        super().__init__("keyed-state-timers", "rocksdb",
                          "transformWithState, event-time timers close 10 s windows kept in a MapState, "
                          "upserted by window: exactly-once.")
 
@@ -189,15 +189,8 @@ class KeyedTimers(StatefulCounter):
                 .groupBy("key").transformWithState(statefulProcessor=_timer_processor(), outputStructType=OUTPUT,
                                                    outputMode="Append", timeMode="EventTime"))
 
-    def start(self, ctx: DriverContext):
-        event_time_conf(ctx, "rocksdb")
-        return self.start_foreach_batch(ctx, self.transform(ctx.source), self._sink(ctx), output_mode="append")
-
     def oracle(self, events: pl.DataFrame) -> pl.DataFrame:
         return watermark.timer_window_expected(events, WINDOW_MS, DELAY_MS)
-
-    def unexplained(self, output: pl.DataFrame, events: pl.DataFrame) -> list[dict]:
-        return watermark.window_unexplained(output, events, WINDOW_MS)
 
     def expected_state(self, events: pl.DataFrame) -> pl.DataFrame:
         raise NotImplementedError("keyed-state-timers: the cut is not checked")

@@ -153,3 +153,11 @@ def dedup_segments(events: pl.DataFrame, delay_ms: int, columns: tuple[str, ...]
             kept.append(False)
     return pl.DataFrame({"id": ids, "root": roots, "kept": kept},
                         schema={"id": pl.Int64, "root": pl.Int64, "kept": pl.Boolean})
+
+
+def segment_roots(ids: pl.Series, events: pl.DataFrame, delay_ms: int, columns: tuple[str, ...]) -> pl.Series:
+    """``ids`` (effects found in a sink), each replaced by its dedup segment's root (``dedup_segments``): the copy
+    Spark kept in a batch counts for the segment, whichever copy it was."""
+    roots = dedup_segments(events, delay_ms, columns).select("id", "root")
+    return ids.alias("id").to_frame().join(roots, on="id", how="left").select(
+        pl.coalesce("root", "id").alias("id"))["id"]
