@@ -2,7 +2,7 @@
 incarnation wrote for it, not its own, and the next restart skips the ids between.
 
 What a driver killed after ``offsets/K+1`` and before ``commits/K+1`` leaves is planted as a file (the
-fault, made deterministic): ``offsets/K+1`` naming 500 rows more than the stopped query read. Then B
+fault, made deterministic): ``offsets/K+1`` naming 500 rows past the last id the stopped query printed. Then B
 restarts the query from the checkpoint until it commits epoch K+1 and stops; C restarts it again. Each
 incarnation is its own driver process printing to Spark's console sink (the continuous trigger takes the
 console, memory and Kafka sinks only; the memory sink cannot restart from a checkpoint, a Python foreach
@@ -71,8 +71,8 @@ def main() -> int:
                 (checkpoint / "offsets" / f".{later}.crc").unlink(missing_ok=True)
         version, meta, offset = (checkpoint / "offsets" / str(k)).read_text().splitlines()
         ahead = json.loads(offset)
-        for partition in ahead.values():
-            partition["value"] += AHEAD
+        for partition in ahead.values():  # past every id A printed: on a slow machine A prints into epoch K+1
+            partition["value"] = max(partition["value"], max(a, default=-1)) + AHEAD
         planted = f"{version}\n{meta}\n{json.dumps(ahead)}"
         (checkpoint / "offsets" / str(k + 1)).write_text(planted)  # the dead incarnation's offsets/K+1
         b = run(checkpoint, k + 1)
