@@ -5,11 +5,16 @@ times, each with its own kill points).
 
     python benchmarks/soak.py --trials 200 [--time-budget 90m] [--seed 0] [--out runs/soak]
     python benchmarks/soak.py --trials 0 --kill-resume 3 [--rounds 3]
+    python benchmarks/soak.py --cluster docker --trials 50 --kill-resume 3
 
 Controls (``CONTROLS``): exactly-once pipelines under faults they must survive (driver, executor and worker
 kills, pauses, source-channel delays and cuts, sink-database kills and connection resets on the upsert and
-two-phase PostgreSQL sinks) and broken pipelines whose violation is certain (append sinks killed between
-their write and the batch's commit: at-least-once; ``nondeterministic-key`` replayed: incorrect). A false
+two-phase PostgreSQL sinks, a windowed count under a configuration variant: RocksDB with changelog
+checkpointing) and broken pipelines whose violation is certain (append sinks killed between their write and
+the batch's commit: at-least-once; ``nondeterministic-key`` replayed: incorrect), among them two users' jobs
+as written (``examples/orders_upsert.py``, exactly-once, and ``examples/orders_append.py``, at-least-once),
+judged against Spark's batch query. ``--cluster docker`` soaks Docker nodes with ``NODE_CONTROLS``: node
+kills, pauses and network partitions (between a node and everything, the driver only, or the sink database). A false
 verdict is a control whose verdict is not its truth; each is listed with its trial id and replay command.
 ``stalled`` trials and harness errors (an exception from the harness or the checker) are counted apart.
 
@@ -49,9 +54,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from usage import Usage, role  # noqa: E402  (benchmarks/)
 
+from chaos.atomic import write_json  # noqa: E402
 from chaos.campaign import Campaign, CampaignSpec, parse_time_budget  # noqa: E402
 from chaos.harness import Harness  # noqa: E402
+from chaos.jobspec import job_ref  # noqa: E402
 from chaos.procs import OWNER_VAR, wait_until  # noqa: E402
+from chaos.queryconf import label  # noqa: E402
 from chaos.runner import Progress, Runner  # noqa: E402
 from chaos.scenario import Scenario  # noqa: E402
 
@@ -67,8 +75,20 @@ class Control:
     pipeline: str
     truth: str
     schedules: tuple[str, ...]
+    conf: tuple[tuple[str, str], ...] = ()  # a configuration variant (chaos/queryconf.py) the query runs under
+
+    @property
+    def row(self) -> str:
+        return f"{self.pipeline} [{label(dict(self.conf))}]" if self.conf else self.pipeline
 
 
+REPO = Path(__file__).resolve().parent.parent
+ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
+ROCKSDB_CHANGELOG = (
+    ("spark.sql.streaming.stateStore.providerClass",
+     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"),
+    ("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled", "true"),
+)
 CONTROLS = (
     Control("api-count", "exactly-once", (
         "kill-driver@3:sink-done kill-executor@5:reading kill-driver@7:planned",
@@ -92,8 +112,38 @@ CONTROLS = (
     Control("passthrough-append", "at-least-once", ("kill-driver@3:sink-done",)),
     Control("pg-append", "at-least-once", ("kill-driver@4:sink-done",)),
     Control("nondeterministic-key", "incorrect", ("kill-driver@3:sink-done",)),
+    Control("windowed-count", "exactly-once", (
+        "kill-executor@3:state-commit kill-driver@6:committed",
+        "kill-driver@4:sink-done",
+    ), ROCKSDB_CHANGELOG),
+    # Users' jobs as written, judged against Spark's batch query over the same input.
+    Control(job_ref(f"{REPO}/examples/orders_upsert.py:run", ORDER, "postgres:customer_totals", "customer"),
+            "exactly-once", ("kill-driver@3:sink-done", "kill-executor@3:sink-write kill-driver@5:committed")),
+    Control(job_ref(f"{REPO}/examples/orders_append.py:run", ORDER, "postgres:orders"), "at-least-once",
+            ("kill-driver@3:sink-done",)),
 )
-TRUTH = {c.pipeline: c.truth for c in CONTROLS}
+# On Docker nodes (``--cluster docker``): whole machines die, freeze and lose their network.
+NODE_CONTROLS = (
+    Control("key-count", "exactly-once", (
+        "kill-node@3:reading",
+        "partition@2:reading/node=1/8s kill-node@5:sink-write",
+        "partition@3:reading/node=0/from=driver/6s",
+    )),
+    Control("passthrough-idempotent", "exactly-once", (
+        "pause-node@3:sink-write/4s",
+        "kill-node@4:reading kill-driver@6:sink-done",
+    )),
+    Control("pg-upsert-by-batch", "exactly-once", ("partition@3:sink-write/node=sink/8s",)),
+    Control("pg-append", "at-least-once", ("kill-driver@4:sink-done",)),
+    Control("nondeterministic-key", "incorrect", ("kill-driver@3:sink-done",)),
+)
+
+
+def truth_key(pipeline: str, conf: dict | None) -> tuple:
+    return pipeline, tuple(sorted((conf or {}).items()))
+
+
+TRUTH = {truth_key(c.pipeline, dict(c.conf)): c.truth for c in (*CONTROLS, *NODE_CONTROLS)}
 
 
 def dir_bytes(path: Path) -> int:
@@ -183,8 +233,9 @@ class Sampler(Progress):
         procs = owned(os.getpid())
         fds, threads = fds_and_threads([psutil.Process(), *procs])
         logs = kept_logs(self.workdir)
-        row = {"trial": trial_id, "pipeline": scenario.pipeline, "faults": scenario.specs,
-               "verdict": verdict["verdict"], "truth": TRUTH[scenario.pipeline], "seconds": result["seconds"],
+        row = {"trial": trial_id, "pipeline": scenario.pipeline, "conf": scenario.conf, "faults": scenario.specs,
+               "verdict": verdict["verdict"], "truth": TRUTH[truth_key(scenario.pipeline, scenario.conf)],
+               "seconds": result["seconds"],
                "peak_rss_mib": rss >> 20, "peak_pss_mib": pss >> 20, "fds": fds, "threads": threads,
                "processes": len(procs), "tmp_mib": dir_bytes(Path(tempfile.gettempdir())) / 2**20,
                "workdir_mib": (dir_bytes(self.workdir) - logs) / 2**20, "logs_mib": logs / 2**20,
@@ -217,26 +268,50 @@ def fit(ys: list[float]) -> dict:
     return {"n": n, "slope": slope, "stderr": stderr, "mean": my, "growth_over_run": growth, "upward": upward}
 
 
-def plan_spec(trials: int, seed: int, events: int, per_batch: int) -> CampaignSpec:
+def plan_spec(controls: tuple[Control, ...], trials: int, seed: int, events: int, per_batch: int,
+              cluster: str) -> CampaignSpec:
     """Each control's schedules, cycled, round robin over controls: ``trials`` in all (the loop stops there)."""
-    per = math.ceil(trials / len(CONTROLS))
-    schedules = {c.pipeline: [c.schedules[k % len(c.schedules)] for k in range(per)] for c in CONTROLS}
-    return CampaignSpec(pipelines=[c.pipeline for c in CONTROLS], trials=per, seed=seed, events=events,
-                        events_per_batch=per_batch, shrink=False, schedules=schedules)
+    per = math.ceil(trials / len(controls))
+    schedules = {c.pipeline: [c.schedules[k % len(c.schedules)] for k in range(per)] for c in controls}
+    return CampaignSpec(pipelines=[c.pipeline for c in controls], trials=per, seed=seed, events=events,
+                        events_per_batch=per_batch, shrink=False, schedules=schedules, cluster=cluster)
 
 
-def soak(out: Path, trials: int, budget: float | None, seed: int, events: int, per_batch: int) -> dict:
-    campaign = Campaign.create(out / "campaign", plan_spec(trials, seed, events, per_batch))
+def create(root: Path, controls: tuple[Control, ...], spec: CampaignSpec) -> Campaign:
+    """The soak's campaign, each control's trials under its own configuration variant (a campaign's ``--conf``
+    puts every pipeline under every variant; here one control has one)."""
+    campaign = Campaign.create(root, spec)
+    variant = {c.pipeline: c for c in controls if c.conf}
+    if variant:
+        from chaos.shards import plan_hash
+
+        for entry in campaign.data["plan"]:
+            if (control := variant.get(entry["pipeline"])) is not None:
+                entry["scenario"]["conf"], entry["row"] = dict(control.conf), control.row
+        campaign.data["plan_hash"] = plan_hash(campaign.data)
+        write_json(root / "campaign.json", campaign.data)
+        campaign = Campaign.load(root)
+    return campaign
+
+
+def soak(out: Path, trials: int, budget: float | None, seed: int, events: int, per_batch: int,
+         cluster: str = "standalone") -> dict:
+    controls = NODE_CONTROLS if cluster == "docker" else CONTROLS
+    campaign = create(out / "campaign", controls, plan_spec(controls, trials, seed, events, per_batch, cluster))
     skipped = campaign.data.get("skipped", [])
     for s in skipped:
         print(f"skipped {s['pipeline']}: {s['reason']}")
     plan = campaign.plan[:trials]
     workdir = campaign.root / "harness"
     errors: list[dict] = []
+
+    def start() -> Harness:
+        return Harness(cluster=cluster, workdir=workdir, data_dir=campaign.root).__enter__()
+
     t0 = time.monotonic()
     with Usage() as usage:
         sampler = Sampler(campaign, usage, workdir)
-        harness = sampler.harness = Harness(workdir=workdir).__enter__()
+        harness = sampler.harness = start()
         try:
             print(f"harness up in {time.monotonic() - t0:.1f}s; {len(plan)} trials planned"
                   + (f", time budget {budget:.0f}s" if budget else ""), flush=True)
@@ -257,7 +332,7 @@ def soak(out: Path, trials: int, budget: float | None, seed: int, events: int, p
                     print(f"     harness error in {entry['id']}: {errors[-1]['error']} (harness restarted)",
                           flush=True)
                     harness.__exit__(None, None, None)
-                    harness = sampler.harness = Harness(workdir=workdir).__enter__()
+                    harness = sampler.harness = start()
                     usage.take_window()
         finally:
             harness.__exit__(None, None, None)
@@ -281,8 +356,9 @@ def report_soak(res: dict, out: Path) -> bool:
           f"{res['peak_pss_mib']} MiB PSS")
     by_pipeline: dict[str, dict[str, int]] = {}
     for r in rows:
-        by_pipeline.setdefault(f"{r['pipeline']} (truth {r['truth']})", {}).setdefault(r["verdict"], 0)
-        by_pipeline[f"{r['pipeline']} (truth {r['truth']})"][r["verdict"]] += 1
+        name = f"{Control(r['pipeline'], '', (), tuple((r.get('conf') or {}).items())).row} (truth {r['truth']})"
+        by_pipeline.setdefault(name, {}).setdefault(r["verdict"], 0)
+        by_pipeline[name][r["verdict"]] += 1
     for name, counts in by_pipeline.items():
         print(f"  {name:<48} {', '.join(f'{v} {n}' for v, n in sorted(counts.items()))}")
     print(f"false verdicts: {len(false)}")
@@ -337,24 +413,25 @@ def verdicts(root: Path) -> dict[str, tuple[str, int]]:
     return found
 
 
-def reference_run(out: Path, seed: int) -> dict[str, str]:
+def reference_run(out: Path, seed: int, cluster: str) -> dict[str, str]:
     """The kill-resume campaign run without interruption: its verdict per trial."""
     reference = out / "reference"
     ref = subprocess.run([sys.executable, "-m", "chaos", "campaign", "run", *KILL_RESUME_ARGS, "--seed", str(seed),
-                          "--out", str(reference)], capture_output=True, text=True)
+                          "--cluster", cluster, "--out", str(reference)], capture_output=True, text=True)
     expected = {t: v for t, (v, _) in verdicts(reference).items()}
     print(f"reference campaign: exit {ref.returncode}, {expected}", flush=True)
     return expected
 
 
-def kill_resume(out: Path, kills: int, seed: int, kill_seed: int, expected: dict[str, str]) -> list[str]:
+def kill_resume(out: Path, kills: int, seed: int, kill_seed: int, expected: dict[str, str],
+                cluster: str = "standalone") -> list[str]:
     """The same campaign SIGKILLed ``kills`` times at random points (``kill_seed``) and resumed after each;
     returns the problems found (none: passed)."""
     rng = random.Random(kill_seed)
     base = [sys.executable, "-m", "chaos", "campaign"]
     root = out / f"killed-{kill_seed}"
     pids, problems, done_kills = [], [], 0
-    command = [*base, "run", *KILL_RESUME_ARGS, "--seed", str(seed), "--out", str(root)]
+    command = [*base, "run", *KILL_RESUME_ARGS, "--seed", str(seed), "--cluster", cluster, "--out", str(root)]
     while True:
         before = verdicts(root)
         log = out / f"killed-{kill_seed}-run{len(pids) + 1}.log"
@@ -428,6 +505,8 @@ def main() -> None:
                         help="then SIGKILL a small campaign K times at random points and resume it each time")
     parser.add_argument("--rounds", type=int, default=3,
                         help="kill-resume rounds, each with its own kill points, against one uninterrupted run")
+    parser.add_argument("--cluster", choices=("standalone", "docker"), default="standalone",
+                        help="docker: Docker nodes, soaked with node kills, pauses and partitions (NODE_CONTROLS)")
     parser.add_argument("--out", type=Path, default=Path("runs") / time.strftime("soak-%Y%m%d-%H%M%S"))
     args = parser.parse_args()
     out = args.out.resolve()
@@ -436,12 +515,13 @@ def main() -> None:
     stored: dict = {"args": {k: str(v) for k, v in vars(args).items()}, "cores": os.cpu_count()}
     if args.trials:
         res = soak(out, args.trials, parse_time_budget(args.time_budget), args.seed, args.events,
-                   args.events_per_batch)
+                   args.events_per_batch, args.cluster)
         ok = report_soak(res, out) and ok
         stored["soak"] = res
     if args.kill_resume:
-        expected = reference_run(out, args.seed)
-        rounds = {r: kill_resume(out, args.kill_resume, args.seed, r, expected) for r in range(1, args.rounds + 1)}
+        expected = reference_run(out, args.seed, args.cluster)
+        rounds = {r: kill_resume(out, args.kill_resume, args.seed, r, expected, args.cluster)
+                  for r in range(1, args.rounds + 1)}
         passed = sum(not problems for problems in rounds.values())
         print(f"kill-resume: {passed} of {len(rounds)} rounds passed ({args.kill_resume} SIGKILLs each)")
         stored["kill_resume"] = {"expected": expected, "rounds": rounds}

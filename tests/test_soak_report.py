@@ -39,3 +39,24 @@ def test_a_real_upward_slope_over_enough_trials_fails(tmp_path, capsys, monkeypa
     assert soak.report_soak(result([16, 16, *range(17, 31)]), tmp_path) is False
     out = capsys.readouterr().out
     assert "too few trials" not in out and "UPWARD" in out
+
+
+def test_the_soaks_campaign_runs_each_control_with_its_truth_and_one_under_its_variant(tmp_path, monkeypatch):
+    soak = soak_module(monkeypatch)
+    for controls in (soak.CONTROLS, soak.NODE_CONTROLS):
+        cluster = "docker" if controls is soak.NODE_CONTROLS else "standalone"
+        spec = soak.plan_spec(controls, 2 * len(controls), 0, 2000, 200, cluster)
+        campaign = soak.create(tmp_path / cluster, controls, spec)
+        assert campaign.spec.cluster == cluster
+        ran = {e["pipeline"] for e in campaign.plan} | {s["pipeline"] for s in campaign.data["skipped"]}
+        assert ran == {c.pipeline for c in controls}
+        for entry in campaign.plan:
+            conf = entry["scenario"]["conf"]
+            assert soak.TRUTH[soak.truth_key(entry["pipeline"], conf)] in ("exactly-once", "at-least-once",
+                                                                         "incorrect")
+            control = next(c for c in controls if c.pipeline == entry["pipeline"])
+            assert conf == dict(control.conf) and entry["row"] == control.row
+            assert " ".join(entry["scenario"]["faults"]) in control.schedules
+    variant = [c for c in soak.CONTROLS if c.conf]
+    assert len(variant) == 1 and "RocksDBStateStoreProvider" in variant[0].row
+    assert sum(".py:run?" in c.pipeline for c in soak.CONTROLS) == 2  # two users' jobs as written
