@@ -544,15 +544,20 @@ def doctor(
     rebuild_archives: Annotated[bool, typer.Option("--rebuild-archives",
                                                    help="forget failed class-archive builds: the next harness "
                                                         "start builds them again")] = False,
+    cluster: Annotated[str | None, typer.Option("--cluster", help="ssh:FILE: check each host of that file over "
+                                                                  "SSH instead of this machine")] = None,
 ) -> None:
     """Check what trials need (Java, PySpark, PostgreSQL, ports, disk, memory) and say how to fix what is missing."""
-    from chaos.doctor import clear_archive_failures, run_checks
+    from chaos.doctor import check_host_cluster, clear_archive_failures, run_checks
 
     if rebuild_archives:
         cleared = clear_archive_failures()
         out.print(f"cleared {len(cleared)} failed class-archive build(s): the next harness start builds them")
+    if cluster is not None and not cluster.startswith("ssh:"):
+        raise UserError(f"doctor --cluster {cluster!r}: give ssh:FILE (a cluster of hosts); without --cluster "
+                        "doctor checks this machine")
     failed = 0
-    for check in run_checks():
+    for check in check_host_cluster(cluster) if cluster else run_checks():
         mark = {"ok": "[green]ok[/]  ", "warn": "[yellow]warn[/]", "fail": "[red]FAIL[/]"}[check.status]
         out.print(f"{mark} {check.name}: {check.detail}" + (f" — {check.fix}" if check.fix and check.status != "ok"
                                                               else ""))
@@ -618,14 +623,18 @@ app.add_typer(image_app, name="image")
 
 
 @image_app.command("build", epilog="\b\nExample: streamchaos image build")
-def image_build(force: Annotated[bool, typer.Option("--force", help="build again even if it exists")] = False) -> None:
+def image_build(force: Annotated[bool, typer.Option("--force", help="build again even if it exists")] = False,
+                hosts: Annotated[bool, typer.Option("--hosts", help="the SSH host image instead: sshd, Python and "
+                                                                    "this machine's PySpark, nothing mounted "
+                                                                    "(hosts of --cluster ssh:FILE to test on)")]
+                = False) -> None:
     """Build the node image (Debian with Java 17, by debootstrap and docker import) unless it exists."""
     from chaos.containers import client
-    from chaos.image import build
+    from chaos.image import build, host_recipe
 
     docker_client = client()
     try:
-        tag = build(docker_client, echo=err.print, force=force)
+        tag = build(docker_client, host_recipe() if hosts else None, echo=err.print, force=force)
     finally:
         docker_client.close()
     out.print(tag)

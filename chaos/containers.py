@@ -16,7 +16,7 @@ from chaos.errors import UserError
 from chaos.procs import my_tag, owner_alive
 
 OWNER_LABEL = "streamchaos.owner"
-KIND_LABEL = "streamchaos.kind"  # node-master, node-worker, node-db, network
+KIND_LABEL = "streamchaos.kind"  # node-master, node-worker, node-db, network, ssh-host, volume
 DEFAULT_SOCKET = Path("/var/run/docker.sock")
 START_DOCKERD = ("start it: `dockerd >/var/log/dockerd.log 2>&1 &` as root (Debian: apt-get install docker.io), "
                  "or point DOCKER_HOST at a running one")
@@ -50,7 +50,7 @@ def labels(kind: str, owner: str | None = None) -> dict[str, str]:
 
 
 def reap_containers() -> int:
-    """Remove the containers and networks of harnesses that are gone (SIGKILLed). Returns how many."""
+    """Remove the containers, networks and volumes of harnesses that are gone (SIGKILLed). Returns how many."""
     if not configured():
         return 0
     try:
@@ -67,5 +67,9 @@ def reap_containers() -> int:
         for network in docker_client.networks.list(filters=owned):
             if not owner_alive(network.attrs.get("Labels", {}).get(OWNER_LABEL, "")):
                 network.remove()
+                removed += 1
+        for volume in docker_client.volumes.list(filters=owned):  # the shared storage of SSH test hosts
+            if not owner_alive((volume.attrs.get("Labels") or {}).get(OWNER_LABEL, "")):
+                volume.remove(force=True)
                 removed += 1
     return removed

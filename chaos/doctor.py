@@ -238,6 +238,47 @@ def check_docker() -> list[Check]:
     return checks
 
 
+def check_host_cluster(spec: str) -> list[Check]:
+    """``--cluster ssh:FILE``: each host reached over SSH and probed (chaos/hostcheck.py), a check per host."""
+    from chaos.errors import UserError
+    from chaos.hostcheck import check_master_url, probe
+    from chaos.hostfile import load
+    from chaos.sparkenv import current_version
+    from chaos.ssh import Remote
+
+    cluster = load(spec)  # a bad file: one line, exit 2
+    checks: list[Check] = []
+    if cluster.existing:
+        try:
+            check_master_url(cluster)
+            checks.append(Check("master", "ok", f"{cluster.master} answers"))
+        except UserError as exc:
+            checks.append(Check("master", "fail", str(exc)))
+    remotes = {h.name: Remote(cluster, h) for h in cluster.hosts}
+    try:
+        reachable = []
+        for host in cluster.hosts:
+            try:
+                remotes[host.name].client()
+                reachable.append(host)
+            except UserError as exc:
+                checks.append(Check("ssh", "fail", str(exc)))
+        if reachable:
+            try:
+                facts = probe(cluster, remotes, current_version())
+            except UserError as exc:
+                return [*checks, Check("shared storage", "fail", str(exc))]
+            for fact in (f for f in facts if f.host in reachable):
+                name = "ssh"
+                checks += [Check(name, "fail", p) for p in fact.problems] or [
+                    Check(name, "ok", f"{fact.host}: Java 17+, pyspark {current_version()} at {fact.spark_home}, "
+                                      f"iptables, {cluster.shared} shared")]
+    finally:
+        for remote in remotes.values():
+            remote.close()
+    return checks
+
+
 def run_checks(workdir: Path | None = None) -> list[Check]:
     return [check_java(), check_javac(), check_pyspark(), check_worker_imports(), check_spark_versions(),
             check_postgres(), check_loopback(),

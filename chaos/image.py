@@ -12,6 +12,13 @@ the pipelines' code. So executors and their Python workers in a node run exactly
 the image holds only what that Python and Spark's JVMs need from the system: Java 17, the C libraries
 CPython's extension modules link (OpenSSL, libffi, SQLite, bz2, xz, zlib, ncurses, readline, libuuid,
 expat) and the tools the faults use inside a node (iptables, iproute2, procps).
+
+``streamchaos image build --hosts`` builds ``streamchaos-host:KEY`` instead: a stand-in for a user's host of
+``--cluster ssh:FILE`` (chaos/hostfile.py), which shares nothing with this machine. It adds sshd and Debian's
+Python 3.11, and installs into that Python what a host must have, copied from this machine's installation at
+build time: PySpark (the driver's version) with what its SQL workers import (py4j, pyarrow, pandas, numpy).
+Nothing is mounted from this machine when it runs; the harness's own code reaches it over SSH. Its sshd has no
+host key in the image: whoever starts a container gives it one (a known_hosts file can then vouch for it).
 """
 
 from __future__ import annotations
@@ -40,6 +47,11 @@ PACKAGES = (
 )
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"  # Debian's path for Java 17 on amd64
+HOST_REPOSITORY = "streamchaos-host"
+HOST_PACKAGES = ("openssh-server", "python3", "python3-venv")
+# What a host's Python must import: PySpark and what its SQL workers (Python data sources, pandas UDFs) load.
+HOST_DISTRIBUTIONS = ("pyspark", "py4j", "pyarrow", "pandas", "numpy", "python-dateutil", "pytz", "tzdata", "six")
+HOST_SITE = "usr/local/lib/python3.11/dist-packages"  # Debian's python3 finds packages installed here
 
 
 @dataclass(frozen=True)
@@ -47,15 +59,18 @@ class Recipe:
     suite: str
     mirror: str
     packages: tuple[str, ...] = PACKAGES
+    repository: str = REPOSITORY
+    # Python distributions copied from this machine into the image's Python, each as name==version.
+    distributions: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
-        text = "\n".join([str(RECIPE), self.suite, self.mirror, *sorted(self.packages)])
+        text = "\n".join([str(RECIPE), self.suite, self.mirror, *sorted(self.packages), *sorted(self.distributions)])
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     @property
     def tag(self) -> str:
-        return f"{REPOSITORY}:{self.key}"
+        return f"{self.repository}:{self.key}"
 
 
 def host_suite() -> str:
@@ -91,6 +106,22 @@ def default_recipe() -> Recipe:
                   os.environ.get("STREAMCHAOS_DEBIAN_MIRROR") or host_mirror())
 
 
+def host_recipe() -> Recipe:
+    """The SSH host image: the node image's packages, sshd and Python, and this machine's PySpark and its SQL
+    dependencies at their installed versions (another PySpark here is another image)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    base = default_recipe()
+    found = []
+    for name in HOST_DISTRIBUTIONS:
+        try:
+            found.append(f"{name}=={version(name)}")
+        except PackageNotFoundError:
+            raise UserError(f"{name} is not installed here: the host image copies it from this machine's Python "
+                            "(pip install -e .)") from None
+    return Recipe(base.suite, base.mirror, (*PACKAGES, *HOST_PACKAGES), HOST_REPOSITORY, tuple(found))
+
+
 def find(docker_client, recipe: Recipe | None = None) -> str | None:
     """The tag of the built image for ``recipe`` (the default one), if dockerd has it."""
     tag = (recipe or default_recipe()).tag
@@ -123,7 +154,8 @@ def build(docker_client, recipe: Recipe | None = None, echo=print, force: bool =
     echo(f"docker import {recipe.tag} from {cached} ({cached.stat().st_size / 2**20:.0f} MiB) ...")
     changes = [f"LABEL streamchaos.recipe={recipe.key}", f"ENV JAVA_HOME={JAVA_HOME}",
                "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 'CMD ["/bin/sh"]']
-    docker_client.api.import_image_from_file(str(cached), repository=REPOSITORY, tag=recipe.key, changes=changes)
+    docker_client.api.import_image_from_file(str(cached), repository=recipe.repository, tag=recipe.key,
+                                             changes=changes)
     if not find(docker_client, recipe):
         raise UserError(f"docker import did not produce {recipe.tag}: see dockerd's log")
     echo(f"{recipe.tag}: {'built' if built else 'imported'} in {time.monotonic() - t0:.0f}s")
@@ -142,25 +174,65 @@ def _debootstrap(recipe: Recipe, cached: Path, echo) -> None:
                         "root filesystem): sudo streamchaos image build")
     with tempfile.TemporaryDirectory(prefix="streamchaos-image-") as scratch:
         root = Path(scratch) / "rootfs"
-        echo(f"debootstrap {recipe.suite} from {recipe.mirror} with {len(recipe.packages)} packages ...")
-        command = [debootstrap, "--variant=minbase", f"--include={','.join(recipe.packages)}", recipe.suite,
-                   str(root), recipe.mirror]
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode != 0:
-            lines = (done.stdout + done.stderr).strip().splitlines()
-            raise UserError(f"debootstrap failed ({lines[-1] if lines else f'exit {done.returncode}'}): check that "
-                            f"{recipe.mirror} is reachable, or set STREAMCHAOS_DEBIAN_MIRROR")
-        for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
-            for item in (root / junk).glob("*"):
-                if item.is_file():
-                    item.unlink()
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_name(f".{cached.name}.{os.getpid()}")
-        try:  # an interrupted tar leaves no cache to import later
-            subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(partial), "."], check=True)
-            partial.replace(cached)
-        finally:
-            partial.unlink(missing_ok=True)
+        try:
+            echo(f"debootstrap {recipe.suite} from {recipe.mirror} with {len(recipe.packages)} packages ...")
+            command = [debootstrap, "--variant=minbase", f"--include={','.join(recipe.packages)}", recipe.suite,
+                       str(root), recipe.mirror]
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                lines = (done.stdout + done.stderr).strip().splitlines()
+                raise UserError(f"debootstrap failed ({lines[-1] if lines else f'exit {done.returncode}'}): check that "
+                                f"{recipe.mirror} is reachable, or set STREAMCHAOS_DEBIAN_MIRROR")
+            unmount_under(root)
+            for junk in ("var/cache/apt/archives", "var/lib/apt/lists"):
+                for item in (root / junk).glob("*"):
+                    if item.is_file():
+                        item.unlink()
+            for key in (root / "etc" / "ssh").glob("ssh_host_*"):  # each container gets a host key of its own
+                key.unlink()
+            if recipe.distributions:
+                echo(f"copying {', '.join(recipe.distributions)} into the image's Python ...")
+                copy_distributions(recipe.distributions, root / HOST_SITE)
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            partial = cached.with_name(f".{cached.name}.{os.getpid()}")
+            try:  # an interrupted tar leaves no cache to import later
+                subprocess.run(["tar", "-C", str(root), "--numeric-owner", "--one-file-system", "-cf", str(partial),
+                                "."], check=True)
+                partial.replace(cached)
+            finally:
+                partial.unlink(missing_ok=True)
+        finally:  # a failed debootstrap leaves them too
+            unmount_under(root)
+
+
+def unmount_under(root: Path) -> None:
+    """Unmount what debootstrap left mounted in the root filesystem (seen: its ``proc`` after a package's
+    maintainer script held it): otherwise tar archives this machine's /proc and removing the tree walks into it."""
+    prefix = f"{root.resolve()}/"
+    try:
+        mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    except OSError:
+        return
+    for point in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):  # deepest first
+        subprocess.run(["umount", "-l", point], capture_output=True)
+
+
+def copy_distributions(distributions: tuple[str, ...], site: Path) -> None:
+    """Install this machine's copies of ``distributions`` (name==version) into ``site``, file by file from
+    their installed records, as pip would from their wheels (pure Python, or built for CPython 3.11 on Linux,
+    which Debian's Python 3.11 loads)."""
+    from importlib.metadata import distribution
+
+    for pinned in distributions:
+        dist = distribution(pinned.split("==", 1)[0])
+        for file in dist.files or ():
+            if ".." in file.parts or file.suffix == ".pyc":
+                continue  # scripts outside site-packages; bytecode is made again by the image's Python
+            source = Path(dist.locate_file(file))
+            if source.is_file():
+                target = site / file
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target)
 
 
 def rootfs_cache(recipe: Recipe) -> Path:
