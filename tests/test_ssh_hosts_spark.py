@@ -4,9 +4,17 @@ start will, and every bad input is one line naming the host and the fix."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+
 import pytest
 
 from chaos.containers import configured
+from chaos.hostfile import load
+from chaos.remote import HostProcs, HostRules, reap
+from chaos.ship import VENVS, ship, wheels
+from chaos.ssh import Remote
 from tests.conftest import cli
 from tests.ssh_hosts import SshHosts, keygen
 
@@ -73,3 +81,79 @@ def test_each_bad_input_is_one_line_naming_the_host_and_the_fix(hosts, tmp_path)
         failed = fails(run)
         assert run.rc == 1 and len(failed) == 1 and f"host host3 ({a3}:22)" in failed[0], run.stdout
         assert ("no Java" if tool == "java" else "no iptables") in failed[0]
+
+
+def remote(hosts, n: int):
+    cluster = load(hosts.file)
+    return Remote(cluster, cluster.hosts[n - 1])
+
+
+CONNECTS = "import socket, sys; socket.create_connection((sys.argv[1], 22), timeout=3).close()"
+
+
+def test_the_code_travels_as_wheels_into_a_venv_that_sees_the_hosts_pyspark(hosts):
+    host1 = remote(hosts, 1)
+    try:
+        files = wheels()
+        t0 = time.monotonic()
+        python = ship(host1, "/usr/bin/python3", files)
+        first = time.monotonic() - t0
+        probe = host1.run([python, "-c", "import chaos.source, pipelines_under_test.postgres, psycopg, polars, "
+                                         "pyspark; print(chaos.__file__, pyspark.__version__)"], check=True)
+        where, version = probe.out.split()
+        assert where.startswith(VENVS) and version == "4.3.0", probe.out
+        t0 = time.monotonic()
+        assert ship(host1, "/usr/bin/python3", files) == python  # the same code: the venv is found ready
+        print(f"shipped {len(files)} wheels in {first:.1f}s; found again in {time.monotonic() - t0:.2f}s")
+    finally:
+        host1.close()
+
+
+def test_tagged_processes_and_rules_are_found_signalled_healed_and_reaped(hosts, tmp_path):
+    a1, a2, _ = hosts.addresses
+    host1, host2, host3 = (remote(hosts, n) for n in (1, 2, 3))
+    try:
+        procs = HostProcs(host2)
+        pid = procs.start(["sleep", "600"], log="/tmp/sleep.log")
+        assert [p.pid for p in procs.tagged()] == [pid]
+        procs.signal([pid], "STOP")
+        assert host2.run(["ps", "-o", "stat=", "-p", str(pid)]).out.strip().startswith("T")
+        procs.signal([pid], "CONT")
+        assert procs.kill_all() == 1 and not procs.tagged()
+        # One way: host2 drops what host1 sends; host3 still gets through, and the heal lets host1 back in.
+        rules = HostRules(host2)
+        rule = rules.drop_from(a1)
+        assert host1.run(["python3", "-c", CONNECTS, a2]).rc != 0
+        assert host3.run(["python3", "-c", CONNECTS, a2]).rc == 0
+        rules.delete(rule)
+        assert host1.run(["python3", "-c", CONNECTS, a2]).rc == 0 and not rules.listed()
+        # A harness SIGKILLed with a process and a rule on host2: the next start reaps both; a process another
+        # control machine tagged is left alone.
+        other = host2.run(["sh", "-c", "env STREAMCHAOS_OWNER=elsewhere/1:2.000 setsid sleep 600 >/dev/null 2>&1 "
+                                       "</dev/null & echo $!"]).out.strip()
+        killed = subprocess.run([sys.executable, "-c", ORPHAN, str(hosts.file), a1], capture_output=True, text=True,
+                                timeout=60)
+        assert killed.returncode == -9, killed.stderr
+        assert len(HostProcs(host2).tagged("")) == 2 and len(rules.listed()) == 1
+        assert reap(host2) == (1, 1)
+        left = HostProcs(host2).tagged("")
+        assert [p.tag for p in left] == ["elsewhere/1:2.000"] and str(left[0].pid) == other
+        host2.run(["kill", "-9", other])
+        for host in (host1, host2, host3):
+            assert not HostProcs(host).tagged("") and not HostRules(host).listed()
+    finally:
+        for host in (host1, host2, host3):
+            host.close()
+
+
+ORPHAN = """
+import os, signal, sys
+from chaos.hostfile import load
+from chaos.remote import HostProcs, HostRules
+from chaos.ssh import Remote
+cluster = load(sys.argv[1])
+host2 = Remote(cluster, cluster.hosts[1])
+HostProcs(host2).start(["sleep", "600"], log="/tmp/orphan.log")
+HostRules(host2).drop_from(sys.argv[2])
+os.kill(os.getpid(), signal.SIGKILL)
+"""
