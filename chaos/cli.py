@@ -19,7 +19,8 @@ from chaos.ownpath import bind
 from chaos.scenario import EVENTS, EVENTS_PER_BATCH, KEYS, MAX_DISORDER_MS
 from chaos.shards import SHARD_HELP
 
-CLUSTER_HELP = "standalone | docker (Spark on Docker nodes: streamchaos image build) | local-cluster[W,C,M] | spark://HOST:PORT"
+CLUSTER_HELP = ("standalone | docker (Spark on Docker nodes: streamchaos image build) | ssh:FILE (hosts over SSH: "
+                "docs/clusters.md) | local-cluster[W,C,M] | spark://HOST:PORT")
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Fault injection and consistency testing for PySpark Structured Streaming.",
                   epilog="\b\nExample: streamchaos demo")

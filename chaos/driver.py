@@ -84,6 +84,10 @@ def boot(config: dict, incarnation: int = 0):
     from pipelines_under_test import resolve
 
     pipeline = config.get("pipeline")
+    if python := (config.get("cluster_conf") or {}).get("spark.pyspark.python"):
+        # PySpark takes its workers' Python from this variable only (a cluster of hosts: its venv's path, which
+        # this machine links to its own Python, chaos.hosts.link_python).
+        os.environ["PYSPARK_PYTHON"] = python
     if config.get("tmp_dir"):  # this driver's own part of the harness's scratch directory
         scratch = driver_scratch(config["tmp_dir"], os.getpid())
         scratch.mkdir(parents=True, exist_ok=True)

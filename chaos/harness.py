@@ -31,6 +31,7 @@ from chaos.cluster import (
 from chaos.containers import reap_containers
 from chaos.errors import UserError
 from chaos.eventlog import EventLogServer
+from chaos.hostfile import is_ssh
 from chaos.java import require_java
 from chaos.jvm.archive import archive_path, driver_archive, executor_archive, will_build
 from chaos.jvm.unsigned import quick_class_path
@@ -50,8 +51,15 @@ _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\d+,\d+,\d+\]$")
 
 def make_cluster(spec: str, owned: Owned, workdir: Path, workers: int = 2, worker_cores: int = 1,
                  java_options: str = "", data_dir: Path | None = None) -> Cluster:
-    """``standalone`` | ``docker[:IMAGE]`` | ``local-cluster[W,C,M]`` | ``spark://host:port``. ``data_dir``: where
-    the trials' directories live (mounted into Docker nodes: executors write state and files there)."""
+    """``standalone`` | ``docker[:IMAGE]`` | ``ssh:FILE`` | ``local-cluster[W,C,M]`` | ``spark://host:port``.
+    ``data_dir``: where the trials' directories live (mounted into Docker nodes, on a cluster of hosts on the
+    shared storage: executors write state and files there)."""
+    if is_ssh(spec):
+        from chaos.hosts import HostsCluster, require_shared  # paramiko, only for a cluster of hosts
+
+        cluster = HostsCluster(spec, workdir, worker_cores=worker_cores, worker_memory=f"{worker_cores}g")
+        require_shared(cluster.file, Path(data_dir or workdir).resolve())
+        return cluster
     if on_nodes(spec):
         from chaos.nodes import DockerCluster  # the Docker SDK, only for a cluster of nodes
 
@@ -67,7 +75,8 @@ def make_cluster(spec: str, owned: Owned, workdir: Path, workers: int = 2, worke
     if re.match(r"^spark://[^:/]+:\d+$", spec):
         return Cluster(spec)
     raise UserError(
-        f"unknown cluster {spec!r}: use standalone, docker (or docker:IMAGE), local-cluster[WORKERS,CORES,MEMORY_MB] "
+        f"unknown cluster {spec!r}: use standalone, docker (or docker:IMAGE), ssh:FILE, "
+        "local-cluster[WORKERS,CORES,MEMORY_MB] "
         "(e.g. local-cluster[2,1,1024]) or a master URL spark://HOST:PORT"
     )
 
@@ -156,7 +165,7 @@ class Harness:
             t0 = time.monotonic()
             self.cluster.start()
             self.timings["cluster_start_s"] = round(time.monotonic() - t0, 2)
-            if self.quick_jvm and self.cluster.kind != "docker":  # nodes run their image's JVM: no archive fits
+            if self.quick_jvm and self.cluster.kind not in ("docker", "ssh"):  # nodes and hosts run their own JVMs
                 self._build_archives()
             self.eventlog = EventLogServer(self.cluster.host)
             host = self.cluster.host  # where drivers and executors reach this machine (loopback, or a gateway)
@@ -272,6 +281,14 @@ class Harness:
         """Reject faults this cluster or pipeline cannot carry out, before anything starts."""
         validate_schedule(scenario, pipeline)
         check_cluster_faults(scenario, self.cluster.kind, self.cluster_spec)
+        if self.cluster.kind == "ssh":
+            # Their executors would need this machine's files: the database's passfile, the JVM hooks' jar.
+            if pipeline.database:
+                raise UserError(f"{scenario.pipeline} writes to the harness's PostgreSQL, which a cluster of hosts "
+                                "cannot reach yet: run it on --cluster standalone or docker")
+            if "spark.executor.extraClassPath" in pipeline.boot_conf():
+                raise UserError(f"{scenario.pipeline}'s sink reports its phases from a JVM hook that a cluster of "
+                                "hosts cannot load yet: run it on --cluster standalone or docker")
 
     def _ensure_database(self) -> None:
         if self.database is None:

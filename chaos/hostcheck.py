@@ -23,7 +23,7 @@ from chaos.ssh import Remote
 
 PROBE = """
 j="${JAVA_HOME:+$JAVA_HOME/bin/}java"
-printf 'java=%s\\n' "$("$j" -version 2>&1 | head -n 1)"
+printf 'java=%s\\n' "$("$j" -XX:-UsePerfData -version 2>&1 | head -n 1)"
 printf 'pyspark=%s\\n' "$(PYTHON -c 'import os, pyspark as p; print(p.__version__, os.path.dirname(p.__file__))' \
   2>&1 | tail -n 1)"
 printf 'iptables=%s\\n' "$(command -v iptables || ls /usr/sbin/iptables /sbin/iptables 2>/dev/null | head -n 1)"

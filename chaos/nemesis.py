@@ -89,6 +89,8 @@ class Nemesis:
 
     # -- targets -------------------------------------------------------------------------------
     def _executor(self, fault: Fault, detail: dict):
+        if self.cluster.kind == "ssh":  # on the hosts, found over SSH by this application's id
+            return self._host_executor(fault, detail)
         live = executors(self.app_id())
         if fault.index is not None:
             if fault.index >= len(live):
@@ -100,6 +102,25 @@ class Nemesis:
         if not live:
             raise LookupError("no live executor of this application")
         return live[0]
+
+    def _host_executor(self, fault: Fault, detail: dict):
+        live = self.cluster.executors(self.app_id())
+        if fault.index is not None:
+            if fault.index >= len(live):
+                raise LookupError(f"no executor at index {fault.index} ({len(live)} live)")
+            return live[fault.index]
+        reported = [ex for ex in live if detail.get("executor") in (None, ex.executor_id)
+                    and str(ex.pid) == str(detail.get("pid"))]
+        if reported:
+            return reported[0]
+        if not live:
+            raise LookupError("no live executor of this application on the hosts")
+        return live[0]
+
+    def _host_signal(self, fault: Fault, detail: dict, sig: str) -> dict:
+        ex = self._host_executor(fault, detail)
+        self.cluster.signal_executor(ex, sig)
+        return {"executor_id": ex.executor_id, "pid": ex.pid, "host": ex.host}
 
     def _worker_index(self, fault: Fault, detail: dict) -> int:
         """The worker (``kill-worker``) or worker node (``kill-node``) the fault aims at: its index, else the one
@@ -161,6 +182,8 @@ class Nemesis:
             group.kill()
             return {"done": True, "pid": group.pid}
         if fault.target == "executor":
+            if self.cluster.kind == "ssh":
+                return {"done": True, **self._host_signal(fault, detail, "KILL")}
             procs, what = self._processes(fault, detail)
             kill_tree(procs)
             return {"done": True, **what}
@@ -191,6 +214,11 @@ class Nemesis:
             self.cluster.pause_node(index)
             self._heal_later(fault, fault.duration or 0.0, lambda: self.cluster.unpause_node(index), node=index)
             return {"done": True, "duration": fault.duration, "node": index}
+        if fault.target == "executor" and self.cluster.kind == "ssh":
+            what = self._host_signal(fault, detail, "STOP")
+            ex = self._host_executor(fault, {"pid": what["pid"], "executor": what["executor_id"]})
+            self._heal_later(fault, fault.duration or 0.0, lambda: self.cluster.signal_executor(ex, "CONT"), **what)
+            return {"done": True, "duration": fault.duration, **what}
         procs, what = self._processes(fault, detail)
         for proc in procs:
             try:
@@ -213,6 +241,11 @@ class Nemesis:
         master, the other nodes or the host (driver, event log, controller, proxies), both ways, until it is
         reconnected after the duration or at ``until``; with ``from=``/``with=`` only what one peer sends it (or
         both ways with that peer) is dropped."""
+        if self.cluster.kind == "ssh":  # iptables rules on the host, over SSH
+            node = fault.index if fault.index is not None else self._host_of(detail)
+            mode, peer = fault.peer or (None, None)
+            heal = self.cluster.block(node, peer, both=mode != "from")
+            return {"done": True, **self._heal_after(fault, heal, node=node, **({mode: peer} if mode else {}))}
         database = getattr(self.database, "container", None)  # the database's node (chaos.pgnode), if any
         if fault.target == "sink-db":  # the sink's proxy and the drivers lose it
             if database is None:
@@ -229,6 +262,15 @@ class Nemesis:
         source = self.cluster.peer_address(peer, database)
         unblock = self.cluster.block(container, source, both=mode == "with")
         return {"done": True, **self._heal_after(fault, unblock, node=node, **{mode: peer})}
+
+    def _host_of(self, detail: dict) -> int:
+        """The host that ran the reporting task, else one running this application's executor."""
+        live = self.cluster.executors(self.app_id())
+        names = [h.name for h in self.cluster.file.hosts]
+        for ex in live:
+            if str(ex.pid) == str(detail.get("pid")):
+                return names.index(ex.host)
+        return names.index(live[0].host) if live else 0
 
     def _slow(self, fault: Fault, detail: dict) -> dict:
         """A CPU quota on the whole node (every process in it shares a tenth of one CPU), lifted after the duration:
@@ -253,6 +295,10 @@ class Nemesis:
         are gone (``DRAIN_TIMEOUT_S`` at the latest) and the fault's duration has passed, as a drained host comes
         back empty."""
         if fault.target == "executor":
+            if self.cluster.kind == "ssh":  # the executor JVM only: its Python workers finish their tasks
+                ex = self._host_executor(fault, detail)
+                self.cluster.remotes[ex.host].run(["kill", "-PWR", str(ex.pid)])
+                return {"done": True, "executor_id": ex.executor_id, "pid": ex.pid, "host": ex.host}
             ex = self._executor(fault, detail)
             os.kill(ex.pid, signal.SIGPWR)
             return {"done": True, "executor_id": ex.executor_id, "pid": ex.pid}

@@ -112,6 +112,23 @@ class HostRules:
         self.remote.run(["iptables", "-w", "-I", *rule], check=True)
         return rule
 
+    def drop_to(self, destination: str) -> list[str]:
+        """Drop every packet this host sends to ``destination``; the rule."""
+        rule = ["OUTPUT", "-d", destination, "-j", "DROP", "-m", "comment", "--comment", self.comment]
+        self.remote.run(["iptables", "-w", "-I", *rule], check=True)
+        return rule
+
+    def keep_ssh(self, control: str) -> list[list[str]]:
+        """Accept this machine's SSH to the host ahead of any DROP (inserted last, so first): a host cut off
+        from everything is still healed over SSH. The rules."""
+        made = []
+        for rule in (["INPUT", "-s", control, "-p", "tcp", "--dport", "22", "-j", "ACCEPT"],
+                     ["OUTPUT", "-d", control, "-p", "tcp", "--sport", "22", "-j", "ACCEPT"]):
+            rule = [*rule, "-m", "comment", "--comment", self.comment]
+            self.remote.run(["iptables", "-w", "-I", *rule], check=True)
+            made.append(rule)
+        return made
+
     def delete(self, rule: list[str]) -> None:
         self.remote.run(["sh", "-c", f"iptables -w -D {shlex.join(rule)} 2>/dev/null; true"])
 

@@ -4,15 +4,21 @@ start will, and every bad input is one line naming the host and the fix."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
 
 import pytest
 
+from chaos.cluster import MASTER_CLASS, WORKER_CLASS
 from chaos.containers import configured
+from chaos.harness import Harness
 from chaos.hostfile import load
+from chaos.judge import run_trial
+from chaos.procs import my_tag, wait_until
 from chaos.remote import HostProcs, HostRules, reap
+from chaos.schedule import trial_scenario
 from chaos.ship import VENVS, ship, wheels
 from chaos.ssh import Remote
 from tests.conftest import cli
@@ -157,3 +163,101 @@ HostProcs(host2).start(["sleep", "600"], log="/tmp/orphan.log")
 HostRules(host2).drop_from(sys.argv[2])
 os.kill(os.getpid(), signal.SIGKILL)
 """
+
+
+# -- trials on the hosts: the driver here, master and workers there, faults over SSH ------------------------
+@pytest.fixture(scope="module")
+def ssh_harness(hosts):
+    """One harness for the module's trials (its cluster starts once): master on host3, a worker on each host."""
+    file = hosts.write("cluster.toml", master="host3")
+    listing = (f"ls -A /tmp /var/tmp {VENVS} 2>/dev/null | grep -v -e '^venv-' -e '^streamchaos$' -e '^{VENVS}:$' "
+               "-e '^$'; true")
+    before = {}
+    for n in (1, 2, 3):
+        host = remote(hosts, n)
+        before[n] = host.run(["sh", "-c", listing]).out
+        host.close()
+    with Harness(cluster=f"ssh:{file}", workdir=hosts.shared / "harness", data_dir=hosts.shared) as harness:
+        yield harness
+    for n in (1, 2, 3):  # nothing of ours on any host: no process, no rule, no new file but the venv
+        host = remote(hosts, n)
+        try:
+            assert not HostProcs(host).tagged("") and not HostRules(host).listed()
+            assert host.run(["sh", "-c", listing]).out == before[n]
+        finally:
+            host.close()
+
+
+def host_trial(harness, hosts, name: str, pipeline: str, *faults: str, expect: str | None = None) -> dict:
+    scenario = trial_scenario(pipeline, events=1000, fault=list(faults), cluster=harness.cluster_spec)
+    result = run_trial(harness, scenario, hosts.shared / "runs" / name, last=False, expect=expect)
+    return json.loads(json.dumps(result, default=str))
+
+
+def test_a_driver_killed_after_an_append_sink_wrote_duplicates_its_batch(ssh_harness, hosts):
+    r = host_trial(ssh_harness, hosts, "append", "passthrough-append", "kill-driver@3:sink-done")
+    assert r["faults"][0]["fired"] and r["verdict"] == "at-least-once", r
+    assert {d["batch"] for d in r["duplicated"]} == {3}
+    assert r["cluster"]["kind"] == "ssh" and r["cluster"]["master"].startswith("spark://" + hosts.addresses[2])
+
+
+def test_an_executor_killed_on_its_host_while_the_sink_writes(ssh_harness, hosts):
+    r = host_trial(ssh_harness, hosts, "executor", "key-count", "kill-executor@3:sink-write")
+    fired = r["faults"][0]
+    assert fired["fired"] and fired["detail"]["host"] in ("host1", "host2", "host3"), fired
+    assert r["verdict"] == "exactly-once" and r["consistent_cut"]["ok"] is True, r
+
+
+def test_a_host_cut_off_from_the_master_while_reading_keeps_key_count_exactly_once(ssh_harness, hosts):
+    r = host_trial(ssh_harness, hosts, "partition", "key-count", "partition@2:reading/node=0/with=master/6s")
+    fired = r["faults"][0]
+    assert fired["fired"] and fired["detail"]["node"] == 0 and fired["detail"]["with"] == "master", fired
+    assert r["verdict"] == "exactly-once" and r["consistent_cut"]["ok"] is True, r
+    host1 = remote(hosts, 1)
+    try:
+        assert not HostRules(host1).listed()  # healed
+    finally:
+        host1.close()
+
+
+def test_a_decommissioned_executor_hands_over_and_key_count_stays_exactly_once(ssh_harness, hosts):
+    r = host_trial(ssh_harness, hosts, "decommission", "key-count", "decommission-executor@2:reading")
+    assert r["faults"][0]["fired"] and r["verdict"] == "exactly-once", r
+
+
+def test_a_cluster_the_user_runs_is_used_and_left_running(hosts, tmp_path):
+    """A master and workers the test started (tagged apart): the harness starts no Spark process, kills an
+    executor of its own application by its id, and leaves the cluster as it found it."""
+    ours = f"{my_tag()}#users-cluster"
+    cluster = load(hosts.file)
+    master = Remote(cluster, cluster.hosts[0])
+    started = []
+    try:
+        home, env = "/usr/local/lib/python3.11/dist-packages/pyspark", {"JAVA_TOOL_OPTIONS": "-XX:-UsePerfData"}
+        procs = HostProcs(master, ours)
+        started.append((master, procs.start([f"{home}/bin/spark-class", MASTER_CLASS, "--host", hosts.addresses[0],
+                                             "--port", "7177"], log="/tmp/users-master.log", env=env)))
+        assert wait_until(lambda: "ALIVE" in master.run(["cat", "/tmp/users-master.log"]).out, 120, 1)
+        url = f"spark://{hosts.addresses[0]}:7177"
+        for n in (2, 3):
+            host = remote(hosts, n)
+            started.append((host, HostProcs(host, ours).start(
+                [f"{home}/bin/spark-class", WORKER_CLASS, url, "--host", hosts.addresses[n - 1], "--cores", "2",
+                 "--memory", "2g"], log="/tmp/users-worker.log", env=env)))
+        assert wait_until(lambda: master.run(["cat", "/tmp/users-master.log"]).out.count("Registering worker") == 2,
+                          120, 1)
+        file = hosts.write("existing.toml", master=url)
+        run = cli("trial", "key-count", "--cluster", f"ssh:{file}", "--keep", str(hosts.shared / "runs" / "existing"),
+                  "--events", "600", "--fault", "kill-executor@2:reading", "--json", cwd=tmp_path, timeout=600)
+        assert run.rc == 0, run.stderr[-2000:] + master.run(["sh", "-c", "tail -30 /tmp/users-master.log; ps -ef"]).out
+        assert run.json["verdict"] == "exactly-once" and run.json["faults"][0]["fired"], run.json
+        for host, pid in started:  # the user's master and workers run on; nothing of the trial's harness does
+            tagged = HostProcs(host).tagged("")
+            assert pid in {p.pid for p in tagged} and not [p for p in tagged if f"/{run.pid}:" in p.tag], tagged
+    finally:
+        for host, pid in started:
+            host.run(["kill", "-9", str(pid)])
+            # The user's cluster, the user's files: its logs, and its workers' scratch (their SPARK_LOCAL_DIRS,
+            # where a killed executor's directory stays: a worker of the user's decides where and when it goes).
+            host.run(["sh", "-c", "rm -rf /tmp/users-master.log /tmp/users-worker.log /tmp/spark-*"])
+            host.close()

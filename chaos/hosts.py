@@ -1,0 +1,261 @@
+"""A Spark standalone cluster on a user's hosts, reached over SSH only (``--cluster ssh:FILE``, chaos/hostfile.py).
+
+At its start the harness reaps what a killed harness of this machine left on each host (chaos/remote.py),
+checks every host (chaos/hostcheck.py: Java, the driver's PySpark, iptables, root, the shared storage), ships
+its code into a venv there (chaos/ship.py), then starts a master on the file's master host and a worker on
+every host, each a detached process tagged as its own. Or, with ``master = "spark://..."``, it starts no Spark
+process and uses the user's cluster, finding its own applications' executors on the hosts by application id.
+
+The driver runs on this machine, as a Jepsen test's client does, and listens (with the event log, the
+controller and the channels' proxies) on this machine's address toward the hosts. The harness's work directory
+and the trials' directories must be on the shared storage: the workers' directories, the logs, checkpoints and
+sinks live there and the harness reads them from here. Faults act over SSH: signals to an executor's JVM and its
+Python workers, and iptables DROP rules on a host for a peer's address (one way or both), deleted at the heal.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from chaos.cluster import MASTER_CLASS, WORKER_CLASS, WORKER_DECOMMISSION_OPTS, Cluster, log_tail, read_log
+from chaos.errors import HarnessError, UserError
+from chaos.hostcheck import check_hosts
+from chaos.hostfile import Host, HostCluster, load
+from chaos.procs import wait_until
+from chaos.remote import HostProcs, HostRules, reap
+from chaos.ship import ship, wheels
+from chaos.ssh import Remote
+
+MASTER_PORT = 7077
+# Spark notices a cut-off host within a trial (its defaults, 120 s and 60 s, outlast one), as on Docker nodes.
+DRIVER_TIMEOUTS = {"spark.network.timeout": "20s", "spark.network.timeoutInterval": "5s",
+                   "spark.executor.heartbeatInterval": "2s"}
+WORKER_TIMEOUT_OPTS = "-Dspark.worker.timeout=10"
+
+
+@dataclass(frozen=True)
+class RemoteExecutor:
+    executor_id: str
+    pid: int
+    app_id: str
+    host: str  # the host's name in the file
+
+
+def control_address(host: Host) -> str:
+    """This machine's address on the route to ``host`` (no packet is sent: a UDP socket's connect only picks
+    the route): where drivers and the harness's servers listen for the hosts."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect((host.address, host.port))
+        except OSError as exc:
+            raise UserError(f"no route from this machine to host {host} ({exc.strerror or exc}): check its "
+                            "address") from None
+        return probe.getsockname()[0]
+
+
+class HostsCluster(Cluster):
+    """The file's hosts: a master on its master host (unless it names an existing one) and a worker on each."""
+
+    kind = "ssh"
+
+    def __init__(self, spec: str, workdir: Path, worker_cores: int = 1, worker_memory: str = "1g") -> None:
+        self.file: HostCluster = load(spec)
+        super().__init__(self.file.master if self.file.existing else "")
+        self.owns_workers = not self.file.existing
+        self.workdir = Path(workdir).resolve()
+        self.worker_cores, self.worker_memory = worker_cores, worker_memory
+        self.workers = len(self.file.hosts) if self.owns_workers else 0
+        self.remotes = {h.name: Remote(self.file, h) for h in self.file.hosts}
+        self.procs = {name: HostProcs(remote) for name, remote in self.remotes.items()}
+        self.rules = {name: HostRules(remote) for name, remote in self.remotes.items()}
+        self.homes: dict[str, str] = {}  # each host's PySpark (its bin/spark-class)
+        self.python = ""  # the venv's Python, at the same path on every host
+        self.pids: dict[str, int] = {}  # "master", "worker-I" -> pid on its host
+        self.driver_conf = dict(DRIVER_TIMEOUTS)
+        self.host = "127.0.0.1"
+        self._lock = threading.Lock()
+        require_shared(self.file, self.workdir)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        from chaos.sparkenv import current_version
+
+        self.host = control_address(self.file.master_host or self.file.hosts[0])
+        for remote in self.remotes.values():
+            reap(remote)  # what a killed harness of this machine left: processes and iptables rules
+        facts = check_hosts(self.file, self.remotes, current_version())
+        self.homes = {f.host.name: f.spark_home for f in facts}
+        files = wheels(echo=lambda text: None)
+        with ThreadPoolExecutor(max_workers=min(8, len(self.remotes))) as pool:
+            pythons = set(pool.map(lambda r: ship(r, self.file.python, files), self.remotes.values()))
+        self.python = pythons.pop()
+        link_python(self.python)
+        self.driver_conf["spark.pyspark.python"] = self.python  # the executors' Python workers: the venv's
+        (self.workdir / "cluster").mkdir(parents=True, exist_ok=True)
+        if self.file.existing:
+            return
+        master = self.file.master_host
+        log = self._log("master")
+        log.write_text("")
+        self.pids["master"] = self.procs[master.name].start(
+            [self._spark_class(master), MASTER_CLASS, "--host", master.address, "--port", str(MASTER_PORT),
+             "--webui-port", "0"], log=str(log), env=self._env(master))
+        if not wait_until(lambda: "ALIVE" in read_log(log), 90, 0.3):
+            raise HarnessError(f"the Spark master on host {master} did not start; see {log}: {log_tail(log)}")
+        self.master_url = f"spark://{master.address}:{MASTER_PORT}"
+        for i in range(self.workers):
+            self.start_worker(i)
+        for i in range(self.workers):
+            self.wait_worker(i)
+
+    def _spark_class(self, host: Host) -> str:
+        return f"{self.homes[host.name]}/bin/spark-class"
+
+    def _env(self, host: Host) -> dict[str, str]:
+        # JAVA_TOOL_OPTIONS reaches every JVM started from here, executors too: no hsperfdata file in the host's
+        # /tmp, which a SIGKILLed JVM would leave behind.
+        return {"SPARK_LOCAL_IP": host.address, "PYSPARK_PYTHON": self.python,
+                "SPARK_MASTER_OPTS": WORKER_TIMEOUT_OPTS, "SPARK_LOG_DIR": str(self.workdir / "cluster"),
+                "JAVA_TOOL_OPTIONS": "-XX:-UsePerfData"}
+
+    def _log(self, name: str) -> Path:
+        return self.workdir / "cluster" / f"{name}.log"
+
+    def start_worker(self, i: int) -> None:
+        host = self.file.hosts[i]
+        log, work = self._log(f"worker-{i}"), self.workdir / "cluster" / f"worker-{i}"
+        log.write_text("")
+        work.mkdir(parents=True, exist_ok=True)
+        env = {**self._env(host), "SPARK_WORKER_OPTS": WORKER_DECOMMISSION_OPTS,
+               "SPARK_LOCAL_DIRS": str(work / "local")}
+        self.pids[f"worker-{i}"] = self.procs[host.name].start(
+            [self._spark_class(host), WORKER_CLASS, self.master_url, "--host", host.address, "--cores",
+             str(self.worker_cores), "--memory", self.worker_memory, "--work-dir", str(work), "--webui-port", "0"],
+            log=str(log), env=env)
+
+    def wait_worker(self, i: int, timeout: float = 90) -> None:
+        log = self._log(f"worker-{i}")
+        if not wait_until(lambda: "Successfully registered with master" in read_log(log), timeout, 0.3):
+            raise HarnessError(f"the Spark worker on host {self.file.hosts[i]} did not register; see {log}: "
+                               f"{log_tail(log)}")
+
+    def _alive(self, name: str, host: Host) -> bool:
+        pid = self.pids.get(name)
+        return pid is not None and pid in {p.pid for p in self.procs[host.name].tagged()}
+
+    def healthy(self) -> bool:
+        if self.file.existing:
+            return True
+        return self._alive("master", self.file.master_host) and all(
+            self._alive(f"worker-{i}", h) for i, h in enumerate(self.file.hosts))
+
+    def heal(self) -> None:
+        """Between trials: whatever died comes back (the whole cluster if the master did)."""
+        if self.file.existing:
+            return
+        if not self._alive("master", self.file.master_host):
+            self.stop()
+            self.start()
+            return
+        for i, host in enumerate(self.file.hosts):
+            if not self._alive(f"worker-{i}", host):
+                self.start_worker(i)
+                self.wait_worker(i)
+
+    def stop(self) -> None:
+        for name in self.remotes:
+            try:
+                self.rules[name].remove_mine()
+                self.procs[name].kill_all()
+            except UserError:
+                pass  # a host that went away keeps nothing of ours running that the next start will not reap
+            self.remotes[name].close()
+        self.pids.clear()
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "master": self.master_url, "file": str(self.file.path),
+                "hosts": [str(h) for h in self.file.hosts], "existing": self.file.existing}
+
+    # -- faults ------------------------------------------------------------------------------------
+    def executors(self, app_id: str | None) -> list[RemoteExecutor]:
+        """This application's executors on every host (a user's cluster runs other applications' too)."""
+        found = []
+        for host in self.file.hosts:
+            ran = self.remotes[host.name].run(["ps", "-eo", "pid=,args="], timeout=30)
+            for line in ran.out.splitlines():
+                pid, _, args = line.strip().partition(" ")
+                words = args.split()
+                if "CoarseGrainedExecutorBackend" not in args or not pid.isdigit():
+                    continue
+                flags = dict(zip(words, words[1:], strict=False))
+                if app_id is None or flags.get("--app-id") == app_id:
+                    found.append(RemoteExecutor(flags.get("--executor-id", "?"), int(pid),
+                                                flags.get("--app-id", ""), host.name))
+        return sorted(found, key=lambda e: (e.executor_id, e.host))
+
+    def signal_executor(self, ex: RemoteExecutor, sig: str) -> None:
+        """``sig`` to an executor's JVM and its Python workers (its children, then itself)."""
+        self.remotes[ex.host].run(["sh", "-c", f"pkill -{sig} -P {ex.pid}; kill -{sig} {ex.pid} 2>/dev/null; true"])
+
+    def address_of(self, peer: str) -> str:
+        """``master``, ``driver`` (this machine) or ``node=M`` -> an address the hosts see."""
+        if peer == "driver":
+            return self.host
+        if peer == "master":
+            if self.file.existing:
+                return self.file.master[len("spark://"):].rsplit(":", 1)[0]
+            return self.file.master_host.address
+        if peer.startswith("node="):
+            return self.file.hosts[int(peer[5:])].address
+        raise LookupError(f"no peer {peer!r} on a cluster of hosts (driver, master or node=M)")
+
+    def block(self, index: int, peer: str | None, both: bool):
+        """Drop what ``peer`` sends host ``index`` (and, ``both``, what the host sends it); with no peer, every
+        packet between the host and the others and this machine, both ways, but this machine's SSH. The heal."""
+        host = self.file.hosts[index]
+        rules = self.rules[host.name]
+        if peer is None:
+            peers = {self.host, *(h.address for h in self.file.hosts if h != host)}
+            if self.file.existing:
+                peers.add(self.address_of("master"))
+            peers.discard(host.address)
+            made = []
+            for address in sorted(peers):
+                made += [rules.drop_from(address), rules.drop_to(address)]
+            made += rules.keep_ssh(self.host)
+        else:
+            source = self.address_of(peer)
+            made = [rules.drop_from(source)]
+            if both:
+                made.append(rules.drop_to(source))
+
+        def heal() -> None:
+            for rule in made:
+                rules.delete(rule)
+
+        return heal
+
+
+def link_python(path: str) -> None:
+    """PySpark names one Python for every worker, the driver's own (a Python data source plans in one) and the
+    executors': the venv's path on the hosts. Here that path links to this Python, which has the same code."""
+    link = Path(path)
+    if link.resolve() == Path(sys.executable).resolve():
+        return
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(sys.executable)
+
+
+def require_shared(file: HostCluster, path: Path) -> None:
+    """The harness's directories must be on the shared storage: the hosts write there, the harness reads."""
+    shared = Path(file.shared).resolve()
+    if path != shared and shared not in path.parents:
+        raise UserError(f"{path} is not on the shared storage {file.shared} of {file.path}: run from a directory "
+                        f"under it (--keep or --out {file.shared}/...)")
