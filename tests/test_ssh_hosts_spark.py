@@ -21,7 +21,7 @@ from chaos.remote import HostProcs, HostRules, reap
 from chaos.schedule import trial_scenario
 from chaos.ship import VENVS, ship, wheels
 from chaos.ssh import Remote
-from tests.conftest import cli
+from tests.conftest import cli, left_by
 from tests.ssh_hosts import SshHosts, keygen
 
 pytestmark = [pytest.mark.spark,
@@ -75,6 +75,14 @@ def test_each_bad_input_is_one_line_naming_the_host_and_the_fix(hosts, tmp_path)
         assert run.rc == 1 and len(failed) == every, (name, run.stdout, run.stderr)
         assert all(says in line for line in failed) and "Traceback" not in run.stderr, (name, run.stdout)
         assert not any(line in run.stdout + run.stderr for line in secrets), name  # a key by its path only
+    # A trial on such a file: the first problem in one line, exit 2, nothing started here or there.
+    for fields, says in (({"known_hosts": str(tmp_path / "empty_known_hosts")}, "its host key is not in"),
+                         ({"shared": str(elsewhere)}, "is not on the shared storage")):
+        file = hosts.write("trial-bad.toml", **fields)
+        run = cli("trial", "key-count", "--cluster", f"ssh:{file}", "--keep", str(hosts.shared / "runs" / "bad"),
+                  cwd=tmp_path)
+        assert run.rc == 2 and says in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+        assert left_by(run.pid) == [] and not (hosts.shared / "runs" / "bad").exists()
     # Java and iptables missing on one host: that host's lines, the others ok.
     third = hosts.containers[2]
     for tool in ("java", "iptables"):
