@@ -99,6 +99,13 @@ class HostsCluster(Cluster):
         (self.workdir / "cluster").mkdir(parents=True, exist_ok=True)
         if self.file.existing:
             return
+        self.start_master()
+        for i in range(self.workers):
+            self.start_worker(i)
+        for i in range(self.workers):
+            self.wait_worker(i)
+
+    def start_master(self) -> None:
         master = self.file.master_host
         log = self._log("master")
         log.write_text("")
@@ -108,10 +115,6 @@ class HostsCluster(Cluster):
         if not wait_until(lambda: "ALIVE" in read_log(log), 90, 0.3):
             raise HarnessError(f"the Spark master on host {master} did not start; see {log}: {log_tail(log)}")
         self.master_url = f"spark://{master.address}:{MASTER_PORT}"
-        for i in range(self.workers):
-            self.start_worker(i)
-        for i in range(self.workers):
-            self.wait_worker(i)
 
     def _spark_class(self, host: Host) -> str:
         return f"{self.homes[host.name]}/bin/spark-class"
@@ -182,6 +185,27 @@ class HostsCluster(Cluster):
                 "hosts": [str(h) for h in self.file.hosts], "existing": self.file.existing}
 
     # -- faults ------------------------------------------------------------------------------------
+    def kill_node(self, i: int) -> None:
+        """SIGKILL every Spark process of the harness on host ``i`` (its worker, executors, Python workers, and
+        the master if it lives there): the host's share of the cluster dies at once, as in a crash."""
+        self.procs[self.file.hosts[i].name].kill_all()
+
+    def restart_worker(self, i: int) -> None:
+        """A killed host comes back: its master first, if it was the master's host, then its worker."""
+        if self.file.master_host == self.file.hosts[i] and not self._alive("master", self.file.master_host):
+            self.start_master()
+        self.start_worker(i)
+        self.wait_worker(i)
+
+    def pause_node(self, i: int) -> None:
+        """SIGSTOP every process of the harness on host ``i``: frozen, its connections silent."""
+        procs = self.procs[self.file.hosts[i].name]
+        procs.signal([p.pid for p in procs.tagged()], "STOP")
+
+    def unpause_node(self, i: int) -> None:
+        procs = self.procs[self.file.hosts[i].name]
+        procs.signal([p.pid for p in procs.tagged()], "CONT")
+
     def executors(self, app_id: str | None) -> list[RemoteExecutor]:
         """This application's executors on every host (a user's cluster runs other applications' too)."""
         found = []

@@ -125,6 +125,12 @@ class Nemesis:
     def _worker_index(self, fault: Fault, detail: dict) -> int:
         """The worker (``kill-worker``) or worker node (``kill-node``) the fault aims at: its index, else the one
         that ran the reporting task, else one running this application's executor."""
+        if self.cluster.kind == "ssh" and fault.target == "node":  # a host of the file
+            if fault.index is not None:
+                if fault.index >= len(self.cluster.file.hosts):
+                    raise LookupError(f"no host at index {fault.index}")
+                return fault.index
+            return self._host_of(detail)
         if fault.target == "node":
             wanted = DockerCluster
         elif fault.kind == "decommission":  # a node's worker takes SIGPWR too

@@ -63,9 +63,10 @@ def check_cluster_faults(scenario: Scenario, kind: str, spec: str) -> None:
         if fault.kind == "partition" and fault.target == "sink-db" and kind != "docker":
             raise UserError(f"{fault.spec} needs --cluster docker (the sink database is then a node of its "
                             "own); here cut the sink channel instead: cut-sink@BATCH:PHASE/10s")
-        if fault.target == "node" and kind == "ssh" and fault.kind != "partition":
-            raise UserError(f"{fault.spec}: on a cluster of hosts, partition a host (partition@B:PHASE/node=N) or "
-                            "kill or pause an executor; whole-host kills need --cluster docker")
+        if fault.target == "node" and kind == "ssh" and fault.kind not in ("partition", "kill", "pause"):
+            raise UserError(f"{fault.spec}: on a cluster of hosts, kill, pause or partition a host (kill-node, "
+                            "pause-node, partition) or fault an executor; slow-node and oom-node need --cluster "
+                            "docker")
         if fault.target == "node" and kind not in ("docker", "ssh"):
             raise UserError(f"{fault.spec} needs --cluster docker (nodes are containers; `streamchaos image "
                             "build` makes their image)")

@@ -228,6 +228,13 @@ def test_a_host_cut_off_from_the_master_while_reading_keeps_key_count_exactly_on
         host1.close()
 
 
+def test_a_host_killed_and_another_frozen_keep_key_count_exactly_once(ssh_harness, hosts):
+    r = host_trial(ssh_harness, hosts, "nodes", "key-count", "kill-node@2:reading/0", "pause-node@4:reading/1/3s")
+    assert all(f["fired"] for f in r["faults"]), r["faults"]
+    assert [f["detail"]["node"] for f in r["faults"]] == [0, 1]
+    assert r["verdict"] == "exactly-once" and r["consistent_cut"]["ok"] is True, r
+
+
 def test_a_decommissioned_executor_hands_over_and_key_count_stays_exactly_once(ssh_harness, hosts):
     r = host_trial(ssh_harness, hosts, "decommission", "key-count", "decommission-executor@2:reading")
     assert r["faults"][0]["fired"] and r["verdict"] == "exactly-once", r
