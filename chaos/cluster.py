@@ -32,6 +32,13 @@ WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 # A worker takes SIGPWR as "decommission yourself" only with this set (the decommission-worker fault).
 WORKER_DECOMMISSION_OPTS = "-Dspark.decommission.enabled=true"
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
+MASTER_PORT = 7077  # a master of the harness's on a node or host of its own (Docker nodes, hosts over SSH)
+# How soon Spark notices a node or host that is gone without closing its connections (frozen, or cut off the
+# network): a killed one's sockets close at once, but a paused or disconnected one's just fall silent. Spark's
+# defaults (120 s network timeout, 60 s worker timeout) outlast a trial; these fit in one.
+DRIVER_TIMEOUTS = {"spark.network.timeout": "20s", "spark.network.timeoutInterval": "5s",
+                   "spark.executor.heartbeatInterval": "2s"}
+WORKER_TIMEOUT_S = 10  # the master drops a worker silent this long (spark.worker.timeout)
 
 # JVM flags for every Spark process the harness starts (master, workers, drivers, executors). A trial's
 # JVMs live for seconds to minutes and run small batches: the C2 compiler and G1's parallel threads
@@ -170,7 +177,7 @@ class Cluster:
     kind = "external"
     owns_workers = False
     host = "127.0.0.1"  # where the cluster reaches the host: drivers and the harness's servers listen there
-    driver_conf: dict[str, str] = {}  # Spark settings its drivers need (chaos.nodes.DRIVER_TIMEOUTS)
+    driver_conf: dict[str, str] = {}  # Spark settings its drivers need (DRIVER_TIMEOUTS on nodes and hosts)
 
     def __init__(self, master_url: str) -> None:
         self.master_url = master_url

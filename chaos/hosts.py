@@ -17,12 +17,21 @@ from __future__ import annotations
 
 import socket
 import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from chaos.cluster import MASTER_CLASS, WORKER_CLASS, WORKER_DECOMMISSION_OPTS, Cluster, log_tail, read_log
+from chaos.cluster import (
+    DRIVER_TIMEOUTS,
+    MASTER_CLASS,
+    MASTER_PORT,
+    WORKER_CLASS,
+    WORKER_DECOMMISSION_OPTS,
+    WORKER_TIMEOUT_S,
+    Cluster,
+    log_tail,
+    read_log,
+)
 from chaos.errors import HarnessError, UserError
 from chaos.hostcheck import check_hosts
 from chaos.hostfile import Host, HostCluster, load
@@ -31,11 +40,7 @@ from chaos.remote import HostProcs, HostRules, reap
 from chaos.ship import ship, wheels
 from chaos.ssh import Remote
 
-MASTER_PORT = 7077
-# Spark notices a cut-off host within a trial (its defaults, 120 s and 60 s, outlast one), as on Docker nodes.
-DRIVER_TIMEOUTS = {"spark.network.timeout": "20s", "spark.network.timeoutInterval": "5s",
-                   "spark.executor.heartbeatInterval": "2s"}
-WORKER_TIMEOUT_OPTS = "-Dspark.worker.timeout=10"
+WORKER_TIMEOUT_OPTS = f"-Dspark.worker.timeout={WORKER_TIMEOUT_S}"
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,6 @@ class HostsCluster(Cluster):
         self.pids: dict[str, int] = {}  # "master", "worker-I" -> pid on its host
         self.driver_conf = dict(DRIVER_TIMEOUTS)
         self.host = "127.0.0.1"
-        self._lock = threading.Lock()
         require_shared(self.file, self.workdir)
 
     # -- lifecycle -------------------------------------------------------------------------------

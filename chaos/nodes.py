@@ -28,9 +28,12 @@ from pathlib import Path
 import psutil
 
 from chaos.cluster import (
+    DRIVER_TIMEOUTS,
     MASTER_CLASS,
+    MASTER_PORT,
     WORKER_CLASS,
     WORKER_DECOMMISSION_OPTS,
+    WORKER_TIMEOUT_S,
     Cluster,
     log_tail,
     read_log,
@@ -45,13 +48,6 @@ from chaos.ownpath import packages_folder
 from chaos.postgres import PASSFILE_VAR
 from chaos.procs import OWNER_VAR, Owned, wait_until
 
-MASTER_PORT = 7077
-# How soon Spark notices a node that is gone without closing its connections (frozen, or cut off the network):
-# a killed container's sockets close at once, but a paused or disconnected node's just fall silent. Spark's
-# defaults (120 s network timeout, 60 s worker timeout) outlast a trial; these fit in one.
-DRIVER_TIMEOUTS = {"spark.network.timeout": "20s", "spark.network.timeoutInterval": "5s",
-                   "spark.executor.heartbeatInterval": "2s"}
-WORKER_TIMEOUT_S = 10  # the master drops a worker silent this long (spark.worker.timeout)
 # oom-node: the node's limit is its usage plus this; the hog wants this much more than the margin.
 OOM_MARGIN = 32 << 20
 OOM_HOG_EXTRA = 96 << 20

@@ -66,7 +66,7 @@ def _session(cluster):
     interpreter (PYSPARK_PYTHON, as the harness's drivers have it), mounted into the nodes."""
     from pyspark.sql import SparkSession
 
-    from chaos.nodes import DRIVER_TIMEOUTS
+    from chaos.cluster import DRIVER_TIMEOUTS
 
     builder = SparkSession.builder
     for key, value in DRIVER_TIMEOUTS.items():
