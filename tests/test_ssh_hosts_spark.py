@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -207,6 +208,9 @@ def test_a_driver_killed_after_an_append_sink_wrote_duplicates_its_batch(ssh_har
     assert r["faults"][0]["fired"] and r["verdict"] == "at-least-once", r
     assert {d["batch"] for d in r["duplicated"]} == {3}
     assert r["cluster"]["kind"] == "ssh" and r["cluster"]["master"].startswith("spark://" + hosts.addresses[2])
+    secret = (hosts.keys / "id_ed25519").read_text().splitlines()[1]  # a line of the private key's body
+    stored = [f for f in Path(r["run_dir"]).rglob("*") if f.is_file() and secret.encode() in f.read_bytes()]
+    assert stored == [], stored  # the run directory names the key by its path at most, never its content
 
 
 def test_an_executor_killed_on_its_host_while_the_sink_writes(ssh_harness, hosts):
