@@ -69,8 +69,11 @@ Fire = Callable[[Fault, dict], dict]
 class Controller:
     """Serves barrier requests on 127.0.0.1 (or ``host``, ``Cluster.host``) and fires armed faults through ``fire``."""
 
-    def __init__(self, history: History, faults: list[Fault], fire: Fire, host: str = "127.0.0.1") -> None:
+    def __init__(self, history: History, faults: list[Fault], fire: Fire, host: str = "127.0.0.1",
+                 peers: bool = False) -> None:
         self.history = history
+        # Record each reporter's address (``peer``): on a cluster of hosts, where a pid alone names no process.
+        self.peers = peers
         self.armed = [ArmedFault(f) for f in faults]
         self.disarmed = False  # after the drain: phases are still recorded, no fault fires any more
         self.fire = fire
@@ -91,7 +94,10 @@ class Controller:
                 line = self.rfile.readline()
                 if not line:
                     return
-                reply = controller.handle(json.loads(line))
+                message = json.loads(line)
+                if controller.peers and message.get("type") == "phase":
+                    message.setdefault("detail", {})["peer"] = self.client_address[0]
+                reply = controller.handle(message)
                 try:
                     self.wfile.write(json.dumps(reply).encode() + b"\n")
                 except OSError:

@@ -226,6 +226,18 @@ class HostsCluster(Cluster):
                                                 flags.get("--app-id", ""), host.name))
         return sorted(found, key=lambda e: (e.executor_id, e.host))
 
+    def executor_of(self, live: list[RemoteExecutor], peer: str | None, pid) -> RemoteExecutor | None:
+        """The executor whose task reported a phase: on the host at the reporter's address, the executor that is
+        the reporting process or its ancestor (pids are per host)."""
+        host = next((h for h in self.file.hosts if h.address == peer), None)
+        mine = [ex for ex in live if host is not None and ex.host == host.name]
+        if len(mine) <= 1 or pid is None:
+            return mine[0] if mine else None
+        chain = self.remotes[host.name].run(["sh", "-c", f"p={int(pid)}; while [ \"$p\" -gt 1 ]; do echo $p; "
+                                                         "p=$(awk '/^PPid/{print $2}' /proc/$p/status); done; true"])
+        ancestors = {int(w) for w in chain.out.split() if w.isdigit()}
+        return next((ex for ex in mine if ex.pid in ancestors), mine[0])
+
     def signal_executor(self, ex: RemoteExecutor, sig: str) -> None:
         """``sig`` to an executor's JVM and its Python workers (its children, then itself)."""
         self.remotes[ex.host].run(["sh", "-c", f"pkill -{sig} -P {ex.pid}; kill -{sig} {ex.pid} 2>/dev/null; true"])

@@ -109,10 +109,8 @@ class Nemesis:
             if fault.index >= len(live):
                 raise LookupError(f"no executor at index {fault.index} ({len(live)} live)")
             return live[fault.index]
-        reported = [ex for ex in live if detail.get("executor") in (None, ex.executor_id)
-                    and str(ex.pid) == str(detail.get("pid"))]
-        if reported:
-            return reported[0]
+        if (reported := self.cluster.executor_of(live, detail.get("peer"), detail.get("pid"))) is not None:
+            return reported
         if not live:
             raise LookupError("no live executor of this application on the hosts")
         return live[0]
@@ -271,11 +269,11 @@ class Nemesis:
 
     def _host_of(self, detail: dict) -> int:
         """The host that ran the reporting task, else one running this application's executor."""
-        live = self.cluster.executors(self.app_id())
         names = [h.name for h in self.cluster.file.hosts]
-        for ex in live:
-            if str(ex.pid) == str(detail.get("pid")):
-                return names.index(ex.host)
+        for k, host in enumerate(self.cluster.file.hosts):
+            if detail.get("peer") == host.address:
+                return k
+        live = self.cluster.executors(self.app_id())
         return names.index(live[0].host) if live else 0
 
     def _slow(self, fault: Fault, detail: dict) -> dict:

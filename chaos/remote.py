@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import shlex
 import socket
+import time
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -92,11 +93,18 @@ class HostProcs:
         if pids:
             self.remote.run(["sh", "-c", f"kill -{sig} {' '.join(str(p) for p in pids)} 2>/dev/null; true"])
 
-    def kill_all(self) -> int:
-        """SIGKILL every process of this harness on the host (stopped ones too: SIGKILL needs no SIGCONT)."""
-        pids = [p.pid for p in self.tagged()]
-        self.signal(pids, "KILL")
-        return len(pids)
+    def kill_all(self, rounds: int = 10) -> int:
+        """SIGKILL every process of this harness on the host (stopped ones too: SIGKILL needs no SIGCONT), until
+        none is left: a worker killed while it launched an executor leaves that child to the next round."""
+        killed: set[int] = set()
+        for _ in range(rounds):
+            pids = [p.pid for p in self.tagged()]
+            if not pids:
+                break
+            self.signal(pids, "KILL")
+            killed.update(pids)
+            time.sleep(0.2)
+        return len(killed)
 
 
 class HostRules:

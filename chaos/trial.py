@@ -168,7 +168,8 @@ class Trial:
         self.h.channels.reset()
         self.nemesis = Nemesis(self.h.cluster, lambda: self.driver, lambda: self.controller.app_id,
                                checkpoint, self.history, self.h.channels, self.h.database)
-        self.controller = Controller(self.history, faults, self.nemesis.fire, host=self.h.cluster.host)
+        self.controller = Controller(self.history, faults, self.nemesis.fire, host=self.h.cluster.host,
+                                     peers=self.h.cluster.kind == "ssh")
         self.controller.listeners.append(self.nemesis.on_phase)
         feed = SocketFeed(events, self.scenario.events_per_batch) if self.pipeline.socket_feed else None
         if feed is not None:

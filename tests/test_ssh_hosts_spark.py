@@ -213,10 +213,16 @@ def test_a_driver_killed_after_an_append_sink_wrote_duplicates_its_batch(ssh_har
     assert stored == [], stored  # the run directory names the key by its path at most, never its content
 
 
-def test_an_executor_killed_on_its_host_while_the_sink_writes(ssh_harness, hosts):
-    r = host_trial(ssh_harness, hosts, "executor", "key-count", "kill-executor@3:sink-write")
-    fired = r["faults"][0]
-    assert fired["fired"] and fired["detail"]["host"] in ("host1", "host2", "host3"), fired
+def test_executors_killed_on_their_hosts_while_reading_and_while_the_sink_writes(ssh_harness, hosts):
+    r = host_trial(ssh_harness, hosts, "executor", "key-count", "kill-executor@2:reading",
+                   "kill-executor@3:sink-write")
+    reading, writing = r["faults"]
+    assert reading["fired"] and writing["fired"] and writing["detail"]["host"] in ("host1", "host2", "host3"), r
+    # The reading task's executor: on the host the report came from, the reporting process's ancestor.
+    records = [json.loads(line) for line in (Path(r["run_dir"]) / "history.jsonl").read_text().splitlines()]
+    peer = next(x["detail"]["peer"] for x in records if x["kind"] == "phase" and x["batch"] == 2
+                and x["phase"] == "reading")
+    assert hosts.addresses[int(reading["detail"]["host"][-1]) - 1] == peer, (reading, peer)
     assert r["verdict"] == "exactly-once" and r["consistent_cut"]["ok"] is True, r
 
 
