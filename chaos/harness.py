@@ -282,10 +282,7 @@ class Harness:
         validate_schedule(scenario, pipeline)
         check_cluster_faults(scenario, self.cluster.kind, self.cluster_spec)
         if self.cluster.kind == "ssh":
-            # Their executors would need this machine's files: the database's passfile, the JVM hooks' jar.
-            if pipeline.database:
-                raise UserError(f"{scenario.pipeline} writes to the harness's PostgreSQL, which a cluster of hosts "
-                                "cannot reach yet: run it on --cluster standalone or docker")
+            # Its executors would need a file of this machine's: the JVM hooks' jar.
             if "spark.executor.extraClassPath" in pipeline.boot_conf():
                 raise UserError(f"{scenario.pipeline}'s sink reports its phases from a JVM hook that a cluster of "
                                 "hosts cannot load yet: run it on --cluster standalone or docker")

@@ -245,6 +245,11 @@ def test_a_host_killed_and_another_frozen_keep_key_count_exactly_once(ssh_harnes
     assert r["verdict"] == "exactly-once" and r["consistent_cut"]["ok"] is True, r
 
 
+def test_a_postgresql_upsert_sink_written_by_the_driver_stays_exactly_once(ssh_harness, hosts):
+    r = host_trial(ssh_harness, hosts, "pg", "pg-upsert-by-batch", "kill-driver@3:sink-done")
+    assert r["faults"][0]["fired"] and r["verdict"] == "exactly-once", r
+
+
 def test_a_decommissioned_executor_hands_over_and_key_count_stays_exactly_once(ssh_harness, hosts):
     r = host_trial(ssh_harness, hosts, "decommission", "key-count", "decommission-executor@2:reading")
     assert r["faults"][0]["fired"] and r["verdict"] == "exactly-once", r
