@@ -12,7 +12,10 @@ version of the code and a second start finds it ready (its ``ready`` file is wri
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -113,18 +116,29 @@ def _wheel_of(folder: Path, pinned: str) -> Path:
     raise UserError(f"no wheel of {pinned} in {folder}: delete the folder and start again")
 
 
+def venv_home(files: list[Path]) -> str:
+    """The venv's directory on a host for these wheels: the harness's own wheel keeps one file name across
+    versions, so its folder (named by the sources' hash) is part of what is hashed."""
+    names = sorted(f"{p.parent.name}/{p.name}" if p.name.startswith("streamchaos-") else p.name for p in files)
+    return f"{VENVS}/venv-{hashlib.sha256(chr(10).join(names).encode()).hexdigest()[:12]}"
+
+
 def ship(remote: Remote, python: str, files: list[Path]) -> str:
-    """The venv on ``remote`` with ``files`` (wheels) installed; its Python. Made once per set of wheels."""
-    digest = hashlib.sha256("\n".join(sorted(p.name for p in files)).encode()).hexdigest()[:12]
-    home = f"{VENVS}/venv-{digest}"
+    """The venv on ``remote`` with ``files`` (wheels) installed; its Python. Made once per set of wheels, under a
+    lock on the host: two harnesses starting at once (two campaigns on one cluster) make it once."""
+    home = venv_home(files)
     venv_python = f"{home}/bin/python"
     if remote.run(["test", "-f", f"{home}/ready"]).rc == 0:
         return venv_python
-    remote.run(["sh", "-c", f"rm -rf {home} {home}.wheels && mkdir -p {home}.wheels"], check=True)
-    for path in files:
-        remote.put(path, f"{home}.wheels/{path.name}")
-    remote.run([python, "-m", "venv", "--system-site-packages", home], check=True, timeout=120)
-    remote.run(["sh", "-c", f"{venv_python} -m pip install -q --no-index --no-deps {home}.wheels/*.whl"],
-               check=True, timeout=300)
-    remote.run(["sh", "-c", f"rm -rf {home}.wheels && touch {home}/ready"], check=True)
+    upload = f"{home}.wheels-{os.getpid()}-{secrets.token_hex(3)}"
+    remote.run(["mkdir", "-p", upload], check=True)
+    try:
+        for path in files:
+            remote.put(path, f"{upload}/{path.name}")
+        script = (f"[ -f {home}/ready ] && exit 0; rm -rf {home} && {shlex.quote(python)} -m venv "
+                  f"--system-site-packages {home} && {venv_python} -m pip install -q --no-index --no-deps "
+                  f"{upload}/*.whl && touch {home}/ready")
+        remote.run(["flock", "-w", "600", f"{VENVS}/.lock", "sh", "-c", script], check=True, timeout=660)
+    finally:
+        remote.run(["rm", "-rf", upload])
     return venv_python

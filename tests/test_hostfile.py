@@ -103,3 +103,13 @@ def test_each_missing_piece_is_one_line_naming_the_host_and_the_fix(tmp_path, fi
 def test_java_versions_old_and_new():
     assert _java_major('openjdk version "1.8.0_392"') == 8 and _java_major('java version "21" 2023-09-19') == 21
     assert _java_major("bash: java: command not found") is None
+
+
+def test_another_version_of_the_harness_gets_another_venv_on_the_hosts(tmp_path):
+    from chaos.ship import VENVS, venv_home
+
+    deps = [tmp_path / "wheels" / "polars-2.1.0-cp39-abi3-manylinux_2_28_x86_64.whl"]
+    one = venv_home([tmp_path / "own-aaaa" / "streamchaos-0.1.0-py3-none-any.whl", *deps])
+    other = venv_home([tmp_path / "own-bbbb" / "streamchaos-0.1.0-py3-none-any.whl", *deps])
+    again = venv_home([*deps, tmp_path / "own-aaaa" / "streamchaos-0.1.0-py3-none-any.whl"])
+    assert one != other and one == again and one.startswith(f"{VENVS}/venv-")
