@@ -641,13 +641,30 @@ def image_build(force: Annotated[bool, typer.Option("--force", help="build again
     out.print(tag)
 
 
-@app.command(epilog="\b\nExample: streamchaos reap")
-def reap() -> None:
+@app.command(epilog="\b\nExample: streamchaos reap --cluster ssh:hosts.toml")
+def reap(cluster: Annotated[str | None, typer.Option("--cluster", help="ssh:FILE: also reap on each host of that "
+                                                                       "file, over SSH")] = None) -> None:
     """Kill processes left by a harness that was itself killed (every start does this too)."""
     from chaos.containers import reap_containers
     from chaos.procs import reap_orphans
 
     out.print(f"reaped {reap_orphans()} orphan process(es), {reap_containers()} container(s) and network(s)")
+    if cluster is None:
+        return
+    if not cluster.startswith("ssh:"):
+        raise UserError(f"reap --cluster {cluster!r}: give ssh:FILE (a cluster of hosts)")
+    from chaos.hostfile import load
+    from chaos.remote import reap as reap_host
+    from chaos.ssh import Remote
+
+    hosts = load(cluster)
+    for host in hosts.hosts:
+        remote = Remote(hosts, host)
+        try:
+            processes, rules = reap_host(remote)
+        finally:
+            remote.close()
+        out.print(f"host {host}: reaped {processes} process(es) and {rules} iptables rule(s)")
 
 
 def _switch_spark() -> None:

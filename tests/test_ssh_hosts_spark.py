@@ -150,7 +150,9 @@ def test_tagged_processes_and_rules_are_found_signalled_healed_and_reaped(hosts,
                                 timeout=60)
         assert killed.returncode == -9, killed.stderr
         assert len(HostProcs(host2).tagged("")) == 2 and len(rules.listed()) == 1
-        assert reap(host2) == (1, 1)
+        reaped = cli("reap", "--cluster", f"ssh:{hosts.file}", cwd=tmp_path)
+        assert reaped.rc == 0 and f"host host2 ({a2}:22): reaped 1 process(es) and 1 iptables rule(s)" in reaped.stdout
+        assert reap(host2) == (0, 0)
         left = HostProcs(host2).tagged("")
         assert [p.tag for p in left] == ["elsewhere/1:2.000"] and str(left[0].pid) == other
         host2.run(["kill", "-9", other])
