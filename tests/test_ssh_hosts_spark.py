@@ -182,7 +182,7 @@ def ssh_harness(hosts):
     """One harness for the module's trials (its cluster starts once): master on host3, a worker on each host."""
     file = hosts.write("cluster.toml", master="host3")
     listing = (f"ls -A /tmp /var/tmp {VENVS} 2>/dev/null | grep -v -e '^venv-' -e '^streamchaos$' -e '^{VENVS}:$' "
-               "-e '^$'; true")
+               "-e '^$' -e '^.lock$'; true")  # the venvs' folder and its lock are the harness's on purpose
     before = {}
     for n in (1, 2, 3):
         host = remote(hosts, n)
