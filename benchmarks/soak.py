@@ -173,8 +173,8 @@ def owned(pid: int) -> list[psutil.Process]:
 def kept_logs(workdir: Path) -> int:
     """Bytes of the logs a harness keeps by design, one set per application and per driver: its workers'
     ``app-*`` directories (each executor's stdout and stderr), the spare drivers' folders, whose logs the
-    trials' ``logs/driver-N.log`` link to, and the master's and workers' own logs (a few lines per application:
-    on Docker nodes they were the work directory's only growth, 5 KiB a trial)."""
+    trials' ``logs/driver-N.log`` link to, and the master's, workers' and database's own logs (a few lines per
+    application, kept for as long as the harness runs)."""
     folders = [*workdir.glob("cluster/worker-*/app-*"), workdir / "spares", *workdir.glob("cluster/*.log")]
     return sum(dir_bytes(f) if f.is_dir() else f.stat().st_size for f in folders if f.exists())
 
