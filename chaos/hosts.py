@@ -151,26 +151,26 @@ class HostsCluster(Cluster):
             raise HarnessError(f"the Spark worker on host {self.file.hosts[i]} did not register; see {log}: "
                                f"{log_tail(log)}")
 
-    def _alive(self, name: str, host: Host) -> bool:
-        pid = self.pids.get(name)
-        return pid is not None and pid in {p.pid for p in self.procs[host.name].tagged()}
+    def _alive(self) -> set[str]:
+        """Which of the harness's daemons ("master", "worker-I") still run: one listing per host."""
+        where = {"master": self.file.master_host, **{f"worker-{i}": h for i, h in enumerate(self.file.hosts)}}
+        running = {h.name: {p.pid for p in self.procs[h.name].tagged()} for h in self.file.hosts}
+        return {name for name, host in where.items() if self.pids.get(name) in running[host.name]}
 
     def healthy(self) -> bool:
-        if self.file.existing:
-            return True
-        return self._alive("master", self.file.master_host) and all(
-            self._alive(f"worker-{i}", h) for i, h in enumerate(self.file.hosts))
+        return self.file.existing or len(self._alive()) == 1 + len(self.file.hosts)
 
     def heal(self) -> None:
         """Between trials: whatever died comes back (the whole cluster if the master did)."""
         if self.file.existing:
             return
-        if not self._alive("master", self.file.master_host):
+        alive = self._alive()
+        if "master" not in alive:
             self.stop()
             self.start()
             return
-        for i, host in enumerate(self.file.hosts):
-            if not self._alive(f"worker-{i}", host):
+        for i in range(len(self.file.hosts)):
+            if f"worker-{i}" not in alive:
                 self.start_worker(i)
                 self.wait_worker(i)
 
@@ -196,7 +196,7 @@ class HostsCluster(Cluster):
 
     def restart_worker(self, i: int) -> None:
         """A killed host comes back: its master first, if it was the master's host, then its worker."""
-        if self.file.master_host == self.file.hosts[i] and not self._alive("master", self.file.master_host):
+        if self.file.master_host == self.file.hosts[i] and "master" not in self._alive():
             self.start_master()
         self.start_worker(i)
         self.wait_worker(i)

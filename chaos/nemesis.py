@@ -89,36 +89,29 @@ class Nemesis:
 
     # -- targets -------------------------------------------------------------------------------
     def _executor(self, fault: Fault, detail: dict):
-        if self.cluster.kind == "ssh":  # on the hosts, found over SSH by this application's id
-            return self._host_executor(fault, detail)
-        live = executors(self.app_id())
+        """The fault's executor: by index, else the one whose task reported the phase, else the first. On a cluster
+        of hosts they are found over SSH by this application's id, the reporter by its address and ancestry."""
+        hosts = self.cluster.kind == "ssh"
+        live = self.cluster.executors(self.app_id()) if hosts else executors(self.app_id())
         if fault.index is not None:
             if fault.index >= len(live):
                 raise LookupError(f"no executor at index {fault.index} ({len(live)} live)")
             return live[fault.index]
-        reporter = executor_of(int(detail["pid"])) if detail.get("pid") else None
+        if hosts:
+            reporter = self.cluster.executor_of(live, detail.get("peer"), detail.get("pid"))
+        else:
+            reporter = executor_of(int(detail["pid"])) if detail.get("pid") else None
         if reporter is not None:
             return reporter
         if not live:
             raise LookupError("no live executor of this application")
         return live[0]
 
-    def _host_executor(self, fault: Fault, detail: dict):
-        live = self.cluster.executors(self.app_id())
-        if fault.index is not None:
-            if fault.index >= len(live):
-                raise LookupError(f"no executor at index {fault.index} ({len(live)} live)")
-            return live[fault.index]
-        if (reported := self.cluster.executor_of(live, detail.get("peer"), detail.get("pid"))) is not None:
-            return reported
-        if not live:
-            raise LookupError("no live executor of this application on the hosts")
-        return live[0]
-
-    def _host_signal(self, fault: Fault, detail: dict, sig: str) -> dict:
-        ex = self._host_executor(fault, detail)
+    def _host_signal(self, fault: Fault, detail: dict, sig: str):
+        """``sig`` over SSH to the fault's executor on a cluster of hosts; the executor and its description."""
+        ex = self._executor(fault, detail)
         self.cluster.signal_executor(ex, sig)
-        return {"executor_id": ex.executor_id, "pid": ex.pid, "host": ex.host}
+        return ex, {"executor_id": ex.executor_id, "pid": ex.pid, "host": ex.host}
 
     def _worker_index(self, fault: Fault, detail: dict) -> int:
         """The worker (``kill-worker``) or worker node (``kill-node``) the fault aims at: its index, else the one
@@ -187,7 +180,7 @@ class Nemesis:
             return {"done": True, "pid": group.pid}
         if fault.target == "executor":
             if self.cluster.kind == "ssh":
-                return {"done": True, **self._host_signal(fault, detail, "KILL")}
+                return {"done": True, **self._host_signal(fault, detail, "KILL")[1]}
             procs, what = self._processes(fault, detail)
             kill_tree(procs)
             return {"done": True, **what}
@@ -219,8 +212,7 @@ class Nemesis:
             self._heal_later(fault, fault.duration or 0.0, lambda: self.cluster.unpause_node(index), node=index)
             return {"done": True, "duration": fault.duration, "node": index}
         if fault.target == "executor" and self.cluster.kind == "ssh":
-            what = self._host_signal(fault, detail, "STOP")
-            ex = self._host_executor(fault, {"pid": what["pid"], "executor": what["executor_id"]})
+            ex, what = self._host_signal(fault, detail, "STOP")
             self._heal_later(fault, fault.duration or 0.0, lambda: self.cluster.signal_executor(ex, "CONT"), **what)
             return {"done": True, "duration": fault.duration, **what}
         procs, what = self._processes(fault, detail)
@@ -300,7 +292,7 @@ class Nemesis:
         back empty."""
         if fault.target == "executor":
             if self.cluster.kind == "ssh":  # the executor JVM only: its Python workers finish their tasks
-                ex = self._host_executor(fault, detail)
+                ex = self._executor(fault, detail)
                 self.cluster.remotes[ex.host].run(["kill", "-PWR", str(ex.pid)])
                 return {"done": True, "executor_id": ex.executor_id, "pid": ex.pid, "host": ex.host}
             ex = self._executor(fault, detail)

@@ -92,28 +92,28 @@ def wheels(echo=print) -> list[Path]:
             own = next(Path(scratch).glob("streamchaos-*.whl"))
             mine = own_folder / own.name
             shutil.move(own, mine)
-    pinned = [f"{name}=={version}" for name, version in runtime_requirements().items()]
-    have = {_canonical(p.name.split("-")[0]) + "==" + p.name.split("-")[1] for p in folder.glob("*.whl")}
-    missing = [p for p in pinned if _canonical(p.split("==")[0]) + "==" + p.split("==")[1] not in have]
+    wanted = {(_canonical(name), version) for name, version in runtime_requirements().items()}
+    missing = sorted(wanted - set(_wheels_in(folder)))
     if missing:
-        echo(f"fetching {len(missing)} wheel(s) for the hosts: {', '.join(missing)}")
+        pins = [f"{name}=={version}" for name, version in missing]
+        echo(f"fetching {len(pins)} wheel(s) for the hosts: {', '.join(pins)}")
         got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                               "--python-version", "3.11", "--platform", "manylinux2014_x86_64",
                               "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
-                              "-d", str(folder), *missing], capture_output=True, text=True)
+                              "-d", str(folder), *pins], capture_output=True, text=True)
         if got.returncode != 0:
             raise UserError(f"could not fetch wheels for the hosts ({got.stderr.strip().splitlines()[-1:]}): "
                             "pip must reach PyPI or have them cached")
-    return [mine, *(_wheel_of(folder, p) for p in pinned)]
+    found = _wheels_in(folder)
+    if absent := sorted(wanted - set(found)):
+        raise UserError(f"no wheel of {absent[0][0]}=={absent[0][1]} in {folder}: delete the folder and start again")
+    return [mine, *(found[key] for key in sorted(wanted))]
 
 
-def _wheel_of(folder: Path, pinned: str) -> Path:
-    name, version = pinned.split("==")
-    for path in folder.glob("*.whl"):
-        words = path.name.split("-")
-        if _canonical(words[0]) == _canonical(name) and words[1] == version:
-            return path
-    raise UserError(f"no wheel of {pinned} in {folder}: delete the folder and start again")
+def _wheels_in(folder: Path) -> dict[tuple[str, str], Path]:
+    """The folder's wheels by (canonical name, version), read from their file names."""
+    return {(_canonical(words[0]), words[1]): path
+            for path in folder.glob("*.whl") if len(words := path.name.split("-")) > 2}
 
 
 def venv_home(files: list[Path]) -> str:
