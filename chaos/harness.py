@@ -295,6 +295,11 @@ class Harness:
 
                 self.database = PostgresNode(self.cluster, self.workdir / "postgres").start()
                 upstream = f"{self.database.address}:{self.database.port}"
+            elif self.cluster.kind == "ssh" and self.cluster.file.database:  # the hosts' file's database host
+                from chaos.hostdb import HostDatabase
+
+                self.database = self.cluster.database = HostDatabase(self.cluster, self.workdir / "postgres").start()
+                upstream = f"{self.database.address}:{self.database.port}"
             else:
                 self.database = PostgresServer(self.owned, self.workdir / "postgres").start()
                 upstream = f"127.0.0.1:{self.database.port}"

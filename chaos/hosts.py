@@ -41,6 +41,9 @@ from chaos.ship import ship, wheels
 from chaos.ssh import Remote
 
 WORKER_TIMEOUT_OPTS = f"-Dspark.worker.timeout={WORKER_TIMEOUT_S}"
+# A process and all below it, listed before any dies (a dead parent's children move to init), then SIGKILLed.
+KILL_TREE = ("tree() {{ for c in $(pgrep -P \"$1\"); do tree \"$c\"; done; echo \"$1\"; }}; "
+             "kill -KILL $(tree {pid}) 2>/dev/null; true")
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class HostsCluster(Cluster):
         self.pids: dict[str, int] = {}  # "master", "worker-I" -> pid on its host
         self.driver_conf = dict(DRIVER_TIMEOUTS)
         self.host = "127.0.0.1"
+        self.database = None  # chaos.hostdb.HostDatabase, when a trial's pipeline needs the file's database host
         require_shared(self.file, self.workdir)
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -196,8 +200,11 @@ class HostsCluster(Cluster):
 
     def restart_worker(self, i: int) -> None:
         """A killed host comes back: its master first, if it was the master's host, then its worker."""
-        if self.file.master_host == self.file.hosts[i] and "master" not in self._alive():
+        host = self.file.hosts[i]
+        if self.file.master_host == host and "master" not in self._alive():
             self.start_master()
+        if self.database is not None and self.database.host == host and not self.database.ready():
+            self.database.restart()
         self.start_worker(i)
         self.wait_worker(i)
 
@@ -241,6 +248,25 @@ class HostsCluster(Cluster):
     def signal_executor(self, ex: RemoteExecutor, sig: str) -> None:
         """``sig`` to an executor's JVM and its Python workers (its children, then itself)."""
         self.remotes[ex.host].run(["sh", "-c", f"pkill -{sig} -P {ex.pid}; kill -{sig} {ex.pid} 2>/dev/null; true"])
+
+    def kill_worker(self, i: int) -> None:
+        """SIGKILL host ``i``'s worker and every process under it (its executors and their Python workers), as
+        the standalone cluster's ``kill-worker`` does; the rest of the host lives."""
+        pid = self.pids.pop(f"worker-{i}", None)
+        if pid is not None:
+            self.remotes[self.file.hosts[i].name].run(["sh", "-c", KILL_TREE.format(pid=int(pid))])
+
+    def block_port(self, index: int, port: int, peer: str | None):
+        """Drop what reaches TCP ``port`` on host ``index`` (the sink database) and what it answers: from
+        ``peer`` only, or from everyone but this machine's SSH. The heal."""
+        rules = self.rules[self.file.hosts[index].name]
+        made = rules.drop_port(port, self.address_of(peer) if peer else None)
+
+        def heal() -> None:
+            for rule in made:
+                rules.delete(rule)
+
+        return heal
 
     def address_of(self, peer: str) -> str:
         """``master``, ``driver`` (this machine) or ``node=M`` -> an address the hosts see."""

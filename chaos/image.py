@@ -48,7 +48,8 @@ PACKAGES = (
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"  # Debian's path for Java 17 on amd64
 HOST_REPOSITORY = "streamchaos-host"
-HOST_PACKAGES = ("openssh-server", "python3", "python3-venv")
+# The database host's PostgreSQL server: Debian's, as a user's host has it (its cluster is not started).
+HOST_PACKAGES = ("openssh-server", "python3", "python3-venv", "postgresql")
 # What a host's Python must import: PySpark and what its SQL workers (Python data sources, pandas UDFs) load.
 HOST_DISTRIBUTIONS = ("pyspark", "py4j", "pyarrow", "pandas", "numpy", "python-dateutil", "pytz", "tzdata", "six")
 HOST_SITE = "usr/local/lib/python3.11/dist-packages"  # Debian's python3 finds packages installed here

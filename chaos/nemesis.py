@@ -116,7 +116,7 @@ class Nemesis:
     def _worker_index(self, fault: Fault, detail: dict) -> int:
         """The worker (``kill-worker``) or worker node (``kill-node``) the fault aims at: its index, else the one
         that ran the reporting task, else one running this application's executor."""
-        if self.cluster.kind == "ssh" and fault.target == "node":  # a host of the file
+        if self.cluster.kind == "ssh" and fault.target in ("node", "worker"):  # a host of the file (its worker)
             if fault.index is not None:
                 if fault.index >= len(self.cluster.file.hosts):
                     raise LookupError(f"no host at index {fault.index}")
@@ -237,6 +237,12 @@ class Nemesis:
         master, the other nodes or the host (driver, event log, controller, proxies), both ways, until it is
         reconnected after the duration or at ``until``; with ``from=``/``with=`` only what one peer sends it (or
         both ways with that peer) is dropped."""
+        if self.cluster.kind == "ssh" and fault.target == "sink-db":  # its port on the database host, over SSH
+            if self.cluster.database is None or self.database is not self.cluster.database:
+                raise LookupError("no sink database host (a pg-* pipeline and database = HOST in the hosts' file)")
+            mode, peer = fault.peer or (None, None)
+            heal = self.cluster.block_port(self.cluster.file.hosts.index(self.database.host), self.database.port, peer)
+            return {"done": True, **self._heal_after(fault, heal, node="sink", **({mode: peer} if mode else {}))}
         if self.cluster.kind == "ssh":  # iptables rules on the host, over SSH
             node = fault.index if fault.index is not None else self._host_of(detail)
             mode, peer = fault.peer or (None, None)

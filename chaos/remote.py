@@ -24,6 +24,9 @@ from chaos.procs import OWNER_VAR, my_tag, owner_alive
 from chaos.ssh import Remote
 
 RULE_PREFIX = "streamchaos:"
+# A directory of a harness on a host (a database's data) holds its remote tag in this file; reaping reads it.
+OWNED_DIRS = "/var/tmp/streamchaos"
+OWNER_FILE = "owner"
 # Each tagged process as "PID TAG", found by its environment (readable by root, as the file's user must be).
 LIST_TAGGED = f"""for p in /proc/[0-9]*; do
   t=$(tr '\\0' '\\n' < "$p/environ" 2>/dev/null | sed -n 's/^{OWNER_VAR}=//p' | head -n 1)
@@ -126,6 +129,19 @@ class HostRules:
         self.remote.run(["iptables", "-w", "-I", *rule], check=True)
         return rule
 
+    def drop_port(self, port: int, peer: str | None = None) -> list[list[str]]:
+        """Drop every packet to TCP ``port`` on this host and every one it sends from it (from and to ``peer``
+        only, if given); the rules."""
+        source = ["-s", peer] if peer else []
+        destination = ["-d", peer] if peer else []
+        made = []
+        for rule in (["INPUT", *source, "-p", "tcp", "--dport", str(port), "-j", "DROP"],
+                     ["OUTPUT", *destination, "-p", "tcp", "--sport", str(port), "-j", "DROP"]):
+            rule = [*rule, "-m", "comment", "--comment", self.comment]
+            self.remote.run(["iptables", "-w", "-I", *rule], check=True)
+            made.append(rule)
+        return made
+
     def keep_ssh(self, control: str) -> list[list[str]]:
         """Accept this machine's SSH to the host ahead of any DROP (inserted last, so first): a host cut off
         from everything is still healed over SSH. The rules."""
@@ -160,14 +176,26 @@ class HostRules:
         return len(mine)
 
 
+def gone(tag: str) -> bool:
+    """A host's tag names a harness of this machine that no longer runs (another machine's is never gone)."""
+    local = ours(tag)
+    return local is not None and not owner_alive(local)
+
+
 def reap(remote: Remote) -> tuple[int, int]:
-    """Kill the processes and delete the iptables rules on a host that a harness of this machine left when it
-    was killed (its owner no longer runs here). Returns (processes, rules)."""
+    """Kill the processes, delete the iptables rules and remove the directories (``OWNED_DIRS``) on a host that a
+    harness of this machine left when it was killed (its owner no longer runs here). Returns (processes, rules)."""
     procs = HostProcs(remote)
-    dead = [p.pid for p in procs.tagged("") if (local := ours(p.tag)) is not None and not owner_alive(local)]
+    dead = [p.pid for p in procs.tagged("") if gone(p.tag)]
     procs.signal(dead, "KILL")
     rules = HostRules(remote)
-    stale = [rule for tag, rule in rules.listed() if (local := ours(tag)) is not None and not owner_alive(local)]
+    stale = [rule for tag, rule in rules.listed() if gone(tag)]
     for rule in stale:
         rules.delete(rule)
+    owned = remote.run(["sh", "-c", f"for f in {OWNED_DIRS}/*/{OWNER_FILE}; do "
+                                    '[ -f "$f" ] && echo "$(dirname "$f") $(cat "$f")"; done; true'])
+    for line in owned.out.splitlines():
+        folder, _, tag = line.partition(" ")
+        if folder.startswith(f"{OWNED_DIRS}/") and tag.strip() and gone(tag.strip()):
+            remote.run(["rm", "-rf", folder])
     return len(dead), len(stale)

@@ -57,12 +57,16 @@ def check_cluster_faults(scenario: Scenario, kind: str, spec: str) -> None:
         if fault.action == "decommission-worker" and kind not in ("standalone", "docker"):
             raise UserError(f"{fault.spec} needs the harness's own workers (--cluster standalone or docker); "
                             "on a cluster of yours, decommission an executor: decommission-executor")
-        if fault.target == "worker" and kind != "standalone" and fault.kind != "decommission":
+        if fault.target == "worker" and kind == "ssh" and fault.kind != "kill":
+            raise UserError(f"{fault.spec}: on a cluster of hosts a worker is killed (kill-worker); pause the "
+                            "whole host instead: pause-node")
+        if fault.target == "worker" and kind not in ("standalone", "ssh") and fault.kind != "decommission":
             raise UserError(f"{fault.spec} needs --cluster standalone (the harness's own workers); "
                             "on --cluster docker, kill or pause the whole node: kill-node, pause-node")
-        if fault.kind == "partition" and fault.target == "sink-db" and kind != "docker":
-            raise UserError(f"{fault.spec} needs --cluster docker (the sink database is then a node of its "
-                            "own); here cut the sink channel instead: cut-sink@BATCH:PHASE/10s")
+        if fault.kind == "partition" and fault.target == "sink-db" and kind not in ("docker", "ssh"):
+            raise UserError(f"{fault.spec} needs --cluster docker or a cluster of hosts with a database host (the "
+                            "sink database is then a machine of its own); here cut the sink channel instead: "
+                            "cut-sink@BATCH:PHASE/10s")
         if fault.target == "node" and kind == "ssh" and fault.kind not in ("partition", "kill", "pause"):
             raise UserError(f"{fault.spec}: on a cluster of hosts, kill, pause or partition a host (kill-node, "
                             "pause-node, partition) or fault an executor; slow-node and oom-node need --cluster "

@@ -18,7 +18,7 @@ from chaos.harness import Harness
 from chaos.hostfile import load
 from chaos.judge import run_trial
 from chaos.procs import my_tag, wait_until
-from chaos.remote import HostProcs, HostRules, reap
+from chaos.remote import OWNED_DIRS, OWNER_FILE, HostProcs, HostRules, reap
 from chaos.schedule import trial_scenario
 from chaos.ship import VENVS, ship, wheels
 from chaos.ssh import Remote
@@ -142,10 +142,12 @@ def test_tagged_processes_and_rules_are_found_signalled_healed_and_reaped(hosts,
         assert host3.run(["python3", "-c", CONNECTS, a2]).rc == 0
         rules.delete(rule)
         assert host1.run(["python3", "-c", CONNECTS, a2]).rc == 0 and not rules.listed()
-        # A harness SIGKILLed with a process and a rule on host2: the next start reaps both; a process another
-        # control machine tagged is left alone.
+        # A harness SIGKILLed with a process, a rule and a data directory on host2: the next start reaps all three;
+        # a process and a directory another control machine tagged are left alone.
         other = host2.run(["sh", "-c", "env STREAMCHAOS_OWNER=elsewhere/1:2.000 setsid sleep 600 >/dev/null 2>&1 "
                                        "</dev/null & echo $!"]).out.strip()
+        host2.run(["sh", "-c", f"mkdir -p {OWNED_DIRS}/pg-other && echo elsewhere/1:2.000 > "
+                               f"{OWNED_DIRS}/pg-other/{OWNER_FILE}"], check=True)
         killed = subprocess.run([sys.executable, "-c", ORPHAN, str(hosts.file), a1], capture_output=True, text=True,
                                 timeout=60)
         assert killed.returncode == -9, killed.stderr
@@ -155,7 +157,10 @@ def test_tagged_processes_and_rules_are_found_signalled_healed_and_reaped(hosts,
         assert reap(host2) == (0, 0)
         left = HostProcs(host2).tagged("")
         assert [p.tag for p in left] == ["elsewhere/1:2.000"] and str(left[0].pid) == other
+        listing = host2.run(["ls", OWNED_DIRS]).out.split()
+        assert "pg-orphan" not in listing and "pg-other" in listing, listing
         host2.run(["kill", "-9", other])
+        host2.run(["rm", "-rf", f"{OWNED_DIRS}/pg-other"])
         for host in (host1, host2, host3):
             assert not HostProcs(host).tagged("") and not HostRules(host).listed()
     finally:
@@ -166,12 +171,13 @@ def test_tagged_processes_and_rules_are_found_signalled_healed_and_reaped(hosts,
 ORPHAN = """
 import os, signal, sys
 from chaos.hostfile import load
-from chaos.remote import HostProcs, HostRules
+from chaos.remote import OWNED_DIRS, OWNER_FILE, HostProcs, HostRules, remote_tag
 from chaos.ssh import Remote
 cluster = load(sys.argv[1])
 host2 = Remote(cluster, cluster.hosts[1])
 HostProcs(host2).start(["sleep", "600"], log="/tmp/orphan.log")
 HostRules(host2).drop_from(sys.argv[2])
+host2.run(["sh", "-c", f"mkdir -p {OWNED_DIRS}/pg-orphan && echo {remote_tag()} > {OWNED_DIRS}/pg-orphan/{OWNER_FILE}"])
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
@@ -179,8 +185,9 @@ os.kill(os.getpid(), signal.SIGKILL)
 # -- trials on the hosts: the driver here, master and workers there, faults over SSH ------------------------
 @pytest.fixture(scope="module")
 def ssh_harness(hosts):
-    """One harness for the module's trials (its cluster starts once): master on host3, a worker on each host."""
-    file = hosts.write("cluster.toml", master="host3")
+    """One harness for the module's trials (its cluster starts once): master on host3, a worker on each host, the
+    sink database on host2."""
+    file = hosts.write("cluster.toml", master="host3", database="host2")
     listing = (f"ls -A /tmp /var/tmp {VENVS} 2>/dev/null | grep -v -e '^venv-' -e '^streamchaos$' -e '^{VENVS}:$' "
                "-e '^$' -e '^.lock$'; true")  # the venvs' folder and its lock are the harness's on purpose
     before = {}
@@ -247,9 +254,20 @@ def test_a_host_killed_and_another_frozen_keep_key_count_exactly_once(ssh_harnes
     assert r["verdict"] == "exactly-once" and r["consistent_cut"]["ok"] is True, r
 
 
-def test_a_postgresql_upsert_sink_written_by_the_driver_stays_exactly_once(ssh_harness, hosts):
-    r = host_trial(ssh_harness, hosts, "pg", "pg-upsert-by-batch", "kill-driver@3:sink-done")
-    assert r["faults"][0]["fired"] and r["verdict"] == "exactly-once", r
+def test_the_database_host_killed_and_cut_off_and_a_worker_killed_keep_pg_upsert_exactly_once(ssh_harness, hosts):
+    r = host_trial(ssh_harness, hosts, "pg", "pg-upsert-by-batch", "kill-sink-db@1:sink-write/2s",
+                   "partition@2:sink-write/node=sink/3s", "kill-worker@4:reading/0")
+    killed, cut, worker = r["faults"]
+    assert all(f["fired"] for f in r["faults"]), r["faults"]
+    assert cut["detail"]["node"] == "sink" and worker["detail"]["worker"] == 0, r["faults"]
+    assert r["verdict"] == "exactly-once", r
+    host2 = remote(hosts, 2)
+    try:  # the server ran on host2, as the file's postgres user, tagged as the harness's
+        ps = host2.run(["ps", "-o", "user=,args=", "-C", "postgres"]).out
+        assert "postgres" in ps and f"-p {ssh_harness.database.port}" in ps, ps
+        assert killed["detail"]["pid"] and not HostRules(host2).listed()  # the cut healed
+    finally:
+        host2.close()
 
 
 def test_a_decommissioned_executor_hands_over_and_key_count_stays_exactly_once(ssh_harness, hosts):
