@@ -1,6 +1,6 @@
 """Two campaigns at once on one machine, in two directories, started within a second of each other: both
-finish with the verdicts each gives alone, and neither touches the other's cluster, spares, scratch or
-PostgreSQL (the class archive cache is shared on purpose)."""
+finish with the verdicts their schedules give alone (deterministic ones), and neither touches the other's
+cluster, spares, scratch or PostgreSQL (the class archive cache is shared on purpose)."""
 
 from __future__ import annotations
 
@@ -48,20 +48,15 @@ def finish(proc: subprocess.Popen) -> str:
     return err
 
 
-def test_two_campaigns_at_once_give_the_verdicts_each_gives_alone(tmp_path):
+def test_two_campaigns_at_once_give_the_verdicts_their_schedules_give_alone(tmp_path):
     require_java()
-    alone = {}
-    for name in CAMPAIGNS:
-        finish(start(name, tmp_path / "alone"))
-        alone[name] = verdicts(tmp_path / "alone" / name)
-    assert set(alone["append"].values()) == {"at-least-once"}
-    assert set(alone["upsert-by-batch"].values()) == {"exactly-once"}
     first = start("append", tmp_path / "together")
     time.sleep(0.5)
     second = start("upsert-by-batch", tmp_path / "together")
     errs = [finish(first), finish(second)]
-    for name in CAMPAIGNS:
-        assert verdicts(tmp_path / "together" / name) == alone[name], name
+    assert set(verdicts(tmp_path / "together" / "append").values()) == {"at-least-once"}
+    assert set(verdicts(tmp_path / "together" / "upsert-by-batch").values()) == {"exactly-once"}
+    assert all(len(verdicts(tmp_path / "together" / name)) == 2 for name in CAMPAIGNS)
     # Each ran its own cluster (its own master) and its own PostgreSQL server.
     masters = [next(ln for ln in err.splitlines() if ln.startswith("cluster spark://")) for err in errs]
     assert masters[0] != masters[1], masters
