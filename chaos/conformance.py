@@ -64,6 +64,8 @@ ROWS = (
         DOCS + "structured-streaming-transform-with-state.html"),
     Row("transformWithStateInPandas, ValueState with a TTL (RocksDB)", "keyed-state-ttl", "exactly-once",
         DOCS + "structured-streaming-transform-with-state.html"),
+    Row("transformWithState, processing-time timers and a short TTL (RocksDB)", "keyed-state-expiry", "exactly-once",
+        DOCS + "structured-streaming-transform-with-state.html"),
     Row("transformWithStateInPandas, ValueState schema evolved at a restart (Avro encoding)", "keyed-state-evolve",
         "exactly-once", DOCS + "structured-streaming-transform-with-state.html"),
     Row("continuous processing (rate source, console sink)", "continuous-map", "at-least-once",

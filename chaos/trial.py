@@ -201,7 +201,8 @@ class Trial:
         if spares.recycle and spares.next_trial and not self.pipeline.boot_conf() and not self.config.get("spark_conf"):
             self.config["recycle"] = str(spares.folder)  # its last driver may stay (chaos.driver.serve)
         (self.dir / "driver.json").write_text(json.dumps(self.config, indent=2))
-        watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height, feed)
+        watcher = CheckpointWatcher(checkpoint, self.controller, self.history, events.height, feed,
+                                    self.pipeline.drain_commits)
         started = time.monotonic()
         outcome, reason = "drained", ""
         finished = False

@@ -27,8 +27,11 @@ POLL = 0.02
 
 class CheckpointWatcher:
     def __init__(self, checkpoint: Path, controller: Controller, history: History, total_events: int,
-                 feed=None) -> None:
+                 feed=None, drain_commits: int = 0) -> None:
         self.checkpoint = Path(checkpoint)
+        # Commits wanted after the first that covers the input (``Pipeline.drain_commits``), and that first one.
+        self.drain_commits = drain_commits
+        self.covered: int | None = None
         self.controller = controller
         self.history = history
         self.total = total_events
@@ -71,7 +74,9 @@ class CheckpointWatcher:
                 self.committed.add(name)
                 self.controller.report(name, "committed", source="watcher")
                 self.progress.set()
-                if self.feed is None and self._covers_all(name):
+                if self.feed is None and self.covered is None and self._covers_all(name):
+                    self.covered = name
+                if self.covered is not None and name >= self.covered + self.drain_commits:
                     self.drained.set()
         if self.feed is not None and self._feed_drained(commits):
             self.drained.set()

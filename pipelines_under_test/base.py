@@ -85,6 +85,9 @@ class Pipeline:
     # whose committed offsets can name rows it never wrote (continuous processing), so rows a restart
     # still delivers count as delayed, not lost. 0: the drain is final (micro-batch queries).
     settle_commits: int = 0
+    # Commits the running query must add after the one that covers the input before the stream counts as drained:
+    # a processing-time query's batches without data, which fire its due timers. 0: that commit ends the stream.
+    drain_commits: int = 0
     # The harness reports the sink phases around the pipeline's foreachBatch functions and Python data source
     # writers (chaos.asjob.sink_phases): it need not call ``ctx.phase`` for them.
     auto_phases: bool = False

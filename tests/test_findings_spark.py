@@ -27,3 +27,14 @@ def test_001_a_restarted_continuous_query_commits_the_dead_drivers_offsets_and_t
     assert run.returncode == 1 and missing, run.stdout + run.stderr[-3000:]
     # The rows the dead driver had read past the last commit (500), less any B delivered before its commit.
     assert 0 < int(missing.group(1)) <= 500
+
+
+def test_002_a_processing_time_query_restarted_after_its_last_batch_fires_no_due_timer_until_new_input():
+    require_java()
+    run = subprocess.run([sys.executable, str(FINDINGS / "processing_timers_restart_repro.py")],
+                         capture_output=True, text=True, timeout=600)
+    print(run.stdout)
+    assert "A committed batches [0], emitted 0 of 10" in run.stdout, run.stdout + run.stderr[-3000:]
+    assert "B restarted, no new input, 10 s: committed batches [0], emitted 0 of 10" in run.stdout, run.stdout
+    assert re.search(r"C one new record: committed batches \[0, 1(, \d+)*\], emitted 11 of 11", run.stdout), run.stdout
+    assert run.returncode == 1

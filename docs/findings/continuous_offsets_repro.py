@@ -33,7 +33,8 @@ def incarnation(checkpoint: str, stop_at_commit: int) -> None:
     from pyspark.sql import SparkSession
 
     spark = (SparkSession.builder.master("local[2]").appName("continuous-offsets")
-             .config("spark.ui.enabled", "false").getOrCreate())
+             .config("spark.ui.enabled", "false")
+             .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     query = (spark.readStream.format("rate").option("rowsPerSecond", 200).option("numPartitions", 1).load()
              .select("value").writeStream.format("console").option("numRows", 100_000).option("truncate", False)
