@@ -87,6 +87,7 @@ class HostsCluster(Cluster):
         self.driver_conf = dict(DRIVER_TIMEOUTS)
         self.host = "127.0.0.1"
         self.database = None  # chaos.hostdb.HostDatabase, when a trial's pipeline needs the file's database host
+        self.throttles: dict[str, int] = {}  # host name -> pid of its throttle (a slowed host)
         require_shared(self.file, self.workdir)
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -207,6 +208,15 @@ class HostsCluster(Cluster):
             self.database.restart()
         self.start_worker(i)
         self.wait_worker(i)
+
+    def limit_cpu(self, i: int, cpus: float | None) -> None:
+        """Slow host ``i``: its processes of the harness run ``cpus`` of the time (a tenth: stopped 90 ms of each
+        100), or run freely again (None). A share of time, not of a CPU: hosts give the harness no cgroup."""
+        name = self.file.hosts[i].name
+        if cpus:
+            self.throttles[name] = self.procs[name].throttle(self.file.python, cpus)
+        elif name in self.throttles:
+            self.procs[name].unthrottle(self.throttles.pop(name))
 
     def pause_node(self, i: int) -> None:
         """SIGSTOP every process of the harness on host ``i``: frozen, its connections silent."""

@@ -34,6 +34,43 @@ LIST_TAGGED = f"""for p in /proc/[0-9]*; do
 done; true"""
 
 
+# A slowed host (``HostProcs.throttle``): every process of the harness there is stopped for most of each 100 ms and
+# runs for the rest, as cpulimit does; the list is read again every second (executors come and go). On SIGTERM
+# every one gets SIGCONT. Argument: the share of time they run, the tag, the tag's variable.
+THROTTLE = """
+import os, signal, sys, time
+share, mark, me = float(sys.argv[1]), f"{sys.argv[3]}={sys.argv[2]}".encode(), os.getpid()
+def tagged():
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != me:
+            try:
+                with open(f"/proc/{name}/environ", "rb") as f:
+                    if mark in f.read().split(b"\\0"):
+                        found.append(int(name))
+            except OSError:
+                pass
+    return found
+def send(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+running = [True]
+signal.signal(signal.SIGTERM, lambda *_: running.clear())
+pids, listed = [], 0.0
+while running:
+    if time.monotonic() - listed > 1:
+        pids, listed = tagged(), time.monotonic()
+    send(pids, signal.SIGSTOP)
+    time.sleep(0.1 * (1 - share))
+    send(pids, signal.SIGCONT)
+    time.sleep(0.1 * share)
+send(tagged(), signal.SIGCONT)
+"""
+
+
 @cache
 def machine_id() -> str:
     """This control machine among others driving the same hosts: its systemd machine id, else its host name."""
@@ -95,6 +132,19 @@ class HostProcs:
         """``kill -SIG`` the pids on the host (those already gone are not an error)."""
         if pids:
             self.remote.run(["sh", "-c", f"kill -{sig} {' '.join(str(p) for p in pids)} 2>/dev/null; true"])
+
+    def throttle(self, python: str, share: float) -> int:
+        """Let every process of this harness on the host run ``share`` of the time (``THROTTLE``); the pid of the
+        throttle, which ``unthrottle`` ends."""
+        return self.start([python, "-c", THROTTLE, str(share), self.tag, OWNER_VAR], log="/dev/null")
+
+    def unthrottle(self, pid: int) -> None:
+        """End the throttle: it lets every process run again; SIGCONT to all once more, for one it missed."""
+        self.signal([pid], "TERM")
+        self.remote.run(["sh", "-c", f"for i in $(seq 50); do kill -0 {int(pid)} 2>/dev/null || break; sleep 0.1; "
+                                     "done; true"])
+        self.signal([pid], "KILL")
+        self.signal([p.pid for p in self.tagged()], "CONT")
 
     def kill_all(self, rounds: int = 10) -> int:
         """SIGKILL every process of this harness on the host (stopped ones too: SIGKILL needs no SIGCONT), until

@@ -67,10 +67,9 @@ def check_cluster_faults(scenario: Scenario, kind: str, spec: str) -> None:
             raise UserError(f"{fault.spec} needs --cluster docker or a cluster of hosts with a database host (the "
                             "sink database is then a machine of its own); here cut the sink channel instead: "
                             "cut-sink@BATCH:PHASE/10s")
-        if fault.target == "node" and kind == "ssh" and fault.kind not in ("partition", "kill", "pause"):
-            raise UserError(f"{fault.spec}: on a cluster of hosts, kill, pause or partition a host (kill-node, "
-                            "pause-node, partition) or fault an executor; slow-node and oom-node need --cluster "
-                            "docker")
+        if fault.target == "node" and kind == "ssh" and fault.kind not in ("partition", "kill", "pause", "slow"):
+            raise UserError(f"{fault.spec}: on a cluster of hosts, kill, pause, slow or partition a host (kill-node, "
+                            "pause-node, slow-node, partition) or fault an executor; oom-node needs --cluster docker")
         if fault.target == "node" and kind not in ("docker", "ssh"):
             raise UserError(f"{fault.spec} needs --cluster docker (nodes are containers; `streamchaos image "
                             "build` makes their image)")

@@ -135,6 +135,14 @@ def test_tagged_processes_and_rules_are_found_signalled_healed_and_reaped(hosts,
         assert host2.run(["ps", "-o", "stat=", "-p", str(pid)]).out.strip().startswith("T")
         procs.signal([pid], "CONT")
         assert procs.kill_all() == 1 and not procs.tagged()
+        # A slowed host: a busy process of ours gets a tenth of the time while the throttle runs, all of it after.
+        busy = procs.start(["python3", "-c", "while True: pass"], log="/dev/null")
+        throttle = procs.throttle("python3", 0.1)
+        slowed = cpu_share(host2, busy, 3.0)
+        procs.unthrottle(throttle)
+        free = cpu_share(host2, busy, 2.0)
+        assert slowed < 0.3 and free > 0.6, (slowed, free)
+        assert procs.kill_all() == 1 and not procs.tagged()
         # One way: host2 drops what host1 sends; host3 still gets through, and the heal lets host1 back in.
         rules = HostRules(host2)
         rule = rules.drop_from(a1)
@@ -166,6 +174,17 @@ def test_tagged_processes_and_rules_are_found_signalled_healed_and_reaped(hosts,
     finally:
         for host in (host1, host2, host3):
             host.close()
+
+
+def cpu_share(host, pid: int, seconds: float) -> float:
+    """The share of ``seconds`` that process ``pid`` on ``host`` spent on a CPU (user + system ticks)."""
+    def ticks() -> int:
+        fields = host.run(["cat", f"/proc/{pid}/stat"]).out.rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+
+    before, started = ticks(), time.monotonic()
+    time.sleep(seconds)
+    return (ticks() - before) / 100 / (time.monotonic() - started)  # USER_HZ is 100 on Linux
 
 
 ORPHAN = """
@@ -247,10 +266,11 @@ def test_a_host_cut_off_from_the_master_while_reading_keeps_key_count_exactly_on
         host1.close()
 
 
-def test_a_host_killed_and_another_frozen_keep_key_count_exactly_once(ssh_harness, hosts):
-    r = host_trial(ssh_harness, hosts, "nodes", "key-count", "kill-node@2:reading/0", "pause-node@4:reading/1/3s")
+def test_a_host_killed_one_slowed_and_another_frozen_keep_key_count_exactly_once(ssh_harness, hosts):
+    r = host_trial(ssh_harness, hosts, "nodes", "key-count", "kill-node@2:reading/0", "slow-node@3:reading/2/4s",
+                   "pause-node@4:reading/1/3s")
     assert all(f["fired"] for f in r["faults"]), r["faults"]
-    assert [f["detail"]["node"] for f in r["faults"]] == [0, 1]
+    assert [f["detail"]["node"] for f in r["faults"]] == [0, 2, 1]
     assert r["verdict"] == "exactly-once" and r["consistent_cut"]["ok"] is True, r
 
 
