@@ -266,6 +266,13 @@ class HostsCluster(Cluster):
         if pid is not None:
             self.remotes[self.file.hosts[i].name].run(["sh", "-c", KILL_TREE.format(pid=int(pid))])
 
+    def decommission_worker(self, i: int) -> None:
+        """SIGPWR over SSH to host ``i``'s worker (started with ``spark.decommission.enabled``): it decommissions
+        its executors and takes no new one."""
+        pid = self.pids.get(f"worker-{i}")
+        if pid is not None:
+            self.remotes[self.file.hosts[i].name].run(["kill", "-PWR", str(int(pid))])
+
     def block_port(self, index: int, port: int, peer: str | None):
         """Drop what reaches TCP ``port`` on host ``index`` (the sink database) and what it answers: from
         ``peer`` only, or from everyone but this machine's SSH. The heal."""

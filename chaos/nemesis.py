@@ -308,8 +308,14 @@ class Nemesis:
         self.cluster.decommission_worker(index)
 
         def replace() -> None:
-            wait_until(lambda: not any(self.cluster.worker_index_of(ex.pid) == index for ex in executors()),
-                       DRAIN_TIMEOUT_S, 0.5)
+            if self.cluster.kind == "ssh":  # this application's executors on the host, then a new worker there
+                host = self.cluster.file.hosts[index].name
+                wait_until(lambda: not any(ex.host == host for ex in self.cluster.executors(self.app_id())),
+                           DRAIN_TIMEOUT_S, 0.5)
+                self.cluster.kill_worker(index)
+            else:
+                wait_until(lambda: not any(self.cluster.worker_index_of(ex.pid) == index for ex in executors()),
+                           DRAIN_TIMEOUT_S, 0.5)
             self.cluster.restart_worker(index)
 
         downtime = fault.duration if fault.duration is not None else DEFAULT_DECOMMISSION_DOWNTIME

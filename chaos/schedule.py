@@ -54,12 +54,12 @@ def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
 def check_cluster_faults(scenario: Scenario, kind: str, spec: str) -> None:
     """Reject faults a cluster of ``kind`` (its spec ``spec``) cannot carry out."""
     for fault in scenario.faults:
-        if fault.action == "decommission-worker" and kind not in ("standalone", "docker"):
-            raise UserError(f"{fault.spec} needs the harness's own workers (--cluster standalone or docker); "
+        if fault.action == "decommission-worker" and kind not in ("standalone", "docker", "ssh"):
+            raise UserError(f"{fault.spec} needs the harness's own workers (--cluster standalone, docker or ssh); "
                             "on a cluster of yours, decommission an executor: decommission-executor")
-        if fault.target == "worker" and kind == "ssh" and fault.kind != "kill":
-            raise UserError(f"{fault.spec}: on a cluster of hosts a worker is killed (kill-worker); pause the "
-                            "whole host instead: pause-node")
+        if fault.target == "worker" and kind == "ssh" and fault.kind not in ("kill", "decommission"):
+            raise UserError(f"{fault.spec}: on a cluster of hosts a worker is killed or decommissioned "
+                            "(kill-worker, decommission-worker); pause the whole host instead: pause-node")
         if fault.target == "worker" and kind not in ("standalone", "ssh") and fault.kind != "decommission":
             raise UserError(f"{fault.spec} needs --cluster standalone (the harness's own workers); "
                             "on --cluster docker, kill or pause the whole node: kill-node, pause-node")

@@ -290,9 +290,14 @@ def test_the_database_host_killed_and_cut_off_and_a_worker_killed_keep_pg_upsert
         host2.close()
 
 
-def test_a_decommissioned_executor_hands_over_and_key_count_stays_exactly_once(ssh_harness, hosts):
-    r = host_trial(ssh_harness, hosts, "decommission", "key-count", "decommission-executor@2:reading")
-    assert r["faults"][0]["fired"] and r["verdict"] == "exactly-once", r
+def test_a_decommissioned_executor_and_worker_hand_over_and_key_count_stays_exactly_once(ssh_harness, hosts):
+    r = host_trial(ssh_harness, hosts, "decommission", "key-count", "decommission-executor@2:reading",
+                   "decommission-worker@3:reading")
+    executor, worker = r["faults"]
+    assert executor["fired"] and worker["fired"] and worker["detail"]["worker"] in (0, 1, 2), r["faults"]
+    assert r["verdict"] == "exactly-once" and r["consistent_cut"]["ok"] is True, r
+    heals = [json.loads(line) for line in (Path(r["run_dir"]) / "history.jsonl").read_text().splitlines()]
+    assert [h for h in heals if h["kind"] == "heal" and "error" not in h["detail"]], heals[-5:]  # a new worker
 
 
 def test_a_cluster_the_user_runs_is_used_and_left_running(hosts, tmp_path):
