@@ -11,7 +11,7 @@ start's reaping. Only the harness's own user gets in, with the harness's per-pro
 
 The faults reach it as they reach a worker: ``kill-sink-db`` SIGKILLs its session (PostgreSQL's crash recovery at
 the restart on the same data), a node kill of its host kills it with the rest, and ``partition@B:P/node=sink``
-drops what reaches its port (``chaos.hosts.HostsCluster.block_database``).
+drops what reaches its port (``chaos.hosts.HostsCluster.block_port``).
 """
 
 from __future__ import annotations
