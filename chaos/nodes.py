@@ -302,7 +302,9 @@ class DockerCluster(Cluster):
         limit = usage + OOM_MARGIN
         node.update(mem_limit=limit, memswap_limit=limit)
         done = node.exec_run([sys.executable, "-c", OOM_HOG, str(OOM_MARGIN + OOM_HOG_EXTRA)])
-        killed = [pid for pid in executors if not psutil.pid_exists(pid)]
+        # A killed executor stays a zombie until its worker reaps it: dead either way (up to 5 s to show).
+        wait_until(lambda: any(_dead(pid) for pid in executors), 5, 0.1)
+        killed = [pid for pid in executors if _dead(pid)]
         return {"limit_mib": limit >> 20, "usage_mib": usage >> 20, "executors": executors, "killed": killed,
                 "hog_exit": done.exit_code}
 
@@ -407,6 +409,14 @@ class DockerCluster(Cluster):
     def describe(self) -> dict:
         return {"kind": self.kind, "master": self.master_url, "workers": self.workers, "image": self.image,
                 "network": self.prefix, "worker_cores": self.worker_cores, "worker_memory": self.worker_memory}
+
+
+def _dead(pid: int) -> bool:
+    """Gone, or a zombie its parent has not reaped yet (``psutil.pid_exists`` is true for those)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def _in_node(pid: int, node) -> bool:
