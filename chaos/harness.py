@@ -282,10 +282,10 @@ class Harness:
         validate_schedule(scenario, pipeline)
         check_cluster_faults(scenario, self.cluster.kind, self.cluster_spec)
         if self.cluster.kind == "ssh":
-            if self.cluster.file.existing and any(f.target == "worker" for f in scenario.faults):
-                raise UserError(f"{next(f.spec for f in scenario.faults if f.target == 'worker')}: the workers of "
-                                f"{self.cluster.file.master} are yours, not the harness's: fault an executor or a "
-                                "host instead")
+            worker = next((f for f in scenario.faults if f.target == "worker"), None)
+            if self.cluster.file.existing and worker is not None:
+                raise UserError(f"{worker.spec}: the workers of {self.cluster.file.master} are yours, not the "
+                                "harness's: fault an executor or a host instead")
             # Its executors would need a file of this machine's: the JVM hooks' jar.
             if "spark.executor.extraClassPath" in pipeline.boot_conf():
                 raise UserError(f"{scenario.pipeline}'s sink reports its phases from a JVM hook that a cluster of "

@@ -277,13 +277,7 @@ class HostsCluster(Cluster):
         """Drop what reaches TCP ``port`` on host ``index`` (the sink database) and what it answers: from
         ``peer`` only, or from everyone but this machine's SSH. The heal."""
         rules = self.rules[self.file.hosts[index].name]
-        made = rules.drop_port(port, self.address_of(peer) if peer else None)
-
-        def heal() -> None:
-            for rule in made:
-                rules.delete(rule)
-
-        return heal
+        return _deleting(rules, rules.drop_port(port, self.address_of(peer) if peer else None))
 
     def address_of(self, peer: str) -> str:
         """``master``, ``driver`` (this machine) or ``node=M`` -> an address the hosts see."""
@@ -316,12 +310,17 @@ class HostsCluster(Cluster):
             made = [rules.drop_from(source)]
             if both:
                 made.append(rules.drop_to(source))
+        return _deleting(rules, made)
 
-        def heal() -> None:
-            for rule in made:
-                rules.delete(rule)
 
-        return heal
+def _deleting(rules: HostRules, made: list[list[str]]):
+    """The heal of a partition: delete exactly the rules it made."""
+
+    def heal() -> None:
+        for rule in made:
+            rules.delete(rule)
+
+    return heal
 
 
 def link_python(path: str) -> None:

@@ -24,18 +24,14 @@ A batch query runs no timer: the differential test against Spark batch owes noth
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 
-from chaos.sinks import sqlite
 from pipelines_under_test.base import DriverContext
 from pipelines_under_test.event_time import ROCKSDB
-from pipelines_under_test.passthrough import SqlitePassthrough
+from pipelines_under_test.passthrough import SqliteRows
 from properties import expiry, watermark
 
 TTL_MS = 4000  # longer than a batch, shorter than most restarts: entries live on between batches and expire across
-COLUMNS = ("id", "key", "value", "n", "at", "flushed")
 TABLE = ("id INTEGER", "key TEXT", "value INTEGER", "n INTEGER", "at INTEGER", "flushed INTEGER")
 SCHEMA = {"id": pl.Int64, "key": pl.Utf8, "value": pl.Int64, "n": pl.Int64, "at": pl.Int64, "flushed": pl.Int64}
 OUTPUT = "id long, key string, value long, n long, at long, flushed long"
@@ -79,8 +75,10 @@ def _processor():
     return Expiry()
 
 
-class KeyedExpiry(SqlitePassthrough):
+class KeyedExpiry(SqliteRows):
     state_store = True  # a ValueState with TTL and a ListState in RocksDB; the cut is not checked
+    schema = SCHEMA
+    table = TABLE
     drain_commits = 2
 
     def __init__(self) -> None:
@@ -94,20 +92,9 @@ class KeyedExpiry(SqlitePassthrough):
                 .transformWithState(statefulProcessor=_processor(), outputStructType=OUTPUT, outputMode="Append",
                                     timeMode="ProcessingTime"))
 
-    def prepare_sink(self, sink_dir: Path) -> None:
-        sqlite.create(self._db(sink_dir), TABLE)
-
     def start(self, ctx: DriverContext):
         ctx.spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
-        sink = sqlite.SqliteBatchSink(self._db(ctx.sink_dir), self.mode, ctx.phase, ctx.incarnation, COLUMNS)
-        return self.start_foreach_batch(ctx, self.transform(ctx.source), sink)
-
-    def read_output(self, sink_dir: Path) -> pl.DataFrame:
-        return sqlite.read_table(self._db(sink_dir), SCHEMA)
-
-    def batch_output(self, result) -> pl.DataFrame:
-        rows = [tuple(r) for r in result.select(*COLUMNS).collect()]
-        return pl.DataFrame(rows, schema=SCHEMA, orient="row")
+        return self.start_foreach_batch(ctx, self.transform(ctx.source), self.rows_sink(ctx))
 
     def oracle(self, events: pl.DataFrame) -> pl.DataFrame:
         expected = super().oracle(events)

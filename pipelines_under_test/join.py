@@ -20,24 +20,21 @@ them, which rows the join drops depends on Spark's per-side state watermarks, no
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 
 from chaos.errors import UserError
-from chaos.sinks import sqlite
 from pipelines_under_test.base import DriverContext
 from pipelines_under_test.event_time import event_time_conf
-from pipelines_under_test.passthrough import SqlitePassthrough
+from pipelines_under_test.passthrough import SqliteRows
 from properties import watermark
 
 WITHIN_MS = 1000
 DELAY_MS = 10_000
 DELAY = f"{DELAY_MS // 1000} seconds"
 OUTER_SLACK_MS = 2_000
-PAIR_COLUMNS = ("left_id", "right_id", "key")
 PAIR_TABLE = ("left_id INTEGER", "right_id INTEGER", "key TEXT")
 PAIR_SCHEMA = {"left_id": pl.Int64, "right_id": pl.Int64, "key": pl.Utf8}
+PAIR_COLUMNS = tuple(PAIR_SCHEMA)
 
 
 def expected_pairs(events: pl.DataFrame) -> pl.DataFrame:
@@ -66,8 +63,10 @@ def unmatched_left(events: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
                        .when(closes > mark + OUTER_SLACK_MS).then(False).otherwise(None))
 
 
-class StreamJoin(SqlitePassthrough):
+class StreamJoin(SqliteRows):
     state_store = True  # both sides' buffers, not checked by the consistent cut
+    schema = PAIR_SCHEMA
+    table = PAIR_TABLE
 
     def __init__(self, how: str = "inner") -> None:
         outer = how == "left_outer"
@@ -89,20 +88,9 @@ class StreamJoin(SqlitePassthrough):
             f"lkey = rkey AND rtime >= ltime AND rtime <= ltime + INTERVAL {WITHIN_MS} MILLISECONDS"), self.how)
         return joined.select("left_id", "right_id", F.col("lkey").alias("key"))
 
-    def prepare_sink(self, sink_dir: Path) -> None:
-        sqlite.create(self._db(sink_dir), PAIR_TABLE)
-
     def start(self, ctx: DriverContext):
         event_time_conf(ctx)
-        sink = sqlite.SqliteBatchSink(self._db(ctx.sink_dir), self.mode, ctx.phase, ctx.incarnation, PAIR_COLUMNS)
-        return self.start_foreach_batch(ctx, self.transform(ctx.source), sink)
-
-    def read_output(self, sink_dir: Path) -> pl.DataFrame:
-        return sqlite.read_table(self._db(sink_dir), PAIR_SCHEMA)
-
-    def batch_output(self, result) -> pl.DataFrame:
-        rows = [tuple(r) for r in result.select(*PAIR_COLUMNS).collect()]
-        return pl.DataFrame(rows, schema=PAIR_SCHEMA, orient="row")
+        return self.start_foreach_batch(ctx, self.transform(ctx.source), self.rows_sink(ctx))
 
     def oracle(self, events: pl.DataFrame) -> pl.DataFrame:
         if watermark.streaming(events) and "late" in events.columns and events["late"].any():

@@ -68,6 +68,29 @@ class SqlitePassthrough(RowPassthrough):
         return sqlite.read_deliveries(self._db(sink_dir))
 
 
+class SqliteRows(SqlitePassthrough):
+    """Rows of the pipeline's own columns, not the event's, written by batch id into the SQLite sink: ``schema``
+    names them with their polars types (the order the sink writes), ``table`` declares them in SQL."""
+
+    schema: dict[str, pl.DataType] = {}  # noqa: RUF012 (read-only class default)
+    table: tuple[str, ...] = ()
+
+    def prepare_sink(self, sink_dir: Path) -> None:
+        sqlite.create(self._db(sink_dir), self.table)
+
+    def rows_sink(self, ctx: DriverContext) -> sqlite.SqliteBatchSink:
+        """The foreachBatch function that writes the rows (``start`` adds what its query needs around it)."""
+        return sqlite.SqliteBatchSink(self._db(ctx.sink_dir), self.mode, ctx.phase, ctx.incarnation,
+                                      tuple(self.schema))
+
+    def read_output(self, sink_dir: Path) -> pl.DataFrame:
+        return sqlite.read_table(self._db(sink_dir), self.schema)
+
+    def batch_output(self, result) -> pl.DataFrame:
+        rows = [tuple(r) for r in result.select(*self.schema).collect()]
+        return pl.DataFrame(rows, schema=self.schema, orient="row")
+
+
 class ForeachPassthrough(SqlitePassthrough):
     """Every event inserted by a Python ``ForeachWriter``, one transaction per partition and epoch."""
 
