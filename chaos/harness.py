@@ -286,10 +286,24 @@ class Harness:
             if self.cluster.file.existing and worker is not None:
                 raise UserError(f"{worker.spec}: the workers of {self.cluster.file.master} are yours, not the "
                                 "harness's: fault an executor or a host instead")
+            if self.cluster.file.user_database:
+                self._check_user_database(scenario, pipeline)
             # Its executors would need a file of this machine's: the JVM hooks' jar.
             if "spark.executor.extraClassPath" in pipeline.boot_conf():
                 raise UserError(f"{scenario.pipeline}'s sink reports its phases from a JVM hook that a cluster of "
                                 "hosts cannot load yet: run it on --cluster standalone or docker")
+
+    @staticmethod
+    def _check_user_database(scenario: Scenario, pipeline) -> None:
+        """The user's own database (``DATABASE_URL``) is theirs: no fault kills or cuts it off, and no pipeline
+        creates databases in it."""
+        own = next((f for f in scenario.faults if f.target == "sink-db"), None)
+        if own is not None:
+            raise UserError(f"{own.spec}: the database of DATABASE_URL is yours, not the harness's: fault the sink "
+                            "channel instead (e.g. down-sink@2:sink-write/3s), or name a host as database")
+        if pipeline.database and pipeline.spark_oracle:
+            raise UserError(f"{scenario.pipeline}: a job writing to PostgreSQL needs databases of the harness's own "
+                            "for its oracle: name a host of the file as database, not DATABASE_URL")
 
     def _ensure_database(self) -> None:
         if self.database is None:
@@ -298,6 +312,12 @@ class Harness:
                 from chaos.pgnode import PostgresNode
 
                 self.database = PostgresNode(self.cluster, self.workdir / "postgres").start()
+                upstream = f"{self.database.address}:{self.database.port}"
+            elif self.cluster.kind == "ssh" and self.cluster.file.user_database:  # the user's own, in a schema
+                from chaos.dburl import read_url
+                from chaos.userdb import UserDatabase
+
+                self.database = UserDatabase(read_url(), self.workdir / "postgres").start()
                 upstream = f"{self.database.address}:{self.database.port}"
             elif self.cluster.kind == "ssh" and self.cluster.file.database:  # the hosts' file's database host
                 from chaos.hostdb import HostDatabase
@@ -310,7 +330,8 @@ class Harness:
             self.timings["database_start_s"] = round(time.monotonic() - t0, 2)
             # The sink reaches the database only through the sink channel's proxy (where nodes reach it too).
             host, port = self.channels.open("sink", upstream, self.cluster.host).rsplit(":", 1)
-            self.sink_dsn = PostgresServer.dsn_at(host, int(port))
+            via = getattr(self.database, "dsn_via", None)  # the user's database: its user, its schema
+            self.sink_dsn = via(host, int(port)) if via else PostgresServer.dsn_at(host, int(port))
         elif not self.database.ready():
             self.database.restart()
 

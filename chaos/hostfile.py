@@ -13,7 +13,7 @@ the field and the fix, before anything is started on any host::
     python = "/usr/bin/python3"        # default: python3 (PySpark importable by it)
     shared = "/mnt/streamchaos"
     master = "node1"                   # or "spark://10.0.0.5:7077": an existing cluster
-    database = "node3"                 # optional: else DATABASE_URL, else a local server
+    database = "node3"                 # optional: a host of the file, or "DATABASE_URL" (yours), else a local server
 
     [[hosts]]
     name = "node1"
@@ -28,6 +28,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from chaos.dburl import VAR as USER_DATABASE
+from chaos.dburl import read_url
 from chaos.errors import UserError
 
 PREFIX = "ssh:"
@@ -62,6 +64,11 @@ class HostCluster:
     python: str = "python3"
     spark_home: str | None = None
     database: str | None = None
+
+    @property
+    def user_database(self) -> bool:
+        """The sink database is the user's own, named by ``DATABASE_URL`` (``chaos.userdb``)."""
+        return self.database == USER_DATABASE
 
     @property
     def existing(self) -> bool:
@@ -153,8 +160,11 @@ def load(spec: str | Path) -> HostCluster:
         raise UserError(f"{path}: master = {master!r} is neither a host of the file ({', '.join(sorted(names))}) "
                         "nor spark://HOST:PORT")
     database = text_field("database", required=False)
-    if database is not None and database not in names:
-        raise UserError(f"{path}: database = {database!r} is not a host of the file ({', '.join(sorted(names))})")
+    if database == USER_DATABASE:
+        read_url()  # set and well formed, before anything starts
+    elif database is not None and database not in names:
+        raise UserError(f"{path}: database = {database!r} is neither a host of the file ({', '.join(sorted(names))}) "
+                        f"nor \"{USER_DATABASE}\" (your own database, whose URL the environment holds)")
     return HostCluster(path=path.resolve(), user=text_field("user"), key=key, known_hosts=known_hosts,
                        hosts=tuple(hosts), master=master, shared=shared,
                        python=text_field("python", required=False) or "python3",

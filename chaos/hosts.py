@@ -41,9 +41,9 @@ from chaos.ship import ship, wheels
 from chaos.ssh import Remote
 
 WORKER_TIMEOUT_OPTS = f"-Dspark.worker.timeout={WORKER_TIMEOUT_S}"
-# A process and all below it, listed before any dies (a dead parent's children move to init), then SIGKILLed.
-KILL_TREE = ("tree() {{ for c in $(pgrep -P \"$1\"); do tree \"$c\"; done; echo \"$1\"; }}; "
-             "kill -KILL $(tree {pid}) 2>/dev/null; true")
+# A process and all below it, listed before any dies (a dead parent's children move to init), then signalled.
+SIGNAL_TREE = ("tree() {{ for c in $(pgrep -P \"$1\"); do tree \"$c\"; done; echo \"$1\"; }}; "
+               "kill -{signal} $(tree {pid}) 2>/dev/null; true")
 
 
 @dataclass(frozen=True)
@@ -264,7 +264,16 @@ class HostsCluster(Cluster):
         the standalone cluster's ``kill-worker`` does; the rest of the host lives."""
         pid = self.pids.pop(f"worker-{i}", None)
         if pid is not None:
-            self.remotes[self.file.hosts[i].name].run(["sh", "-c", KILL_TREE.format(pid=int(pid))])
+            self.remotes[self.file.hosts[i].name].run(["sh", "-c", SIGNAL_TREE.format(signal="KILL", pid=int(pid))])
+
+    def pause_worker(self, i: int, resume: bool = False) -> int | None:
+        """SIGSTOP (``resume``: SIGCONT) host ``i``'s worker and every process under it, as the standalone
+        cluster's ``pause-worker`` does: its executors freeze with it; the rest of the host runs on. Its pid."""
+        pid = self.pids.get(f"worker-{i}")
+        if pid is not None:
+            command = SIGNAL_TREE.format(signal="CONT" if resume else "STOP", pid=int(pid))
+            self.remotes[self.file.hosts[i].name].run(["sh", "-c", command])
+        return pid
 
     def decommission_worker(self, i: int) -> None:
         """SIGPWR over SSH to host ``i``'s worker (started with ``spark.decommission.enabled``): it decommissions

@@ -211,6 +211,12 @@ class Nemesis:
             self.cluster.pause_node(index)
             self._heal_later(fault, fault.duration or 0.0, lambda: self.cluster.unpause_node(index), node=index)
             return {"done": True, "duration": fault.duration, "node": index}
+        if fault.target == "worker" and self.cluster.kind == "ssh":  # its process tree on the host, over SSH
+            index = self._worker_index(fault, detail)
+            pid = self.cluster.pause_worker(index)
+            self._heal_later(fault, fault.duration or 0.0, lambda: self.cluster.pause_worker(index, resume=True),
+                             worker=index)
+            return {"done": True, "duration": fault.duration, "worker": index, "pid": pid}
         if fault.target == "executor" and self.cluster.kind == "ssh":
             ex, what = self._host_signal(fault, detail, "STOP")
             self._heal_later(fault, fault.duration or 0.0, lambda: self.cluster.signal_executor(ex, "CONT"), **what)

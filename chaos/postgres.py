@@ -70,10 +70,26 @@ def password() -> str | None:
     """The harness's database password, as this process's passfile holds it (a driver reads its parent's)."""
     path = os.environ.get(PASSFILE_VAR)
     try:
-        line = Path(path).read_text().strip() if path else ""
+        lines = Path(path).read_text().splitlines() if path else []
     except OSError:
         return None
-    return line.rsplit(":", 1)[-1] if line.count(":") == 4 else None
+    prefix = f"*:*:*:{PG_USER}:"
+    return next((line[len(prefix):] for line in lines if line.startswith(prefix)), None)
+
+
+def add_login(user: str, secret: str) -> None:
+    """Another login for every process of the harness: a user's own database (``chaos.userdb``), whose password
+    then lives where the harness's does, in the passfile, and nowhere else. First in the file, so libpq takes it
+    for that user."""
+    credentials()
+    path = Path(os.environ[PASSFILE_VAR])
+    start = f"*:*:*:{_passfile_field(user)}:"
+    kept = [line for line in path.read_text().splitlines(keepends=True) if not line.startswith(start)]
+    path.write_text(f"{start}{_passfile_field(secret)}\n" + "".join(kept))
+
+
+def _passfile_field(text: str) -> str:
+    return text.replace("\\", "\\\\").replace(":", "\\:")
 
 
 def reap_passfiles() -> None:

@@ -57,9 +57,9 @@ def check_cluster_faults(scenario: Scenario, kind: str, spec: str) -> None:
         if fault.action == "decommission-worker" and kind not in ("standalone", "docker", "ssh"):
             raise UserError(f"{fault.spec} needs the harness's own workers (--cluster standalone, docker or ssh); "
                             "on a cluster of yours, decommission an executor: decommission-executor")
-        if fault.target == "worker" and kind == "ssh" and fault.kind not in ("kill", "decommission"):
-            raise UserError(f"{fault.spec}: on a cluster of hosts a worker is killed or decommissioned "
-                            "(kill-worker, decommission-worker); pause the whole host instead: pause-node")
+        if fault.target == "worker" and kind == "ssh" and fault.kind not in ("kill", "pause", "decommission"):
+            raise UserError(f"{fault.spec}: on a cluster of hosts a worker is killed, paused or decommissioned "
+                            "(kill-worker, pause-worker, decommission-worker)")
         if fault.target == "worker" and kind not in ("standalone", "ssh") and fault.kind != "decommission":
             raise UserError(f"{fault.spec} needs --cluster standalone (the harness's own workers); "
                             "on --cluster docker, kill or pause the whole node: kill-node, pause-node")

@@ -51,7 +51,7 @@ def test_a_good_file_names_hosts_master_database_and_paths_relative_to_itself(tm
     (("user = \"root\"\n", ""), "user is missing"),
     (("master = \"n1\"", "master = \"n9\""), "master = 'n9' is neither a host"),
     (("master = \"n1\"", "master = \"spark://h\""), "an existing cluster is spark://HOST:PORT"),
-    (("database = \"n3\"", "database = \"x\""), "database = 'x' is not a host"),
+    (("database = \"n3\"", "database = \"x\""), "database = 'x' is neither a host of the file"),
     (("shared = \"/mnt/streamchaos\"", "shared = \"rel\""), "must be an absolute path"),
     (("port = 2222", "port = 70000"), "port 70000 must be a number from 1 to 65535"),
     (("name = \"n2\"", "name = \"n1\""), "two hosts are named 'n1'"),
@@ -66,6 +66,16 @@ def test_each_mistake_is_one_line_naming_the_field(tmp_path, change, says):
     with pytest.raises(UserError) as caught:
         load(f"ssh:{path}")
     assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_users_own_database_is_named_by_database_url_in_the_environment(tmp_path, monkeypatch):
+    path = write(tmp_path, GOOD.replace('database = "n3"', 'database = "DATABASE_URL"'))
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    with pytest.raises(UserError, match="DATABASE_URL is not set: export DATABASE_URL=postgresql://"):
+        load(f"ssh:{path}")
+    monkeypatch.setenv("DATABASE_URL", "postgresql://app:hush@db.example/staging")
+    cluster = load(f"ssh:{path}")
+    assert cluster.user_database and "hush" not in repr(cluster)
 
 
 def test_a_missing_file_says_where_to_write_it(tmp_path):

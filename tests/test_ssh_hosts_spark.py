@@ -5,9 +5,11 @@ start will, and every bad input is one line naming the host and the fix."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ from chaos.ship import VENVS, ship, wheels
 from chaos.ssh import Remote
 from tests.conftest import cli, left_by
 from tests.ssh_hosts import SshHosts, keygen
+from tests.users_database import SECRET, USERS_ROW, database_url, harness_schemas, users_rows, users_server
 
 pytestmark = [pytest.mark.spark,
               pytest.mark.skipif(not configured(), reason="no Docker daemon (the hosts are containers)")]
@@ -241,10 +244,12 @@ def test_a_driver_killed_after_an_append_sink_wrote_duplicates_its_batch(ssh_har
     assert stored == [], stored  # the run directory names the key by its path at most, never its content
 
 
-def test_executors_killed_on_their_hosts_while_reading_and_while_the_sink_writes(ssh_harness, hosts):
+def test_executors_killed_on_their_hosts_while_reading_and_while_the_sink_writes_and_a_worker_frozen(ssh_harness,
+                                                                                                   hosts):
     r = host_trial(ssh_harness, hosts, "executor", "key-count", "kill-executor@2:reading",
-                   "kill-executor@3:sink-write")
-    reading, writing = r["faults"]
+                   "kill-executor@3:sink-write", "pause-worker@4:reading/1/3s")
+    reading, writing, paused = r["faults"]
+    assert paused["fired"] and paused["detail"]["worker"] == 1 and paused["detail"]["pid"], paused
     assert reading["fired"] and writing["fired"] and writing["detail"]["host"] in ("host1", "host2", "host3"), r
     # The reading task's executor: on the host the report came from, the reporting process's ancestor.
     records = [json.loads(line) for line in (Path(r["run_dir"]) / "history.jsonl").read_text().splitlines()]
@@ -300,13 +305,16 @@ def test_a_decommissioned_executor_and_worker_hand_over_and_key_count_stays_exac
     assert [h for h in heals if h["kind"] == "heal" and "error" not in h["detail"]], heals[-5:]  # a new worker
 
 
-def test_a_cluster_the_user_runs_is_used_and_left_running(hosts, tmp_path):
-    """A master and workers the test started (tagged apart): the harness starts no Spark process, kills an
-    executor of its own application by its id, and leaves the cluster as it found it."""
+def test_a_cluster_and_a_database_the_user_runs_are_used_and_left_as_they_were(hosts, tmp_path):
+    """A master and workers the test started (tagged apart), and the user's own PostgreSQL named by DATABASE_URL:
+    the harness starts no Spark process, kills an executor of its own application by its id, writes the sink's
+    tables in a schema of its own and cuts the sink's channel, and leaves cluster and database as it found them."""
     ours = f"{my_tag()}#users-cluster"
     cluster = load(hosts.file)
     master = Remote(cluster, cluster.hosts[0])
     started = []
+    database = ExitStack()
+    pg = database.enter_context(users_server(tmp_path / "users-db"))
     try:
         home, env = "/usr/local/lib/python3.11/dist-packages/pyspark", {"JAVA_TOOL_OPTIONS": "-XX:-UsePerfData"}
         procs = HostProcs(master, ours)
@@ -321,11 +329,16 @@ def test_a_cluster_the_user_runs_is_used_and_left_running(hosts, tmp_path):
                  "--memory", "2g"], log="/tmp/users-worker.log", env=env)))
         assert wait_until(lambda: master.run(["cat", "/tmp/users-master.log"]).out.count("Registering worker") == 2,
                           120, 1)
-        file = hosts.write("existing.toml", master=url)
-        run = cli("trial", "key-count", "--cluster", f"ssh:{file}", "--keep", str(hosts.shared / "runs" / "existing"),
-                  "--events", "600", "--fault", "kill-executor@2:reading", "--json", cwd=tmp_path, timeout=600)
+        file = hosts.write("existing.toml", master=url, database="DATABASE_URL")
+        run = cli("trial", "pg-upsert-by-batch", "--cluster", f"ssh:{file}", "--keep",
+                  str(hosts.shared / "runs" / "existing"), "--events", "600", "--fault", "kill-executor@2:reading",
+                  "--fault", "down-sink@1:sink-write/2s", "--json", cwd=tmp_path, timeout=600,
+                  env={**os.environ, **database_url(pg)})
         assert run.rc == 0, run.stderr[-2000:] + master.run(["sh", "-c", "tail -30 /tmp/users-master.log; ps -ef"]).out
-        assert run.json["verdict"] == "exactly-once" and run.json["faults"][0]["fired"], run.json
+        assert run.json["verdict"] == "exactly-once" and all(f["fired"] for f in run.json["faults"]), run.json
+        assert users_rows(pg) == [USERS_ROW] and harness_schemas(pg) == set()  # its schema dropped at the stop
+        kept = [f for f in Path(run.json["run_dir"]).rglob("*") if f.is_file() and SECRET.encode() in f.read_bytes()]
+        assert kept == [] and SECRET not in run.stdout + run.stderr
         for host, pid in started:  # the user's master and workers run on; nothing of the trial's harness does
             tagged = HostProcs(host).tagged("")
             assert pid in {p.pid for p in tagged} and not [p for p in tagged if f"/{run.pid}:" in p.tag], tagged
@@ -336,3 +349,4 @@ def test_a_cluster_the_user_runs_is_used_and_left_running(hosts, tmp_path):
             # where a killed executor's directory stays: a worker of the user's decides where and when it goes).
             host.run(["sh", "-c", "rm -rf /tmp/users-master.log /tmp/users-worker.log /tmp/spark-*"])
             host.close()
+        database.close()

@@ -1,0 +1,113 @@
+"""The user's own PostgreSQL as the sink database: ``database = "DATABASE_URL"`` in a hosts file.
+
+A team testing on its staging cluster often has its staging database too, and no host of the file on which the
+harness may run a server of its own. The harness then writes into the database ``DATABASE_URL`` names (read from
+the environment, so the password is in no file a team commits), and touches nothing of the user's there:
+
+* every table of a trial lives in a schema of the harness's own, ``streamchaos_<hex>``, reached through the
+  connection's ``search_path``; the schema's comment holds its owner's tag; it is dropped at the stop, and by the
+  next start of any harness of this machine once its owner is gone (another machine's is left);
+* the password goes into the harness's passfile (``chaos.postgres``), never into a DSN, log or run directory;
+* the server is the user's: faults that kill or cut off the database itself are refused in one line; the sink
+  channel between the sink and the database (``partition``, ``latency``, ... on ``sink``) still applies.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from chaos.dburl import VAR, DatabaseUrl
+from chaos.errors import HarnessError, UserError
+from chaos.postgres import accepts, add_login
+from chaos.remote import gone, remote_tag
+
+SCHEMA_PREFIX = "streamchaos_"
+OWNER_NOTE = "streamchaos owner "
+
+
+class UserDatabase:
+    """The surface of ``chaos.postgres.PostgresServer`` over a schema of the harness's own in the user's database."""
+
+    def __init__(self, url: DatabaseUrl, log_dir: Path) -> None:
+        self.url = url
+        self.address = url.host
+        self.port = url.port
+        self.log_dir = Path(log_dir)
+        self.schema = f"{SCHEMA_PREFIX}{secrets.token_hex(6)}"
+        self.recovery_s: float | None = None
+
+    def dsn_via(self, host: str, port: int) -> str:
+        """The DSN of the harness's schema reached at ``host:port`` (the sink channel's proxy, or the server)."""
+        return f"{self._server_dsn(host, port)} options=-csearch_path={self.schema}"
+
+    def _server_dsn(self, host: str, port: int) -> str:
+        extra = "".join(f" {k}={v}" for k, v in self.url.params)
+        return f"host={host} port={port} user={self.url.user} dbname={self.url.dbname} connect_timeout=10{extra}"
+
+    @property
+    def dsn(self) -> str:
+        return self.dsn_via(self.address, self.port)
+
+    def start(self) -> UserDatabase:
+        import psycopg
+        from psycopg import sql
+
+        if self.url.secret:
+            add_login(self.url.user, self.url.secret)
+        try:
+            with psycopg.connect(self._server_dsn(self.address, self.port), autocommit=True) as conn:
+                reap_schemas(conn)
+                conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
+                conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(
+                    sql.Identifier(self.schema), sql.Literal(OWNER_NOTE + remote_tag())))
+        except psycopg.errors.InsufficientPrivilege:
+            raise UserError(f"{VAR}: {self.url.user} may not create a schema in {self.url.dbname}: "
+                            f"GRANT CREATE ON DATABASE {self.url.dbname} TO {self.url.user}") from None
+        except psycopg.OperationalError as exc:
+            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            raise UserError(f"{VAR}: cannot connect to {self.url!r} ({reason}): check the URL, and that the server "
+                            "admits this machine") from None
+        (self.log_dir / "database.txt").parent.mkdir(parents=True, exist_ok=True)
+        (self.log_dir / "database.txt").write_text(f"{self.url!r} schema {self.schema}\n")
+        return self
+
+    def ready(self) -> bool:
+        return accepts(self.dsn)
+
+    def kill(self) -> int | None:
+        raise HarnessError(f"the database of {VAR} is the user's: the harness does not kill it")
+
+    def restart(self) -> None:
+        """Nothing of the harness's to restart: the user's server is back when it answers."""
+        if not self.ready():
+            raise HarnessError(f"the database of {VAR} ({self.url!r}) does not answer")
+
+    def stop(self) -> None:
+        import psycopg
+
+        try:
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+        except psycopg.Error:
+            pass  # left to the next start's reaping, once this harness is gone
+
+
+def reap_schemas(conn) -> int:
+    """Drop the schemas of harnesses of this machine that are gone (killed before their stop); returns how many."""
+    rows = conn.execute(
+        "SELECT nspname, obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname LIKE %s",
+        (SCHEMA_PREFIX.replace("_", "\\_") + "%",)).fetchall()
+    import psycopg
+    from psycopg import sql
+
+    dropped = 0
+    for name, note in rows:
+        if note and note.startswith(OWNER_NOTE) and gone(note[len(OWNER_NOTE):]):
+            try:
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+                dropped += 1
+            except psycopg.errors.InsufficientPrivilege:
+                pass  # a dead harness's of another user of the same database: that user's next start reaps it
+    return dropped
+
