@@ -63,7 +63,8 @@ def executor_java_options(config: dict) -> str:
     return " ".join(o for o in options if o)
 
 
-CLASS_PATH_KEYS = ("spark.driver.extraClassPath", "spark.executor.extraClassPath")
+EXECUTOR_CLASS_PATH = "spark.executor.extraClassPath"
+CLASS_PATH_KEYS = ("spark.driver.extraClassPath", EXECUTOR_CLASS_PATH)
 
 
 def class_path_first(class_path: str, conf: dict[str, str]) -> dict[str, str]:
@@ -135,6 +136,9 @@ def boot(config: dict, incarnation: int = 0):
         builder = builder.config("spark.executor.extraJavaOptions", executor_java_options(config))
     # The pipeline's JVM settings (class path of its hooks) must be there before the JVM starts.
     boot_conf = resolve(pipeline).boot_conf() if pipeline else {}
+    executors = (config.get("cluster_conf") or {}).get(EXECUTOR_CLASS_PATH)
+    if executors and EXECUTOR_CLASS_PATH in boot_conf:  # hosts: their copy of the hooks, not this machine's
+        boot_conf = {**boot_conf, EXECUTOR_CLASS_PATH: executors}
     for key, value in class_path_first(config.get("class_path") or "",
                                        {**boot_conf, **(config.get("spark_conf") or {})}).items():
         builder = builder.config(key, value)

@@ -288,10 +288,6 @@ class Harness:
                                 "harness's: fault an executor or a host instead")
             if self.cluster.file.user_database:
                 self._check_user_database(scenario, pipeline)
-            # Its executors would need a file of this machine's: the JVM hooks' jar.
-            if "spark.executor.extraClassPath" in pipeline.boot_conf():
-                raise UserError(f"{scenario.pipeline}'s sink reports its phases from a JVM hook that a cluster of "
-                                "hosts cannot load yet: run it on --cluster standalone or docker")
 
     @staticmethod
     def _check_user_database(scenario: Scenario, pipeline) -> None:

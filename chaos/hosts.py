@@ -35,9 +35,10 @@ from chaos.cluster import (
 from chaos.errors import HarnessError, UserError
 from chaos.hostcheck import check_hosts
 from chaos.hostfile import Host, HostCluster, load
+from chaos.jvm import hooks_jar, hooks_unavailable
 from chaos.procs import wait_until
 from chaos.remote import HostProcs, HostRules, reap
-from chaos.ship import ship, wheels
+from chaos.ship import host_jar, ship, wheels
 from chaos.ssh import Remote
 
 WORKER_TIMEOUT_OPTS = f"-Dspark.worker.timeout={WORKER_TIMEOUT_S}"
@@ -100,6 +101,9 @@ class HostsCluster(Cluster):
         facts = check_hosts(self.file, self.remotes, current_version())
         self.homes = {f.host.name: f.spark_home for f in facts}
         files = wheels(echo=lambda text: None)
+        if hooks_unavailable() is None:  # the JVM hooks of the file sinks' phases, for the executors' class path
+            files.append(hooks_jar())
+            self.driver_conf["spark.executor.extraClassPath"] = host_jar(files, files[-1])
         with ThreadPoolExecutor(max_workers=min(8, len(self.remotes))) as pool:
             pythons = set(pool.map(lambda r: ship(r, self.file.python, files), self.remotes.values()))
         self.python = pythons.pop()

@@ -123,9 +123,15 @@ def venv_home(files: list[Path]) -> str:
     return f"{VENVS}/venv-{hashlib.sha256(chr(10).join(names).encode()).hexdigest()[:12]}"
 
 
+def host_jar(files: list[Path], jar: Path) -> str:
+    """Where ``jar`` (one of ``files``) is on every host once shipped: in the venv's ``jars/``."""
+    return f"{venv_home(files)}/jars/{jar.name}"
+
+
 def ship(remote: Remote, python: str, files: list[Path]) -> str:
-    """The venv on ``remote`` with ``files`` (wheels) installed; its Python. Made once per set of wheels, under a
-    lock on the host: two harnesses starting at once (two campaigns on one cluster) make it once."""
+    """The venv on ``remote`` with ``files`` installed (wheels; a jar goes to its ``jars/``, ``host_jar``); its
+    Python. Made once per set of files, under a lock on the host: two harnesses starting at once (two campaigns
+    on one cluster) make it once."""
     home = venv_home(files)
     venv_python = f"{home}/bin/python"
     if remote.run(["test", "-f", f"{home}/ready"]).rc == 0:
@@ -135,9 +141,11 @@ def ship(remote: Remote, python: str, files: list[Path]) -> str:
     try:
         for path in files:
             remote.put(path, f"{upload}/{path.name}")
+        jars = [f"{upload}/{path.name}" for path in files if path.suffix == ".jar"]
         script = (f"[ -f {home}/ready ] && exit 0; rm -rf {home} && {shlex.quote(python)} -m venv "
                   f"--system-site-packages {home} && {venv_python} -m pip install -q --no-index --no-deps "
-                  f"{upload}/*.whl && touch {home}/ready")
+                  f"{upload}/*.whl && mkdir -p {home}/jars"
+                  + "".join(f" && cp {jar} {home}/jars/" for jar in jars) + f" && touch {home}/ready")
         remote.run(["flock", "-w", "600", f"{VENVS}/.lock", "sh", "-c", script], check=True, timeout=660)
     finally:
         remote.run(["rm", "-rf", upload])

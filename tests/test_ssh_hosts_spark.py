@@ -259,6 +259,22 @@ def test_executors_killed_on_their_hosts_while_reading_and_while_the_sink_writes
     assert r["verdict"] == "exactly-once" and r["consistent_cut"]["ok"] is True, r
 
 
+def test_the_file_sinks_phases_come_from_the_hooks_shipped_to_the_hosts(ssh_harness, hosts):
+    """The file sink's commit protocol reports ``sink-write`` from the executors' JVMs on the hosts: the hooks'
+    jar travels into the venv, as the wheels do; the part files land on the shared storage."""
+    r = host_trial(ssh_harness, hosts, "file", "passthrough-file", "kill-executor@2:sink-write",
+                   "kill-driver@3:sink-done")
+    writing, done = r["faults"]
+    assert writing["fired"] and writing["detail"]["host"] in ("host1", "host2", "host3") and done["fired"], r
+    assert r["verdict"] == "exactly-once", r
+    jar = ssh_harness.cluster.driver_conf["spark.executor.extraClassPath"]
+    host1 = remote(hosts, 1)
+    try:
+        assert jar.startswith(VENVS) and host1.run(["test", "-f", jar]).rc == 0, jar
+    finally:
+        host1.close()
+
+
 def test_a_host_cut_off_from_the_master_while_reading_keeps_key_count_exactly_once(ssh_harness, hosts):
     r = host_trial(ssh_harness, hosts, "partition", "key-count", "partition@2:reading/node=0/with=master/6s")
     fired = r["faults"][0]
