@@ -9,7 +9,7 @@ the environment, so the password is in no file a team commits), and touches noth
   next start of any harness of this machine once its owner is gone (another machine's is left);
 * the password goes into the harness's passfile (``chaos.postgres``), never into a DSN, log or run directory;
 * the server is the user's: faults that kill or cut off the database itself are refused in one line; the sink
-  channel between the sink and the database (``partition``, ``latency``, ... on ``sink``) still applies.
+  channel between the sinks and the server still takes its faults (``down-sink``, ``cut-sink``, ``delay-sink``).
 """
 
 from __future__ import annotations
