@@ -130,6 +130,9 @@ def load(spec: str | Path) -> HostCluster:
         raise UserError(f"{path}: known_hosts {known_hosts} does not exist; add the hosts' keys to it "
                         "(ssh-keyscan -p PORT ADDRESS >> FILE, after checking their fingerprints)")
     shared = text_field("shared")
+    if re.match(r"^[a-z][a-z0-9+.-]*://", shared):
+        raise UserError(f"{path}: shared = {shared!r}: a storage URL is not read yet; mount it (NFS, or HDFS or S3 "
+                        "through a FUSE mount) at the same absolute path on every host and here, and give that path")
     if not shared.startswith("/"):
         raise UserError(f"{path}: shared = {shared!r} must be an absolute path, the same on every host and here")
     raw_hosts = data.get("hosts")

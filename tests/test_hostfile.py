@@ -53,6 +53,7 @@ def test_a_good_file_names_hosts_master_database_and_paths_relative_to_itself(tm
     (("master = \"n1\"", "master = \"spark://h\""), "an existing cluster is spark://HOST:PORT"),
     (("database = \"n3\"", "database = \"x\""), "database = 'x' is neither a host of the file"),
     (("shared = \"/mnt/streamchaos\"", "shared = \"rel\""), "must be an absolute path"),
+    (("shared = \"/mnt/streamchaos\"", "shared = \"s3a://bucket/runs\""), "a storage URL is not read yet; mount it"),
     (("port = 2222", "port = 70000"), "port 70000 must be a number from 1 to 65535"),
     (("name = \"n2\"", "name = \"n1\""), "two hosts are named 'n1'"),
     (("key = \"id_ed25519\"", "key = \"nokey\""), "does not exist; give the private key"),
