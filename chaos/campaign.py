@@ -61,6 +61,7 @@ class CampaignSpec:
     late_fraction: float | None = None
     resent_fraction: float | None = None
     max_faults: int = 2
+    recovery_timeout: float = 180.0  # seconds a trial waits without a commit before it is stalled
     shrink: bool = True
     shrink_trials: int = 6
     examples: list[str] = field(default_factory=list)  # schedules tried first, like Hypothesis' @example
@@ -176,7 +177,7 @@ class Campaign:
                 skipped.append({"pipeline": name, "reason": f"no fault of kind(s) {','.join(spec.kinds)} applies"})
                 continue
             template = Scenario(pipeline=name, events=spec.events, events_per_batch=spec.events_per_batch,
-                                cluster=spec.cluster, workers=spec.workers,
+                                cluster=spec.cluster, workers=spec.workers, recovery_timeout=spec.recovery_timeout,
                                 **{**pipeline.stream_defaults, **spec.stream})
             if fixed is not None:
                 schedules = [s.split() for s in fixed]  # each checked as the scenario parses it

@@ -199,6 +199,8 @@ def campaign_run(
     resent_fraction: Annotated[float | None, typer.Option(help="share of events re-sent with a new id "
                                                                 "(default: the pipeline's, else 0)")] = None,
     max_faults: Annotated[int, typer.Option(help="faults per trial at most")] = 2,
+    recovery_timeout: Annotated[float, typer.Option(help="seconds a trial waits without a commit before it is "
+                                                         "'stalled'")] = 180.0,
     expect: Expect = None,
     example: Annotated[list[str] | None, typer.Option(help="a schedule to try first, e.g. 'kill-driver@3:sink-done'; "
                                                            "repeatable")] = None,
@@ -243,11 +245,13 @@ def campaign_run(
         trials=trials if trials is not None or time_budget else 3, time_budget_s=parse_time_budget(time_budget),
         seed=seed, events=events, events_per_batch=events_per_batch, partitions=partitions, keys=keys, skew=skew,
         max_disorder_ms=max_disorder_ms, late_fraction=late_fraction, resent_fraction=resent_fraction,
-        max_faults=max_faults, shrink=shrink,
+        max_faults=max_faults, shrink=shrink, recovery_timeout=recovery_timeout,
         shrink_trials=shrink_trials, examples=list(example or []), cluster=cluster, workers=workers,
         conf=parse_matrix(list(conf or [])) or None, timing=timing)
     if max_faults < 1:
         raise UserError(f"--max-faults must be at least 1, got {max_faults}")
+    if recovery_timeout <= 0:
+        raise UserError(f"--recovery-timeout must be a positive number of seconds, got {recovery_timeout:g}")
     if ray is not None and timing != "phase":
         raise UserError("--timing random runs on one machine or in shards, not on --ray: drop one of them")
     _require_runner(ray)

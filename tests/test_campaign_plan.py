@@ -218,10 +218,12 @@ def test_a_campaigns_stream_options_reach_every_planned_scenario_and_its_report(
 
     view = "view_id STRING, page STRING, ts TIMESTAMP"
     job = job_ref(f"{REPO}/examples/page_views_windowed.py:run", view, "postgres:page_minutes", "minute,page")
-    spec = CampaignSpec(pipelines=[job], trials=3, seed=2, events=1000, late_fraction=0.05, keys=7)
+    spec = CampaignSpec(pipelines=[job], trials=3, seed=2, events=1000, late_fraction=0.05, keys=7,
+                        recovery_timeout=60)
     campaign = Campaign.create(tmp_path / "c", spec)
     for entry in campaign.plan:
         assert entry["scenario"]["late_fraction"] == 0.05 and entry["scenario"]["keys"] == 7
+        assert entry["scenario"]["recovery_timeout"] == 60
     default = Campaign.create(tmp_path / "d", CampaignSpec(pipelines=["windowed-count"], trials=1))
     assert default.plan[0]["scenario"]["late_fraction"] == resolve("windowed-count").stream_defaults.get(
         "late_fraction", 0.0)

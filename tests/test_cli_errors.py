@@ -44,6 +44,8 @@ JOB = [f"{REPO}/examples/orders_by_region.py:run", "--schema", "order_id STRING,
         (["campaign", "run", "--pipeline", "key-count", "--values", "key=a,b"], "--values applies to a job"),
         (["campaign", "run", "--pipeline", "key-count", "--ray", "nohost"], "give the Ray head's address as HOST:PORT"),
         (["campaign", "merge", "out", "no-such-dir"], "no-such-dir is not a directory"),
+        (["campaign", "run", "--pipeline", "key-count", "--recovery-timeout", "0"],
+         "--recovery-timeout must be a positive number of seconds, got 0"),
         (["campaign", "run", "--pipeline", "key-count", "--faults", "kill,node"],
          "--faults node needs --cluster docker"),
         (["trial", "key-count", "--image", "my/spark:1"], "--image my/spark:1 names the image of Docker nodes: "
