@@ -60,6 +60,8 @@ ROWS = (
         "exactly-once", DOCS + "apis-on-dataframes-and-datasets.html (multiple stateful operators, append mode)"),
     Row("stream-stream left outer join with watermarks", "stream-join-outer", "exactly-once",
         DOCS + "apis-on-dataframes-and-datasets.html (outer joins with watermarking)"),
+    Row("chained stateful operators: a stream-stream join, then a window", "join-window-count", "exactly-once",
+        DOCS + "apis-on-dataframes-and-datasets.html (multiple stateful operators, append mode)"),
     Row("transformWithState, event-time timers (RocksDB)", "keyed-state-timers", "exactly-once",
         DOCS + "structured-streaming-transform-with-state.html"),
     Row("transformWithStateInPandas, ValueState with a TTL (RocksDB)", "keyed-state-ttl", "exactly-once",

@@ -14,6 +14,14 @@ watermark, so the oracle owes that row only for events whose match window closed
 ``OUTER_SLACK_MS`` before the final watermark, forbids it for those whose window is still open after it,
 and allows at most one in between.
 
+``join-window-count`` chains an aggregation after the inner join: the pairs are counted per key and 10 s
+tumbling window of the left event's time, in append mode, upserted by ``key@window`` with the two ids of every
+pair it counted (Spark 3.5+ passes the watermark down from the join to the aggregation, SPARK-42376). A window
+is written once, when the aggregation's watermark passes its end; that watermark is the join's output
+watermark, the global one less the join's 1 s range, so the oracle owes a window that ended more than
+``OUTER_SLACK_MS`` before the final watermark, forbids one still open after it, and owes nothing either way in
+between (an id with a pair there is not required, and may appear once per such pair).
+
 The oracle assumes no late events (``late_fraction`` 0, disorder under the watermark delay): with
 them, which rows the join drops depends on Spark's per-side state watermarks, not modelled here.
 """
@@ -24,9 +32,11 @@ import polars as pl
 
 from chaos.errors import UserError
 from pipelines_under_test.base import DriverContext
-from pipelines_under_test.event_time import event_time_conf
+from pipelines_under_test.counts import StatefulCounter
+from pipelines_under_test.event_time import WINDOW_MS, event_time_conf
 from pipelines_under_test.passthrough import SqliteRows
 from properties import watermark
+from properties.watermark import WINDOW_KEY_FORMAT
 
 WITHIN_MS = 1000
 DELAY_MS = 10_000
@@ -78,12 +88,7 @@ class StreamJoin(SqliteRows):
     def transform(self, source):
         from pyspark.sql import functions as F
 
-        left = (source.filter(F.col("id") % 2 == 0)
-                .select(F.col("id").alias("left_id"), F.col("key").alias("lkey"), F.col("event_time").alias("ltime"))
-                .withWatermark("ltime", DELAY))
-        right = (source.filter(F.col("id") % 2 == 1)
-                 .select(F.col("id").alias("right_id"), F.col("key").alias("rkey"), F.col("event_time").alias("rtime"))
-                 .withWatermark("rtime", DELAY))
+        left, right = _sides(source)
         joined = left.join(right, F.expr(
             f"lkey = rkey AND rtime >= ltime AND rtime <= ltime + INTERVAL {WITHIN_MS} MILLISECONDS"), self.how)
         return joined.select("left_id", "right_id", F.col("lkey").alias("key"))
@@ -126,5 +131,104 @@ class StreamJoin(SqliteRows):
                    for r in matched.sort("left_id").head(1000).iter_rows(named=True)])
 
 
+def _sides(source):
+    """The join's two watermarked sides of ``source``: even ids (left) and odd ids (right)."""
+    from pyspark.sql import functions as F
+
+    left = (source.filter(F.col("id") % 2 == 0)
+            .select(F.col("id").alias("left_id"), F.col("key").alias("lkey"), F.col("event_time").alias("ltime"),
+                    F.col("value").alias("lvalue"))
+            .withWatermark("ltime", DELAY))
+    right = (source.filter(F.col("id") % 2 == 1)
+             .select(F.col("id").alias("right_id"), F.col("key").alias("rkey"), F.col("event_time").alias("rtime"),
+                     F.col("value").alias("rvalue"))
+             .withWatermark("rtime", DELAY))
+    return left, right
+
+
+def window_pairs(events: pl.DataFrame) -> pl.DataFrame:
+    """``expected_pairs`` with the window of the left event's time: ``wkey`` (``key@start``), ``end_ms``."""
+    pairs = expected_pairs(events)
+    ms = events.select(left_id="id", left_ms=pl.col("event_time").dt.epoch("ms"))
+    start = (pl.col("left_ms") // WINDOW_MS) * WINDOW_MS
+    return pairs.join(ms, on="left_id").with_columns(
+        wkey=pl.col("key") + "@" + pl.from_epoch(start, time_unit="ms").dt.strftime(WINDOW_KEY_FORMAT),
+        end_ms=start + WINDOW_MS)
+
+
+class JoinWindowCount(StatefulCounter):
+    """The inner join, then a windowed count of its pairs: two stateful operators chained, append mode."""
+
+    state = False  # two operators' state: the consistent cut is not checked
+    state_store = True
+
+    def __init__(self) -> None:
+        super().__init__("join-window-count", True,
+                         "the stream-stream inner join, then its pairs counted per key and 10 s window of the left "
+                         "event: two chained stateful operators, append mode, upserted by window: exactly-once.")
+
+    def transform(self, source):
+        from pyspark.sql import functions as F
+
+        left, right = _sides(source)
+        joined = left.join(right, F.expr(
+            f"lkey = rkey AND rtime >= ltime AND rtime <= ltime + INTERVAL {WITHIN_MS} MILLISECONDS"))
+        counted = (joined.groupBy(F.window("ltime", f"{WINDOW_MS // 1000} seconds"), "lkey")
+                   .agg(F.count(F.lit(1)).alias("pairs"), F.sum(F.col("lvalue") + F.col("rvalue")).alias("total"),
+                        F.flatten(F.collect_list(F.array("left_id", "right_id"))).alias("ids")))
+        return counted.select(
+            F.concat("lkey", F.lit("@"), F.date_format("window.start", "yyyy-MM-dd'T'HH:mm:ss")).alias("key"),
+            (F.col("pairs") * 2).alias("n"), "total", "ids")
+
+    def start(self, ctx: DriverContext):
+        event_time_conf(ctx)
+        return self.start_foreach_batch(ctx, self.transform(ctx.source), self._sink(ctx), output_mode="append")
+
+    def _windows(self, events: pl.DataFrame) -> pl.DataFrame:
+        """``window_pairs`` with ``owed``: True written by the end, None either way, False not yet."""
+        pairs = window_pairs(events)
+        if not watermark.streaming(events):
+            return pairs.with_columns(owed=pl.lit(True))
+        if "late" in events.columns and events["late"].any():
+            raise UserError("join-window-count's oracle models no late events: run it with --late-fraction 0")
+        mark = watermark.final_watermark(events, DELAY_MS)
+        if mark is None:
+            return pairs.with_columns(owed=pl.lit(False))
+        return pairs.with_columns(owed=pl.when(pl.col("end_ms") <= mark - OUTER_SLACK_MS).then(True)
+                                  .when(pl.col("end_ms") > mark).then(False).otherwise(None))
+
+    def oracle(self, events: pl.DataFrame) -> pl.DataFrame:
+        pairs = self._windows(events).filter(pl.col("owed").ne_missing(False))
+        ids = pl.concat([pairs.select("owed", id="left_id"), pairs.select("owed", id="right_id")])
+        per = ids.group_by("id").agg(owed=pl.col("owed").fill_null(False).sum(), either=pl.col("owed").is_null().sum())
+        return (events.select("id").join(per, on="id", how="left")
+                .select("id", required=(pl.col("owed").fill_null(0) > 0) & (pl.col("either").fill_null(0) == 0),
+                        multiplicity=(pl.col("owed").fill_null(0) + pl.col("either").fill_null(0)).cast(pl.Int64))
+                .sort("id"))
+
+    def unexplained(self, output: pl.DataFrame, events: pl.DataFrame) -> list[dict]:
+        """A row whose count or total disagree with the ids it lists, or that lists an id of no pair of its window."""
+        values = events.select("id", "value")
+        rows = output.select("key", "n", "total", pl.col("ids").alias("id")).explode("id").drop_nulls("id")
+        sums = rows.join(values, on="id", how="left").group_by("key", "n", "total").agg(
+            listed=pl.len(), sum_in=pl.col("value").sum())
+        wrong = sums.filter((pl.col("listed") != pl.col("n")) | (pl.col("sum_in") != pl.col("total")))
+        pairs = window_pairs(events)
+        members = pl.concat([pairs.select("wkey", id="left_id"), pairs.select("wkey", id="right_id")]).unique()
+        foreign = rows.join(members, left_on=["key", "id"], right_on=["wkey", "id"], how="anti")
+        return ([{"key": r["key"], "why": f"row says n={r['n']} total={r['total']}, its {r['listed']} ids give "
+                                          f"total={r['sum_in']}"}
+                 for r in wrong.sort("key").head(1000).iter_rows(named=True)]
+                + [{"id": r["id"], "why": f"{r['id']} is in no pair of window {r['key']}"}
+                   for r in foreign.sort("id").head(1000).iter_rows(named=True)])
+
+    def expected_counts(self, events: pl.DataFrame) -> pl.DataFrame:
+        raise NotImplementedError("join-window-count has provenance")
+
+    def expected_state(self, events: pl.DataFrame) -> pl.DataFrame:
+        raise NotImplementedError("join-window-count keeps two operators' state: the cut is not checked")
+
+
 STREAM_JOIN = StreamJoin()
 STREAM_JOIN_OUTER = StreamJoin("left_outer")
+JOIN_WINDOW_COUNT = JoinWindowCount()
