@@ -276,7 +276,23 @@ def check_host_cluster(spec: str) -> list[Check]:
     finally:
         for remote in remotes.values():
             remote.close()
+    if cluster.user_database:
+        checks.append(check_user_database())
     return checks
+
+
+def check_user_database() -> Check:
+    """``database = "DATABASE_URL"``: the user's server takes the URL's login, which may create a schema."""
+    from chaos.dburl import read_url
+    from chaos.errors import UserError
+    from chaos.userdb import UserDatabase
+
+    url = read_url()
+    try:
+        UserDatabase(url, Path(".")).probe()
+    except UserError as exc:
+        return Check("database", "fail", str(exc))
+    return Check("database", "ok", f"{url!r}: the login works and may create the harness's schema")
 
 
 def run_checks(workdir: Path | None = None) -> list[Check]:

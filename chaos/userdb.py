@@ -53,24 +53,40 @@ class UserDatabase:
         import psycopg
         from psycopg import sql
 
-        if self.url.secret:
-            add_login(self.url.user, self.url.secret)
         try:
-            with psycopg.connect(self._server_dsn(self.address, self.port), autocommit=True) as conn:
+            with self._connect() as conn:
                 reap_schemas(conn)
                 conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
                 conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(
                     sql.Identifier(self.schema), sql.Literal(OWNER_NOTE + remote_tag())))
         except psycopg.errors.InsufficientPrivilege:
-            raise UserError(f"{VAR}: {self.url.user} may not create a schema in {self.url.dbname}: "
-                            f"GRANT CREATE ON DATABASE {self.url.dbname} TO {self.url.user}") from None
+            raise self._no_create() from None
+        (self.log_dir / "database.txt").parent.mkdir(parents=True, exist_ok=True)
+        (self.log_dir / "database.txt").write_text(f"{self.url!r} schema {self.schema}\n")
+        return self
+
+    def probe(self) -> None:
+        """Log in and check that the user may create the harness's schema, creating nothing (``doctor``)."""
+        with self._connect() as conn:
+            if not conn.execute("SELECT has_database_privilege(current_database(), 'CREATE')").fetchone()[0]:
+                raise self._no_create()
+
+    def _connect(self):
+        """A connection to the user's database as the URL's user (password from the passfile); one line if not."""
+        import psycopg
+
+        if self.url.secret:
+            add_login(self.url.user, self.url.secret)
+        try:
+            return psycopg.connect(self._server_dsn(self.address, self.port), autocommit=True)
         except psycopg.OperationalError as exc:
             reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
             raise UserError(f"{VAR}: cannot connect to {self.url!r} ({reason}): check the URL, and that the server "
                             "admits this machine") from None
-        (self.log_dir / "database.txt").parent.mkdir(parents=True, exist_ok=True)
-        (self.log_dir / "database.txt").write_text(f"{self.url!r} schema {self.schema}\n")
-        return self
+
+    def _no_create(self) -> UserError:
+        return UserError(f"{VAR}: {self.url.user} may not create a schema in {self.url.dbname}: "
+                         f"GRANT CREATE ON DATABASE {self.url.dbname} TO {self.url.user}")
 
     def ready(self) -> bool:
         return accepts(self.dsn)

@@ -90,12 +90,21 @@ def test_the_harness_works_in_its_own_schema_and_leaves_the_users_tables(pg, tmp
 
 
 @needs_postgres
-def test_a_user_without_create_or_a_wrong_password_is_one_line(pg, tmp_path):
+def test_a_user_without_create_or_a_wrong_password_is_one_line_at_the_start_and_in_doctor(pg, tmp_path, monkeypatch):
+    from chaos.doctor import check_user_database
+
+    UserDatabase(read_url(database_url(pg)), tmp_path / "logs").probe()  # may create: nothing to say
+    assert harness_schemas(pg) == set()  # the probe creates nothing
     for env, says in ((database_url(pg, "reader", "reads"), "reader may not create a schema in staging: GRANT"),
                       (database_url(pg, "app", "wrong"), "cannot connect to app@127.0.0.1")):
         with pytest.raises(UserError) as caught:
             UserDatabase(read_url(env), tmp_path / "logs").start()
         assert says in str(caught.value) and "wrong" not in str(caught.value).split("(")[0], caught.value
+        monkeypatch.setenv("DATABASE_URL", env["DATABASE_URL"])
+        check = check_user_database()
+        assert check.status == "fail" and says in check.detail
+    monkeypatch.setenv("DATABASE_URL", database_url(pg)["DATABASE_URL"])
+    assert check_user_database().status == "ok"
 
 
 @pytest.mark.parametrize(("pipeline", "fault", "says"), [
