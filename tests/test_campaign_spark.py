@@ -123,12 +123,13 @@ def test_plugin_project_passes_and_fails_with_a_counterexample(spark_cluster, tm
 
 def test_weaker_pipelines_are_caught_by_the_first_planned_trial(chaos_harness, tmp_path):
     """``--expect exactly-once`` on pipelines whose truth is weaker: the first planned trial (driver kills after
-    the sink wrote and at the second batch after the restart) already violates, for each of two seeds, on the
-    session's shared harness (pre-warmed drivers), planned as on a cluster whose workers it does not own (the
-    same plan as ``campaign run --cluster spark://...``). Faults only fire at phases the pipelines reach."""
+    the sink wrote and at the second batch after the restart) already violates, on the session's shared harness
+    (pre-warmed drivers), planned as on a cluster whose workers it does not own (the same plan as ``campaign run
+    --cluster spark://...``). Faults only fire at phases the pipelines reach. One seed: how often the first
+    planned trial catches a bug, over a corpus and many trials, is benchmarks/detection.py's measure."""
     from chaos.campaign import Campaign, CampaignSpec
 
-    for seed in (1, 4):
+    for seed in (4,):
         spec = CampaignSpec(pipelines=["passthrough-append", "passthrough-file-raw"], expect="exactly-once",
                             trials=1, seed=seed, events=1000, shrink=False, cluster=chaos_harness.cluster_spec,
                             workers=chaos_harness.workers)
