@@ -22,17 +22,23 @@ def batch_offsets(checkpoint: Path, records: list[dict] | None = None) -> list[d
     An entry the trial damaged (``damage-checkpoint``, truncated or deleted after Spark planned from it) reads as
     no offsets; its batch's end is then the one the source reported when the batch was last planned
     (``records``: the history's ``planned`` phases), if the batch committed or its file is there. Without it the
-    checker would fold the batch into the next one and judge event-time pipelines by a watermark Spark never had."""
+    checker would fold the batch into the next one and judge event-time pipelines by a watermark Spark never had.
+    The same holds for the entries Spark purged itself: it keeps the last ``spark.sql.streaming.minBatchesToRetain``
+    (100) of each log, and a processing-time query that runs a batch without data at every trigger (timers, TTL)
+    passes 100 batches within a minute of waiting; every batch older than the oldest entry kept had committed."""
     folder = checkpoint / "offsets"
     names = {int(n.name) for n in folder.iterdir() if n.name.isdigit()} if folder.is_dir() else set()
     commits = checkpoint / "commits"
     planned = planned_ends(records or [])
-    names = sorted(names | {n for n in planned if (commits / str(n)).exists()})  # an entry deleted after it ran
+    oldest = min(names, default=None)
+    names = sorted(names | {n for n in planned if (commits / str(n)).exists()  # an entry deleted after it ran
+                            or (oldest is not None and n < oldest)})  # purged by Spark's retention
     out, previous = [], None
     for n in names:
         ends = read_offsets_file(str(folder / str(n)))
         end = ends[0] if ends else planned.get(n)
-        out.append({"batch": n, "start": previous, "end": end, "committed": (commits / str(n)).exists()})
+        committed = (commits / str(n)).exists() or (oldest is not None and n < oldest)
+        out.append({"batch": n, "start": previous, "end": end, "committed": committed})
         previous = end
     return out
 

@@ -112,6 +112,26 @@ def test_a_damaged_offsets_entry_is_read_from_the_history_of_its_planned_batch(t
     assert [b["end"] for b in batch_offsets(tmp_path, records)] == ends[:2]
 
 
+def test_entries_spark_purged_past_its_retention_are_read_from_the_history(tmp_path):
+    """A processing-time query runs a batch without data at every trigger: 137 batches, and Spark keeps the last
+    100 of each log. Batches 0-36 are gone from offsets/ and commits/; their ends come from the history, as
+    committed, and the data batches are not folded into batch 37 (which read nothing new)."""
+    from chaos.result import batch_offsets
+
+    ends = [{"0": 100 * (n + 1)} for n in range(10)]
+    for what in ("offsets", "commits"):
+        (tmp_path / what).mkdir()
+    for n in range(37, 137):
+        (tmp_path / "offsets" / str(n)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{json.dumps(ends[-1])}\n')
+        (tmp_path / "commits" / str(n)).write_text('v1\n{"nextBatchWatermarkMs":0}\n')
+    records = [{"kind": "phase", "batch": n, "phase": "planned", "detail": {"start": {}, "end": end}}
+               for n, end in enumerate(ends)]
+    read = batch_offsets(tmp_path, records)
+    assert [b["batch"] for b in read[:11]] == [*range(10), 37]
+    assert [b["end"] for b in read[:10]] == ends and all(b["committed"] for b in read)
+    assert read[10]["start"] == read[10]["end"] == ends[-1]  # batch 37 read nothing
+
+
 def test_deleting_an_operator_that_spark_writes_into_still_fires(tmp_path, monkeypatch):
     """Spark renames and removes temp files in the operator's directory while the damage walks it. The walk's
     FileNotFoundError half way used to leave the damage done but the fault recorded as not fired."""
