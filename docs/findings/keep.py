@@ -1,6 +1,6 @@
 """Keep a campaign directory's record in ``docs/findings/runs/NAME/``, without its sink data, and tally what is kept.
 
-    python docs/findings/keep.py CAMPAIGN_DIR NAME   # summary.json, report.html and trials.jsonl
+    python docs/findings/keep.py CAMPAIGN_DIR NAME   # summary.json, report.html (conformance.json), trials.jsonl
     python docs/findings/keep.py --tally             # trials per pipeline x fault window, with verdicts
 
 ``trials.jsonl`` holds one line per trial: its scenario (seed, faults, configuration) and the ``streamchaos trial``
@@ -48,7 +48,7 @@ def trial_line(trial: Path) -> dict | None:
 def keep(campaign: Path, name: str) -> int:
     out = RUNS / name
     out.mkdir(parents=True, exist_ok=True)
-    for kept in ("summary.json", "report.html"):
+    for kept in ("summary.json", "report.html", "conformance.json"):
         if (campaign / kept).exists():
             shutil.copyfile(campaign / kept, out / kept)
     lines = [line for t in sorted((campaign / "trials").iterdir()) if (line := trial_line(t))]
