@@ -111,7 +111,9 @@ def test_keyed_state_is_exactly_once_with_a_consistent_cut(chaos_harness, tmp_pa
               *SMALL)
     assert r["faults"][0]["fired"] and r["restarts"] == 1
     assert r["verdict"] == "exactly-once" and r["multiplicity"] == {"0": 0, "1": 1000, ">1": 0}, r
-    assert r["consistent_cut"]["ok"] is True and r["consistent_cut"]["batches_checked"] == [0, 1, 2, 3, 4]
+    # Every batch with data checked; the TTL's processing-time mode may run a batch without data before the end.
+    checked = r["consistent_cut"]["batches_checked"]
+    assert r["consistent_cut"]["ok"] is True and checked[:5] == [0, 1, 2, 3, 4] and len(checked) <= 5 + (kind == "ttl")
     if kind == "evolve":  # the restarted code's schema (with ``last``) was taken at the rerun batch 2, beside batch 0's
         schema_dir = Path(r["run_dir"]) / "checkpoint" / "state" / "0" / "_stateSchema" / "default"
         schemas = sorted(schema_dir.glob("[0-9]*"))
