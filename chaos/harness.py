@@ -308,26 +308,22 @@ class Harness:
                 from chaos.pgnode import PostgresNode
 
                 self.database = PostgresNode(self.cluster, self.workdir / "postgres").start()
-                upstream = f"{self.database.address}:{self.database.port}"
             elif self.cluster.kind == "ssh" and self.cluster.file.user_database:  # the user's own, in a schema
                 from chaos.dburl import read_url
                 from chaos.userdb import UserDatabase
 
                 self.database = UserDatabase(read_url(), self.workdir / "postgres").start()
-                upstream = f"{self.database.address}:{self.database.port}"
             elif self.cluster.kind == "ssh" and self.cluster.file.database:  # the hosts' file's database host
                 from chaos.hostdb import HostDatabase
 
                 self.database = self.cluster.database = HostDatabase(self.cluster, self.workdir / "postgres").start()
-                upstream = f"{self.database.address}:{self.database.port}"
             else:
                 self.database = PostgresServer(self.owned, self.workdir / "postgres").start()
-                upstream = f"127.0.0.1:{self.database.port}"
             self.timings["database_start_s"] = round(time.monotonic() - t0, 2)
             # The sink reaches the database only through the sink channel's proxy (where nodes reach it too).
+            upstream = f"{self.database.address}:{self.database.port}"
             host, port = self.channels.open("sink", upstream, self.cluster.host).rsplit(":", 1)
-            via = getattr(self.database, "dsn_via", None)  # the user's database: its user, its schema
-            self.sink_dsn = via(host, int(port)) if via else PostgresServer.dsn_at(host, int(port))
+            self.sink_dsn = self.database.dsn_via(host, int(port))
         elif not self.database.ready():
             self.database.restart()
 

@@ -49,6 +49,8 @@ class HostDatabase:
         self.sid: int | None = None
         self.recovery_s: float | None = None
 
+    dsn_via = staticmethod(PostgresServer.dsn_at)
+
     @property
     def dsn(self) -> str:
         return PostgresServer.dsn_at(self.address, self.port)

@@ -51,6 +51,8 @@ class PostgresNode:
         self.port = PORT
         self.recovery_s: float | None = None
 
+    dsn_via = staticmethod(PostgresServer.dsn_at)
+
     @property
     def dsn(self) -> str:
         return PostgresServer.dsn_at(self.address, PORT)

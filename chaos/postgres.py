@@ -129,6 +129,8 @@ def free_port() -> int:
 
 
 class PostgresServer:
+    address = "127.0.0.1"  # where it listens; the harness's other databases set theirs
+
     def __init__(self, owned: Owned, log_dir: Path) -> None:
         self.bindir = require_postgres()
         self.owned = owned
@@ -141,11 +143,15 @@ class PostgresServer:
 
     @property
     def dsn(self) -> str:
-        return self.dsn_at("127.0.0.1", self.port)
+        return self.dsn_at(self.address, self.port)
 
     @staticmethod
     def dsn_at(host: str, port: int) -> str:
         return f"host={host} port={port} user={PG_USER} dbname=postgres connect_timeout=10"
+
+    # The DSN of this database reached at another ``host:port`` (the sink channel's proxy): every database of the
+    # harness has one (``chaos.userdb``'s names the user's user and schema).
+    dsn_via = dsn_at
 
     def start(self) -> PostgresServer:
         self.log_dir.mkdir(parents=True, exist_ok=True)
