@@ -266,25 +266,27 @@ class HostsCluster(Cluster):
     def kill_worker(self, i: int) -> None:
         """SIGKILL host ``i``'s worker and every process under it (its executors and their Python workers), as
         the standalone cluster's ``kill-worker`` does; the rest of the host lives."""
-        pid = self.pids.pop(f"worker-{i}", None)
-        if pid is not None:
-            self.remotes[self.file.hosts[i].name].run(["sh", "-c", SIGNAL_TREE.format(signal="KILL", pid=int(pid))])
+        self._signal_worker(i, "KILL", tree=True, forget=True)
 
     def pause_worker(self, i: int, resume: bool = False) -> int | None:
         """SIGSTOP (``resume``: SIGCONT) host ``i``'s worker and every process under it, as the standalone
         cluster's ``pause-worker`` does: its executors freeze with it; the rest of the host runs on. Its pid."""
-        pid = self.pids.get(f"worker-{i}")
-        if pid is not None:
-            command = SIGNAL_TREE.format(signal="CONT" if resume else "STOP", pid=int(pid))
-            self.remotes[self.file.hosts[i].name].run(["sh", "-c", command])
-        return pid
+        return self._signal_worker(i, "CONT" if resume else "STOP", tree=True)
 
     def decommission_worker(self, i: int) -> None:
         """SIGPWR over SSH to host ``i``'s worker (started with ``spark.decommission.enabled``): it decommissions
         its executors and takes no new one."""
-        pid = self.pids.get(f"worker-{i}")
+        self._signal_worker(i, "PWR")
+
+    def _signal_worker(self, i: int, signal: str, tree: bool = False, forget: bool = False) -> int | None:
+        """``signal`` over SSH to host ``i``'s worker (``tree``: and every process under it); its pid, if it runs.
+        ``forget``: the harness no longer counts it as running (a kill)."""
+        pid = self.pids.pop(f"worker-{i}", None) if forget else self.pids.get(f"worker-{i}")
         if pid is not None:
-            self.remotes[self.file.hosts[i].name].run(["kill", "-PWR", str(int(pid))])
+            argv = ["sh", "-c", SIGNAL_TREE.format(signal=signal, pid=int(pid))] if tree else \
+                ["kill", f"-{signal}", str(int(pid))]
+            self.remotes[self.file.hosts[i].name].run(argv)
+        return pid
 
     def block_port(self, index: int, port: int, peer: str | None):
         """Drop what reaches TCP ``port`` on host ``index`` (the sink database) and what it answers: from
