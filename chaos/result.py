@@ -31,14 +31,13 @@ def batch_offsets(checkpoint: Path, records: list[dict] | None = None) -> list[d
     commits = checkpoint / "commits"
     planned = planned_ends(records or [])
     oldest = min(names, default=None)
-    names = sorted(names | {n for n in planned if (commits / str(n)).exists()  # an entry deleted after it ran
-                            or (oldest is not None and n < oldest)})  # purged by Spark's retention
+    purged = {n for n in planned if oldest is not None and n < oldest}  # by Spark's retention: all committed
+    names = sorted(names | purged | {n for n in planned if (commits / str(n)).exists()})  # deleted after it ran
     out, previous = [], None
     for n in names:
         ends = read_offsets_file(str(folder / str(n)))
         end = ends[0] if ends else planned.get(n)
-        committed = (commits / str(n)).exists() or (oldest is not None and n < oldest)
-        out.append({"batch": n, "start": previous, "end": end, "committed": committed})
+        out.append({"batch": n, "start": previous, "end": end, "committed": n in purged or (commits / str(n)).exists()})
         previous = end
     return out
 

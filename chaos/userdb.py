@@ -104,26 +104,31 @@ class UserDatabase:
 
         try:
             with psycopg.connect(self.dsn, autocommit=True) as conn:
-                conn.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+                _drop_schema(conn, self.schema)
         except psycopg.Error:
             pass  # left to the next start's reaping, once this harness is gone
 
 
 def reap_schemas(conn) -> int:
     """Drop the schemas of harnesses of this machine that are gone (killed before their stop); returns how many."""
+    import psycopg
+
     rows = conn.execute(
         "SELECT nspname, obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname LIKE %s",
         (SCHEMA_PREFIX.replace("_", "\\_") + "%",)).fetchall()
-    import psycopg
-    from psycopg import sql
-
     dropped = 0
     for name, note in rows:
         if note and note.startswith(OWNER_NOTE) and gone(note[len(OWNER_NOTE):]):
             try:
-                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+                _drop_schema(conn, name)
                 dropped += 1
             except psycopg.errors.InsufficientPrivilege:
                 pass  # a dead harness's of another user of the same database: that user's next start reaps it
     return dropped
+
+
+def _drop_schema(conn, name: str) -> None:
+    from psycopg import sql
+
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
