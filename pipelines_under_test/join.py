@@ -88,18 +88,14 @@ class StreamJoin(SqliteRows):
     def transform(self, source):
         from pyspark.sql import functions as F
 
-        left, right = _sides(source)
-        joined = left.join(right, F.expr(
-            f"lkey = rkey AND rtime >= ltime AND rtime <= ltime + INTERVAL {WITHIN_MS} MILLISECONDS"), self.how)
-        return joined.select("left_id", "right_id", F.col("lkey").alias("key"))
+        return _joined(source, self.how).select("left_id", "right_id", F.col("lkey").alias("key"))
 
     def start(self, ctx: DriverContext):
         event_time_conf(ctx)
         return self.start_foreach_batch(ctx, self.transform(ctx.source), self.rows_sink(ctx))
 
     def oracle(self, events: pl.DataFrame) -> pl.DataFrame:
-        if watermark.streaming(events) and "late" in events.columns and events["late"].any():
-            raise UserError("stream-join's oracle models no late events: run it with --late-fraction 0")
+        _refuse_late(events, "stream-join")
         pairs = expected_pairs(events)
         owed = pl.concat([pairs.select(id="left_id"), pairs.select(id="right_id")]).group_by("id").len()
         expected = (events.select("id").sort("id").join(owed, on="id", how="left")
@@ -131,8 +127,14 @@ class StreamJoin(SqliteRows):
                    for r in matched.sort("left_id").head(1000).iter_rows(named=True)])
 
 
-def _sides(source):
-    """The join's two watermarked sides of ``source``: even ids (left) and odd ids (right)."""
+def _refuse_late(events: pl.DataFrame, name: str) -> None:
+    if watermark.streaming(events) and "late" in events.columns and events["late"].any():
+        raise UserError(f"{name}'s oracle models no late events: run it with --late-fraction 0")
+
+
+def _joined(source, how: str = "inner"):
+    """The join of ``source``'s two watermarked sides, even ids (left) and odd ids (right): same key, the right
+    event 0..1 s after the left one."""
     from pyspark.sql import functions as F
 
     left = (source.filter(F.col("id") % 2 == 0)
@@ -143,7 +145,8 @@ def _sides(source):
              .select(F.col("id").alias("right_id"), F.col("key").alias("rkey"), F.col("event_time").alias("rtime"),
                      F.col("value").alias("rvalue"))
              .withWatermark("rtime", DELAY))
-    return left, right
+    return left.join(right, F.expr(
+        f"lkey = rkey AND rtime >= ltime AND rtime <= ltime + INTERVAL {WITHIN_MS} MILLISECONDS"), how)
 
 
 def window_pairs(events: pl.DataFrame) -> pl.DataFrame:
@@ -170,10 +173,7 @@ class JoinWindowCount(StatefulCounter):
     def transform(self, source):
         from pyspark.sql import functions as F
 
-        left, right = _sides(source)
-        joined = left.join(right, F.expr(
-            f"lkey = rkey AND rtime >= ltime AND rtime <= ltime + INTERVAL {WITHIN_MS} MILLISECONDS"))
-        counted = (joined.groupBy(F.window("ltime", f"{WINDOW_MS // 1000} seconds"), "lkey")
+        counted = (_joined(source).groupBy(F.window("ltime", f"{WINDOW_MS // 1000} seconds"), "lkey")
                    .agg(F.count(F.lit(1)).alias("pairs"), F.sum(F.col("lvalue") + F.col("rvalue")).alias("total"),
                         F.flatten(F.collect_list(F.array("left_id", "right_id"))).alias("ids")))
         return counted.select(
@@ -189,8 +189,7 @@ class JoinWindowCount(StatefulCounter):
         pairs = window_pairs(events)
         if not watermark.streaming(events):
             return pairs.with_columns(owed=pl.lit(True))
-        if "late" in events.columns and events["late"].any():
-            raise UserError("join-window-count's oracle models no late events: run it with --late-fraction 0")
+        _refuse_late(events, "join-window-count")
         mark = watermark.final_watermark(events, DELAY_MS)
         if mark is None:
             return pairs.with_columns(owed=pl.lit(False))
