@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trial_speed import FAULTS, MODES, one_trial  # noqa: E402  (benchmarks/trial_speed.py)
 from usage import Usage  # noqa: E402  (benchmarks/usage.py)
 
-from chaos.harness import Harness  # noqa: E402
+from chaos.run.harness import Harness  # noqa: E402
 
 TICKS = 100.0  # dump-acct prints times in ticks of AHZ (100 a second on Linux)
 

@@ -9,7 +9,7 @@ seeds in every mode:
 * **planner**: the trials ``streamchaos campaign run --trials K`` plans for the job (``Campaign.create``: the
   canonical windows first, then drawn schedules);
 * **random**: the same faults at uniformly random wall-clock times over ``[0, T]``, T being the median seconds
-  of the job's no-fault trials (``--timing random``, chaos/timing.py), as Chaos Mesh, Litmus, Pumba or a
+  of the job's no-fault trials (``--timing random``, chaos/scenario/random_times.py), as Chaos Mesh, Litmus, Pumba or a
   cron fire them;
 * **none**: no fault (run first: they give T).
 
@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from usage import machine_busy  # noqa: E402  (benchmarks/usage.py)
 
-from chaos.campaign import Campaign, CampaignSpec  # noqa: E402
-from chaos.harness import Harness  # noqa: E402
-from chaos.jobspec import job_ref  # noqa: E402
-from chaos.judge import run_trial  # noqa: E402
-from chaos.scenario import Scenario  # noqa: E402
-from chaos.timing import at_random_times, timed_seed  # noqa: E402
+from chaos.campaign.stored import Campaign, CampaignSpec  # noqa: E402
+from chaos.jobs.reference import job_ref  # noqa: E402
+from chaos.run.harness import Harness  # noqa: E402
+from chaos.run.judge import run_trial  # noqa: E402
+from chaos.scenario.random_times import at_random_times, timed_seed  # noqa: E402
+from chaos.scenario.scenario import Scenario  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 MODES = ("planner", "random", "none")

@@ -4,10 +4,10 @@
 
 Each round starts, in turn, a fresh driver (Python + JVM, ``local[2]``) in three settings and times
 ``getOrCreate()`` plus a first aggregation (what a restarted driver does before its first batch):
-``default`` (the JVM's own flags), ``quick`` (``chaos.cluster.QUICK_JVM_OPTIONS``: C1 only, serial GC)
-and ``quick+archive`` (plus the drivers' class-data-sharing archive, ``chaos/jvm/archive.py``, built
+``default`` (the JVM's own flags), ``quick`` (``chaos.clusters.standalone.QUICK_JVM_OPTIONS``: C1 only, serial GC)
+and ``quick+archive`` (plus the drivers' class-data-sharing archive, ``chaos/machine/jvm/archive.py``, built
 before the first round if missing, and the unsigned copies of Spark's signed jars first on the class
-path, ``chaos/jvm/unsigned.py``). The settings alternate within each round, so a noisy machine
+path, ``chaos/machine/jvm/unsigned.py``). The settings alternate within each round, so a noisy machine
 slows all three alike. Prints medians, ratios against ``default`` and each setting's peak RSS (the
 driver's Python and JVM together).
 """
@@ -27,10 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psutil  # noqa: E402
 
-from chaos.cluster import QUICK_JVM_OPTIONS, spark_env  # noqa: E402
-from chaos.jvm.archive import driver_archive  # noqa: E402
-from chaos.jvm.unsigned import quick_class_path  # noqa: E402
-from chaos.procs import Owned  # noqa: E402
+from chaos.clusters.standalone import spark_env  # noqa: E402
+from chaos.machine.jvm.archive import driver_archive  # noqa: E402
+from chaos.machine.jvm.unsigned import quick_class_path  # noqa: E402
+from chaos.machine.processes import Owned  # noqa: E402
+from chaos.machine.spark import QUICK_JVM_OPTIONS
 
 
 def child(setting: str) -> None:

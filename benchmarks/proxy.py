@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from toxiproxy import Toxiproxy  # noqa: E402
 
-from chaos.toxiproxy_server import ToxiproxyServer  # noqa: E402
+from chaos.nemesis.toxiproxy_api import ToxiproxyServer  # noqa: E402
 
 
 class Echo(socketserver.BaseRequestHandler):

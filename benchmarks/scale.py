@@ -30,10 +30,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chaos.atomic import write_json  # noqa: E402
-from chaos.campaign import Campaign, CampaignSpec  # noqa: E402
-from chaos.merge import copy_tree  # noqa: E402
-from chaos.onray import pack, unpack  # noqa: E402
+from chaos.campaign.merge import copy_tree  # noqa: E402
+from chaos.campaign.on_ray import pack, unpack  # noqa: E402
+from chaos.campaign.stored import Campaign, CampaignSpec  # noqa: E402
+from chaos.store.atomic import write_json  # noqa: E402
 
 OPTIONS = ["--pipeline", "passthrough-append", "--seed", "11", "--events", "2000", "--no-shrink", "--max-faults",
            "1"]

@@ -54,14 +54,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from usage import Usage, role  # noqa: E402  (benchmarks/)
 
-from chaos.atomic import write_json  # noqa: E402
-from chaos.campaign import Campaign, CampaignSpec, parse_time_budget  # noqa: E402
-from chaos.harness import Harness  # noqa: E402
-from chaos.jobspec import job_ref  # noqa: E402
-from chaos.procs import OWNER_VAR, wait_until  # noqa: E402
-from chaos.queryconf import label  # noqa: E402
-from chaos.runner import Progress, Runner  # noqa: E402
-from chaos.scenario import Scenario  # noqa: E402
+from chaos.campaign.runner import Progress, Runner  # noqa: E402
+from chaos.campaign.stored import Campaign, CampaignSpec, parse_time_budget  # noqa: E402
+from chaos.jobs.reference import job_ref  # noqa: E402
+from chaos.machine.processes import OWNER_VAR, wait_until  # noqa: E402
+from chaos.run.harness import Harness  # noqa: E402
+from chaos.scenario.scenario import Scenario  # noqa: E402
+from chaos.scenario.variants import label  # noqa: E402
+from chaos.store.atomic import write_json  # noqa: E402
 
 WARMUP = 2
 LEAK_SHARE = 0.05
@@ -75,7 +75,7 @@ class Control:
     pipeline: str
     truth: str
     schedules: tuple[str, ...]
-    conf: tuple[tuple[str, str], ...] = ()  # a configuration variant (chaos/queryconf.py) the query runs under
+    conf: tuple[tuple[str, str], ...] = ()  # a configuration variant (chaos/scenario/variants.py) the query runs under
 
     @property
     def row(self) -> str:
@@ -284,7 +284,7 @@ def create(root: Path, controls: tuple[Control, ...], spec: CampaignSpec) -> Cam
     campaign = Campaign.create(root, spec)
     variant = {c.pipeline: c for c in controls if c.conf}
     if variant:
-        from chaos.shards import plan_hash
+        from chaos.campaign.shards import plan_hash
 
         for entry in campaign.data["plan"]:
             if (control := variant.get(entry["pipeline"])) is not None:

@@ -3,7 +3,7 @@
 
     python benchmarks/throughput.py [--trials 20] [--baseline-trials 20] [--out runs/bench-throughput]
 
-Each mode is one campaign (``chaos.campaign.Campaign``, as ``streamchaos campaign run`` builds it) of
+Each mode is one campaign (``chaos.campaign.stored.Campaign``, as ``streamchaos campaign run`` builds it) of
 ``--trials`` standard trials on one harness: catalogue ``api-count`` with its idempotent sink, 5000
 events in 10 micro-batches, faults ``kill-driver@3:sink-done kill-executor@5:reading
 kill-driver@7:planned`` (benchmarks/trial_speed.py's trial), each trial with its own event seed. Prints
@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from trial_speed import FAULTS, driver_recoveries  # noqa: E402  (benchmarks/)
 from usage import Usage  # noqa: E402
 
-from chaos.campaign import Campaign, CampaignSpec  # noqa: E402
-from chaos.harness import Harness  # noqa: E402
-from chaos.runner import Runner  # noqa: E402
+from chaos.campaign.runner import Runner  # noqa: E402
+from chaos.campaign.stored import Campaign, CampaignSpec  # noqa: E402
+from chaos.run.harness import Harness  # noqa: E402
 
 STANDBY = {"default": True, "no-standby": False}  # each mode's Harness(standby=...)
 

@@ -4,12 +4,12 @@ optimized (reused harness, quick-start JVM flags, pre-warmed standby and spare d
     python benchmarks/trial_speed.py [--runs 3] [--out runs/bench-trial-speed] [--modes naive,optimized]
 
 ``--modes naive,reuse,quick,standby,optimized`` adds one lever at a time: ``reuse`` one harness for
-all trials, ``quick`` plus the quick start (``chaos.cluster.QUICK_JVM_OPTIONS`` on every Spark JVM,
-the class archives, Python daemons that import the installed pyspark: chaos/pydaemon.py, tasks that
+all trials, ``quick`` plus the quick start (``chaos.clusters.standalone.QUICK_JVM_OPTIONS`` on every Spark JVM,
+the class archives, Python daemons that import the installed pyspark: chaos/driver/pydaemon.py, tasks that
 do not wait for a preferred executor: ``Harness(quick_scheduling=True)``, queries on Spark's interpreter:
 ``Harness(quick_sql=True)``),
 ``standby`` plus the standby driver, ``optimized`` plus the spares (each trial's first standby booted
-during the previous trial's tail, chaos/spare.py; its first driver the previous trial's last one, recycled, or
+during the previous trial's tail, chaos/driver/spare.py; its first driver the previous trial's last one, recycled, or
 else a spare booted in that tail; three cores per worker).
 The first mode is the baseline of the printed ratios. ``--rounds R`` runs the whole sequence of modes R
 times (naive, optimized, naive, optimized, ...) and takes the medians over all rounds: on a machine
@@ -41,9 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from usage import Usage  # noqa: E402  (benchmarks/usage.py)
 
-from chaos.harness import Harness  # noqa: E402
-from chaos.judge import judge  # noqa: E402
-from chaos.scenario import Scenario  # noqa: E402
+from chaos.run.harness import Harness  # noqa: E402
+from chaos.run.judge import judge  # noqa: E402
+from chaos.scenario.scenario import Scenario  # noqa: E402
 
 FAULTS = ["kill-driver@3:sink-done", "kill-executor@5:reading", "kill-driver@7:planned"]
 

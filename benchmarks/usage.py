@@ -1,6 +1,6 @@
 """What every process a harness owns uses, sampled once a second: the benchmarks' memory and CPU meter.
 
-The harness tags each process it starts with ``STREAMCHAOS_OWNER`` (chaos/procs.py); the sampler adds this
+The harness tags each process it starts with ``STREAMCHAOS_OWNER`` (chaos/machine/processes.py); the sampler adds this
 process (the harness itself) and reads, for each, RSS, PSS and CPU times. Summed RSS counts a page shared by
 N processes (a forked Python worker's copy-on-write pages, the class archive every driver maps, libjvm) N
 times; PSS counts it once in total. Both are budgets (``docs/performance.md``). The peak sample is kept
@@ -22,7 +22,7 @@ from collections import defaultdict
 
 import psutil
 
-from chaos.procs import OWNER_VAR
+from chaos.machine.processes import OWNER_VAR
 
 
 def role(args: list[str]) -> str:
@@ -42,7 +42,7 @@ def role(args: list[str]) -> str:
         return "driver: streaming source runner"
     if "pyspark.sql.worker" in line:
         return "driver: data source planners"
-    if "pyspark.daemon" in line or "chaos.pydaemon" in line or "pyspark.worker" in line:
+    if "pyspark.daemon" in line or "chaos.driver.pydaemon" in line or "pyspark.worker" in line:
         return "executor Python"
     if "postgres" in line:
         return "postgres"

@@ -1,3 +1,3 @@
-from chaos.cli import main
+from chaos.cli.commands import main
 
 main()

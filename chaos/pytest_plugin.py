@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from chaos.errors import UserError
-from chaos.ownpath import bind, namesakes
+from chaos.machine.own_packages import bind, namesakes
 
 if TYPE_CHECKING:
-    from chaos.scenario import Scenario
+    from chaos.scenario.scenario import Scenario
 
 # Loaded by every pytest session where streamchaos is installed: the harness, polars and Spark
 # helpers are imported inside the fixtures, only by sessions that use them. The checker's and the report's
@@ -88,7 +88,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def chaos_harness(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """One harness (cluster, event log, proxies, database when needed) for every check of the session."""
-    from chaos.harness import Harness
+    from chaos.run.harness import Harness
 
     cluster = request.config.getoption("--chaos-cluster")
     try:
@@ -119,9 +119,9 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
               examples: list[str] | tuple[str, ...] | None = None, trials: int | None = None,
               conf: dict | list[str] | None = None, schema=None, sink: str | None = None,
               key: str | tuple[str, ...] | None = None, values: list[str] | None = None) -> dict:
-        from chaos.campaign import Campaign, CampaignSpec, slug
-        from chaos.jobspec import job_ref
-        from chaos.runner import Runner
+        from chaos.campaign.runner import Runner
+        from chaos.campaign.stored import Campaign, CampaignSpec, slug
+        from chaos.jobs.reference import job_ref
         from properties.planning import parse_kinds
 
         options = _marker_options(request.node)
@@ -129,7 +129,7 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
         if not pipeline:
             raise pytest.UsageError("chaos_check needs a pipeline: chaos_check('module:attr') or "
                                     "@pytest.mark.consistency(pipeline='module:attr')")
-        try:  # a job as written: its payload schema, sink, key and values (chaos/jobspec.py)
+        try:  # a job as written: its payload schema, sink, key and values (chaos/jobs/reference.py)
             pipeline = job_ref(pipeline, schema or options.get("schema"), sink or options.get("sink"),
                                key or options.get("key"), values or options.get("values"))
         except UserError as exc:
@@ -177,7 +177,7 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
 def conf_matrix(conf: dict | list[str] | tuple[str, ...] | None) -> dict[str, list[str]] | None:
     """A check's configuration variants: ``{"KEY": ["V1", "V2"]}`` (or a single value), or ``["KEY=V1,V2"]``
     as on the command line."""
-    from chaos.queryconf import parse_matrix
+    from chaos.scenario.variants import parse_matrix
 
     if not conf:
         return None
@@ -219,8 +219,8 @@ def describe_violation(pipeline: str, row: dict, root: Path) -> str:
 @pytest.fixture
 def chaos_trial(chaos_harness, tmp_path_factory):
     """``chaos_trial(scenario) -> verdict report``: one trial on the session's harness, checked."""
-    from chaos.campaign import slug
-    from chaos.judge import judge
+    from chaos.campaign.stored import slug
+    from chaos.run.judge import judge
 
     def run(scenario: Scenario) -> dict:
         run_dir = tmp_path_factory.mktemp(f"trial-{slug(scenario.pipeline)[:30]}")

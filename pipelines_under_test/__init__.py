@@ -56,25 +56,25 @@ __all__ = ["CATALOGUE", "DriverContext", "Pipeline", "for_run", "resolve"]
 def for_run(run_dir) -> Pipeline:
     """The pipeline a stored run directory's scenario names (for the checker, which takes a Pipeline)."""
 
-    from chaos.scenario import Scenario
+    from chaos.scenario.scenario import Scenario
 
     return resolve(Scenario.load(Path(run_dir) / "scenario.json").pipeline)
 
 
 def resolve(name: str) -> Pipeline:
     """A catalogue name; ``package.module:attribute`` naming a user's Pipeline (instance or class); or a user's
-    job as written, ``module:function?schema=...&sink=...`` (``chaos.jobspec``)."""
+    job as written, ``module:function?schema=...&sink=...`` (``chaos.jobs.reference``)."""
     if name in CATALOGUE:
         return CATALOGUE[name]
     if ":" in name:
-        from chaos.jobspec import entry_module, import_entry, parse_ref
+        from chaos.jobs.reference import entry_module, import_entry, parse_ref
         from pipelines_under_test.user_job import UserJob
 
         entry, _, query = name.partition("?")
         if query:  # a job with its options: judged without importing it (a stored run re-checks anywhere)
             return UserJob(parse_ref(name))
         _, attr, _ = entry_module(entry)
-        module = import_entry(entry, "pipeline module")  # as a driver imports it (chaos/ownpath.py)
+        module = import_entry(entry, "pipeline module")  # as a driver imports it (chaos/machine/own_packages.py)
         obj = getattr(module, attr, None)
         if isinstance(obj, type) and issubclass(obj, Pipeline):
             obj = obj()

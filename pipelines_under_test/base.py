@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from chaos.spec import PHASES
+from chaos.scenario.faults import PHASES
 
 
 @dataclass
@@ -64,7 +64,7 @@ class Pipeline:
     state: bool = False
     sink_channel: bool = False  # the sink talks to a server over a socket the harness can proxy
     database: bool = False  # the sink is the harness's PostgreSQL (prepare_database / export_database)
-    socket_feed: bool = False  # reads the harness's line server (chaos/socketfeed.py), not the replayable source
+    socket_feed: bool = False  # reads the harness's line server (chaos/stream/socketfeed.py), not the replayable source
     own_source: bool = False  # builds its own source (socket, rate) instead of reading the harness's event log
     # Scenario fields this pipeline's streams need unless the user says otherwise (dedup: re-sent records).
     stream_defaults: dict[str, Any] = {}  # noqa: RUF012 (read-only class default)
@@ -89,7 +89,7 @@ class Pipeline:
     # a processing-time query's batches without data, which fire its due timers. 0: that commit ends the stream.
     drain_commits: int = 0
     # The harness reports the sink phases around the pipeline's foreachBatch functions and Python data source
-    # writers (chaos.asjob.sink_phases): it need not call ``ctx.phase`` for them.
+    # writers (chaos.jobs.as_written.sink_phases): it need not call ``ctx.phase`` for them.
     auto_phases: bool = False
     source_frame: bool = True  # ``DriverContext.source`` is made for it (a user's job makes its own reads)
     # The expected output is what Spark wrote running the job over every record at once (``run_oracle`` in the
@@ -97,7 +97,8 @@ class Pipeline:
     # ``oracle``/``expected_counts``.
     spark_oracle: bool = False
     compare_key: tuple[str, ...] = ()  # with spark_oracle: the final row per key is compared, not the multiset
-    # Its queries may run on Spark's interpreter instead of generated code (chaos.driver.INTERPRETED_SQL): the same
+    # Its queries may run on Spark's interpreter instead of generated code (chaos.driver.process.INTERPRETED_SQL): the
+    # same
     # results for less CPU in a trial's short-lived JVMs. False: Spark's defaults, as in production.
     interpreted_sql: bool = True
 

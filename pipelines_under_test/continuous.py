@@ -8,7 +8,7 @@ checkpointed offsets here, so this pipeline reads ``format("rate")``: its ``valu
 the query stops emitting at the trial's event count. The map is ``mapped = 3 * id + 1``.
 
 The console sink prints an epoch on the driver when the epoch commits, right before Spark writes
-commits/N. ``chaos/jvm/ConsoleBarrier.java`` becomes the driver JVM's stdout: it copies every line
+commits/N. ``chaos/machine/jvm/ConsoleBarrier.java`` becomes the driver JVM's stdout: it copies every line
 into ``sink/console-<incarnation>.txt`` (what ``read_output`` parses: the output of every driver
 incarnation) and holds the driver at ``sink-write`` (header printed, rows not yet) and ``sink-done``
 (rows printed, commits/N not yet). A driver killed at ``sink-done`` has printed an epoch that the
@@ -95,17 +95,17 @@ class ContinuousMap(Pipeline):
         return source.select("id", (F.col("id") * 3 + 1).alias("mapped"))
 
     def unavailable(self) -> str | None:
-        from chaos.jvm import hooks_unavailable
+        from chaos.machine.jvm import hooks_unavailable
 
         return hooks_unavailable()
 
     def boot_conf(self) -> dict[str, str]:
-        from chaos.jvm import hooks_jar
+        from chaos.machine.jvm import hooks_jar
 
         return {"spark.driver.extraClassPath": str(hooks_jar())}
 
     def prepare_sink(self, sink_dir: Path) -> None:
-        from chaos.jvm import hooks_jar
+        from chaos.machine.jvm import hooks_jar
 
         hooks_jar()  # built in the harness: a missing javac is one clear line before any JVM starts
 

@@ -11,7 +11,7 @@ real dashboard stores. Loss or duplication can only be inferred from per-key del
 verdict says so. Exactly-once for the same reason as ``key-count``.
 
 ``api-count-two-phase`` writes the same totals through a two-phase sink (staged by batch id, then
-published once per batch id, ``chaos/sinks/sqlite_keyed.py``): exactly-once, and a replay after the
+published once per batch id, ``chaos/stream/sinks/sqlite_keyed.py``): exactly-once, and a replay after the
 publish is skipped rather than rewritten.
 
 ``api-count-increment`` has no streaming state: each batch is counted inside foreachBatch and added
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import polars as pl
 
-from chaos.sinks import sqlite_keyed
+from chaos.stream.sinks import sqlite_keyed
 from pipelines_under_test.base import DriverContext, Pipeline
 from properties import oracle
 

@@ -8,7 +8,7 @@ exactly-once, as Spark documents for the file sink.
 
 ``passthrough-file-raw`` reads the same directory the way a tool unaware of the log does (polars
 over ``*.parquet``): after a driver dies between the part files and the log entry (``sink-write``,
-reported by the JVM commit-protocol hook ``chaos/jvm``), the replay writes the batch again under new
+reported by the JVM commit-protocol hook ``chaos/machine/jvm``), the replay writes the batch again under new
 file names and the raw view holds it twice: at-least-once. It also reports the 0-byte/unreadable
 files that killed tasks leave behind (orphans).
 """
@@ -79,24 +79,24 @@ class FilePassthrough(RowPassthrough):
         self.raw = raw
 
     def unavailable(self) -> str | None:
-        from chaos.jvm import hooks_unavailable
+        from chaos.machine.jvm import hooks_unavailable
 
         return hooks_unavailable()
 
     def boot_conf(self) -> dict[str, str]:
-        from chaos.jvm import hooks_jar
+        from chaos.machine.jvm import hooks_jar
 
         jar = str(hooks_jar())
         return {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar}
 
     def prepare_sink(self, sink_dir: Path) -> None:
-        from chaos.jvm import hooks_jar
+        from chaos.machine.jvm import hooks_jar
 
         hooks_jar()  # built here, in the harness: a missing javac is one clear line before any JVM
         (Path(sink_dir) / TABLE).mkdir(parents=True, exist_ok=True)
 
     def start(self, ctx: DriverContext):
-        from chaos.jvm import COMMIT_PROTOCOL_CLASS
+        from chaos.machine.jvm import COMMIT_PROTOCOL_CLASS
 
         ctx.spark.conf.set("spark.sql.streaming.commitProtocolClass", COMMIT_PROTOCOL_CLASS)
         return (

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from chaos.sinks import sqlite
+from chaos.stream.sinks import sqlite
 from pipelines_under_test.base import DriverContext, Pipeline
 from properties import oracle
 
@@ -95,7 +95,7 @@ class ForeachPassthrough(SqlitePassthrough):
     """Every event inserted by a Python ``ForeachWriter``, one transaction per partition and epoch."""
 
     def start(self, ctx: DriverContext):
-        from chaos.sinks.sqlite_foreach import SqliteForeachWriter
+        from chaos.stream.sinks.sqlite_foreach import SqliteForeachWriter
 
         writer = SqliteForeachWriter(str(self._db(ctx.sink_dir)), ctx.controller, ctx.incarnation)
         return (

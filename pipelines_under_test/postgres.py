@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from chaos.sinks import postgres
+from chaos.stream.sinks import postgres
 from pipelines_under_test.base import DriverContext
 from pipelines_under_test.passthrough import RowPassthrough
 
@@ -44,7 +44,7 @@ class PgTwoPhase(PgPassthrough):
     """Rows staged by every task, published by the driver's commit with the batch id (two-phase commit)."""
 
     def start(self, ctx: DriverContext):
-        from chaos.sinks.pg_two_phase import SINK_NAME, PgTwoPhaseSink
+        from chaos.stream.sinks.pg_two_phase import SINK_NAME, PgTwoPhaseSink
 
         ctx.spark.dataSource.register(PgTwoPhaseSink)
         return (

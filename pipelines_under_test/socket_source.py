@@ -5,7 +5,7 @@ replayed; Spark's documentation lists it as not fault-tolerant, for testing only
 delivers every line once. After a driver kill the lines the dead driver had buffered are gone, and
 the restarted query either fails ("offsets committed out of order") or goes on without them: the
 harness records which, as a verdict (``stalled`` with the failure, or ``at-most-once`` with the lost
-ids), never as a harness crash. The feed is ``chaos/socketfeed.py``, paced one chunk per batch.
+ids), never as a harness crash. The feed is ``chaos/stream/socketfeed.py``, paced one chunk per batch.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A user's streaming job as written (``module:function``), judged against Spark as its oracle.
 
-The driver side is ``chaos.asjob`` (the job's source, sink and checkpoint rerouted, the sink phases around
+The driver side is ``chaos.jobs.as_written`` (the job's source, sink and checkpoint rerouted, the sink phases around
 its foreachBatch); this side prepares and reads back the sink and the batch oracle's output. Rows carry no
 provenance the harness can trust, so the verdict compares row multisets (or, with a key, the final row per
 key) and is labelled inferred.
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import polars as pl
 
-from chaos.jobspec import JobSpec, event_id, id_field, parse_schema
-from chaos.spec import PHASES
+from chaos.jobs.reference import JobSpec, event_id, id_field, parse_schema
+from chaos.scenario.faults import PHASES
 from pipelines_under_test.base import Pipeline
 from pipelines_under_test.files import log_files
 from properties.rows import BatchAnswer, varying_columns
@@ -32,7 +32,7 @@ class UserJob(Pipeline):
     # Whether the job keeps state is known only once it runs: a state-commit fault on a stateless job does
     # not fire (and the history says so).
     state_store = True
-    source_frame = False  # it builds its own reads (chaos.asjob substitutes them)
+    source_frame = False  # it builds its own reads (chaos.jobs.as_written substitutes them)
     spark_oracle = True
     interpreted_sql = False  # run as written: Spark's own code generation
 
@@ -43,7 +43,7 @@ class UserJob(Pipeline):
         self.description = f"your job {spec.entry}, sink {spec.sink}, Spark's answer as the oracle"
         self.database = self.sink_channel = spec.sink_kind == "postgres"
         # Its sink phases are reported around the job's foreachBatch or Python data source writer, and by the
-        # JVM commit protocol of a file sink (chaos.asjob).
+        # JVM commit protocol of a file sink (chaos.jobs.as_written).
         self.file_sink = spec.sink_kind == "parquet"
         self.phases = PHASES
         self.id_field = id_field(parse_schema(spec.schema)) if spec.schema else None
@@ -53,21 +53,21 @@ class UserJob(Pipeline):
         return self.spec.key
 
     def row_event(self, row: dict) -> int | None:
-        """A row that keeps the payload's id field (``order_id``) came from that event (chaos.jobspec.roles)."""
+        """A row that keeps the payload's id field (``order_id``) came from that event (chaos.jobs.reference.roles)."""
         field = self.id_field
         return event_id(field, row[field.name]) if field is not None and field.name in row else None
 
     # -- the sink -------------------------------------------------------------------------------
     def unavailable(self) -> str | None:
-        from chaos.jvm import hooks_unavailable
+        from chaos.machine.jvm import hooks_unavailable
 
         return hooks_unavailable() if self.file_sink else None
 
     def boot_conf(self) -> dict[str, str]:
-        """A file sink's phases come from a JVM class (chaos/jvm) the driver loads at boot."""
+        """A file sink's phases come from a JVM class (chaos/machine/jvm) the driver loads at boot."""
         if not self.file_sink:
             return {}
-        from chaos.jvm import hooks_jar
+        from chaos.machine.jvm import hooks_jar
 
         jar = str(hooks_jar())
         return {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar}
@@ -78,7 +78,7 @@ class UserJob(Pipeline):
         only the table under test."""
         import psycopg
 
-        from chaos.postgres import other_database
+        from chaos.clusters.postgres import other_database
 
         with psycopg.connect(dsn, autocommit=True) as conn:
             for name in ORACLE_DATABASES:
@@ -90,12 +90,12 @@ class UserJob(Pipeline):
                 _empty(conn)
 
     def oracle_dsn(self, dsn: str) -> str | None:
-        from chaos.postgres import other_database
+        from chaos.clusters.postgres import other_database
 
         return other_database(dsn, ORACLE_DATABASE) if self.database else None
 
     def export_database(self, dsn: str, sink_dir: Path) -> None:
-        from chaos.postgres import export_table, other_database
+        from chaos.clusters.postgres import export_table, other_database
 
         export_table(dsn, self.spec.table, Path(sink_dir) / "output.parquet")
         oracle = Path(sink_dir).parent / "oracle"
@@ -123,7 +123,7 @@ class UserJob(Pipeline):
 
     def _url(self, folder: Path, dsn: str | None) -> str | None:
         """``DATABASE_URL`` for a run writing into ``folder`` (the trial's sink, the oracle's) or ``dsn``."""
-        from chaos.asjob import database_url
+        from chaos.jobs.as_written import database_url
 
         if self.spec.sink_kind == "sqlite":
             return f"sqlite:///{Path(folder).resolve() / SQLITE_FILE}"
@@ -143,7 +143,7 @@ class UserJob(Pipeline):
 
     # -- the driver side ------------------------------------------------------------------------
     def start(self, ctx):
-        from chaos.asjob import start_job
+        from chaos.jobs.as_written import start_job
 
         log = {"eventlog": ctx.eventlog, "controller": ctx.controller or "", "checkpoint": ctx.checkpoint,
                "maxRowsPerBatch": str(ctx.events_per_batch)}
@@ -153,10 +153,10 @@ class UserJob(Pipeline):
     def run_oracle(self, spark, config: dict) -> None:
         """The job over every record in one micro-batch, twice (``again/``: the columns the two runs disagree on are
         left out of the comparison); with a watermark, once more over the records the stream read on time
-        (chaos.asjob.run_answer). meta.json last: its presence says the answer is complete."""
-        from chaos.asjob import await_job_threads, batch_watermarks, run_answer
-        from chaos.atomic import write_json
-        from chaos.postgres import other_database
+        (chaos.jobs.as_written.run_answer). meta.json last: its presence says the answer is complete."""
+        from chaos.clusters.postgres import other_database
+        from chaos.jobs.as_written import await_job_threads, batch_watermarks, run_answer
+        from chaos.store.atomic import write_json
 
         oracle, dsn = Path(config["oracle_dir"]), config.get("oracle_dsn")
         await_job_threads()  # the stream's own writes first, to the stream's DATABASE_URL
@@ -187,7 +187,7 @@ def _read_sqlite(path: Path, table: str) -> pl.DataFrame:
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone() is None:
             return pl.DataFrame()
-        cur = db.execute(f"SELECT * FROM {table}")  # an identifier (chaos.jobspec)
+        cur = db.execute(f"SELECT * FROM {table}")  # an identifier (chaos.jobs.reference)
         columns = [d[0] for d in cur.description]
         rows = cur.fetchall()
     return pl.DataFrame(rows, schema=columns, orient="row", infer_schema_length=None) if rows else \

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from chaos.atomic import write_json
 from chaos.errors import UserError
-from chaos.evidence import judged_sink, late_writes
-from chaos.scenario import Scenario
-from chaos.stored import load_history, load_result
+from chaos.scenario.scenario import Scenario
+from chaos.store.atomic import write_json
+from chaos.store.evidence import judged_sink, late_writes
+from chaos.store.records import load_history, load_result
 from properties.attribution import attribute, batch_of_events, fault_before_commit, fault_for_loss, fired_faults
 from properties.classifier import Classification, classify
 from properties.consistent_cut import check_cut

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 
 from chaos.errors import UserError
-from chaos.spec import PHASES, Fault, parse_fault
+from chaos.scenario.faults import PHASES, Fault, parse_fault
 from properties.strategies import (
     ACTION_ORDER,
     ALL_ACTIONS,
@@ -43,7 +43,7 @@ FAULT_KINDS: dict[str, tuple[str, ...]] = {
     "channel": tuple(a for a in ACTION_ORDER if a.split("-")[0] in ("delay", "cut", "reset", "down")),
     "checkpoint": ("damage-checkpoint",),
     "db": ("kill-sink-db",),
-    "node": NODE_ACTIONS,  # --cluster docker: kill, freeze, starve or cut off a whole node
+    "node": NODE_ACTIONS,  # Docker nodes or hosts: kill, freeze, starve or cut off a whole node
     "decommission": DECOMMISSION_ACTIONS,  # Spark's graceful decommission of an executor or a worker
 }
 DEFAULT_KINDS = ("kill",)
@@ -84,19 +84,15 @@ def parse_kinds(text: str | Iterable[str] | None) -> tuple[str, ...]:
     return kinds
 
 
-def applicable_actions(kinds: Iterable[str], *, sink_channel: bool, database: bool,
-                       owns_workers: bool, source_channel: bool = True, nodes: bool = False) -> tuple[str, ...]:
+def applicable_actions(kinds: Iterable[str], *, sink_channel: bool, database: bool, source_channel: bool = True,
+                       refused: Callable[[str], bool] = lambda action: False) -> tuple[str, ...]:
     """The actions of ``kinds`` a pipeline and cluster can take, in shrink order. A pipeline with a
-    source of its own (socket, rate) has no source channel: a fault there would change nothing. ``nodes``:
-    the cluster's workers are Docker nodes (node faults; no worker process of the harness's to kill)."""
+    source of its own (socket, rate) has no source channel: a fault there would change nothing. ``refused``:
+    the actions the cluster refuses (its kind says which: ``chaos.campaign.stored.refused_by``)."""
     wanted = {a for k in kinds for a in FAULT_KINDS[k]}
     out = []
     for action in ALL_ACTIONS:
         if action not in wanted:
-            continue
-        if action in NODE_ACTIONS and not nodes:
-            continue
-        if action.endswith("-worker") and nodes and action != "decommission-worker":  # a node's worker: SIGPWR
             continue
         if action.endswith("-sink") and not sink_channel:
             continue
@@ -104,7 +100,7 @@ def applicable_actions(kinds: Iterable[str], *, sink_channel: bool, database: bo
             continue
         if action == "kill-sink-db" and not database:
             continue
-        if action.endswith("-worker") and not owns_workers:
+        if refused(action):
             continue
         out.append(action)
     return tuple(out)

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import NoSuchExample
 
 from chaos.errors import UserError
-from chaos.scenario import Scenario
-from chaos.spec import DAMAGE_MODES, PHASES, Fault, parse_fault
+from chaos.scenario.faults import DAMAGE_MODES, PHASES, Fault, parse_fault
+from chaos.scenario.scenario import Scenario
 from properties.strategies import ACTION_ORDER, ALL_ACTIONS, Schedule, StreamSpec, crash_schedules
 from properties.verdicts import meets
 

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 import polars as pl
 from hypothesis import strategies as st
 
-from chaos.scenario import Scenario, generate_events
-from chaos.spec import DAMAGE_MODES, PHASES, Fault, parse_fault
+from chaos.scenario.faults import DAMAGE_MODES, PHASES, Fault, parse_fault
+from chaos.scenario.scenario import Scenario, generate_events
 
 if TYPE_CHECKING:
     from pipelines_under_test import Pipeline
@@ -57,7 +57,7 @@ ANY_DISORDER_MS = st.integers(0, 5000)
 
 @dataclass(frozen=True)
 class StreamSpec:
-    """The parameters of an event stream; ``frame()`` makes its rows (see ``chaos.scenario.generate_events``)."""
+    """The parameters of an event stream; ``frame()`` makes its rows (``chaos.scenario.scenario.generate_events``)."""
 
     events: int
     seed: int
@@ -206,10 +206,10 @@ def scenarios(draw, pipeline: Pipeline, streams: st.SearchStrategy[StreamSpec] |
 def records(schema) -> st.SearchStrategy[dict]:
     """Payloads of a job's schema (Spark DDL, a sample record as JSON, or a ``StructType``), as JSON-ready
     dicts: for property tests of a job's parsing and logic on single records. A trial's records come from its
-    scenario instead (``chaos.jobspec.record``), so that keys, skew and lateness reach the job."""
+    scenario instead (``chaos.jobs.reference.record``), so that keys, skew and lateness reach the job."""
     from datetime import UTC, datetime, timedelta
 
-    from chaos.jobspec import as_ddl, parse_schema
+    from chaos.jobs.reference import as_ddl, parse_schema
 
     start = datetime(2026, 1, 1, tzinfo=UTC)
     instants = st.integers(0, 365 * 24 * 3600 * 1000).map(lambda ms: start + timedelta(milliseconds=ms))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chaos.spec import PHASES
+from chaos.scenario.faults import PHASES
 
 SAMPLE = 12
 
@@ -47,9 +47,9 @@ def timeline(records: list[dict], end: float | None = None) -> dict:
 
 def trial_view(trial_id: str, run_dir: Path) -> dict | None:
     """One trial as the report shows it; None if the trial never finished. Its files are read as the checker
-    reads them (chaos/stored.py): a damaged one is one clear line, not a page built from what is left."""
-    from chaos.scenario import Scenario
-    from chaos.stored import load_history, load_result, load_verdict
+    reads them (chaos/store/records.py): a damaged one is one clear line, not a page built from what is left."""
+    from chaos.scenario.scenario import Scenario
+    from chaos.store.records import load_history, load_result, load_verdict
 
     if not all((run_dir / name).exists() for name in ("verdict.json", "result.json", "scenario.json")):
         return None
@@ -68,7 +68,7 @@ def trial_view(trial_id: str, run_dir: Path) -> dict | None:
         "fired": [f["spec"] for f in result.get("faults", []) if f.get("fired")],
         "seconds": result.get("seconds"),
         "outcome": result.get("outcome"),
-        "node": _node(result.get("node")),  # the Ray node that ran it (chaos/onray.py), if any
+        "node": _node(result.get("node")),  # the Ray node that ran it (chaos/campaign/on_ray.py), if any
         "reason": result.get("reason", ""),
         "restarts": result.get("restarts", 0),
         "events": result.get("events"),
@@ -90,8 +90,8 @@ def trial_view(trial_id: str, run_dir: Path) -> dict | None:
 
 def campaign_view(root: Path) -> dict:
     """Everything the report renders for a campaign directory."""
-    from chaos.campaign import Campaign
-    from chaos.stored import load_object
+    from chaos.campaign.stored import Campaign
+    from chaos.store.records import load_object
 
     campaign = Campaign.load(root)
     summary = campaign.summarize()

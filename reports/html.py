@@ -12,9 +12,9 @@ import json
 from html import escape
 from pathlib import Path
 
-from chaos.atomic import write_text
-from chaos.names import display_names, short_name
-from chaos.spec import PHASES
+from chaos.scenario.faults import PHASES
+from chaos.scenario.names import display_names, short_name
+from chaos.store.atomic import write_text
 from properties.strategies import ACTION_ORDER
 from reports.data import campaign_view
 
@@ -67,7 +67,7 @@ def _index(summary: dict) -> str:
 
 def _grid(summary: dict) -> str:
     """Configuration variants: a pipeline x configuration grid of verdict badges (nothing without variants)."""
-    from chaos.queryconf import grid
+    from chaos.scenario.variants import grid
 
     table = grid(summary)
     if table is None:
@@ -131,7 +131,7 @@ def _stream(spec: dict) -> str:
 
 
 def _shards(summary: dict) -> str:
-    """A merged campaign's shards and the planned trials none of them finished (chaos/merge.py)."""
+    """A merged campaign's shards and the planned trials none of them finished (chaos/campaign/merge.py)."""
     merged = summary.get("merged_from")
     if not merged:
         return ""

@@ -1,6 +1,6 @@
 """Fabricated campaign directories for tests that must not start Spark (report, analyze store, errors).
 
-The records have the shapes the trial runner and the checker write (see chaos/trial.py and
+The records have the shapes the trial runner and the checker write (see chaos/run/trial.py and
 properties/check.py); ``make_campaign`` fills a real ``Campaign.create`` plan with them.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from chaos.atomic import write_json
-from chaos.campaign import Campaign, CampaignSpec
-from chaos.scenario import Scenario
+from chaos.campaign.stored import Campaign, CampaignSpec
+from chaos.scenario.scenario import Scenario
+from chaos.store.atomic import write_json
 
 HOSTILE = "<script>alert('x')</script>"
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from chaos.cluster import StandaloneCluster
-from chaos.java import require_java
-from chaos.procs import OWNER_VAR, Owned
+from chaos.clusters.standalone import StandaloneCluster
+from chaos.machine.java import require_java
+from chaos.machine.processes import OWNER_VAR, Owned
 
 REPO = Path(__file__).resolve().parent.parent
 # A user's project run by the plugin test in its own pytest process, not part of this suite.

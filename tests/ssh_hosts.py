@@ -16,8 +16,8 @@ import tarfile
 import time
 from pathlib import Path
 
-from chaos.containers import client, labels
-from chaos.image import build, host_recipe
+from chaos.clusters.docker.containers import client, labels
+from chaos.clusters.docker.image import build, host_recipe
 
 SSHD = "mkdir -p /run/sshd && exec /usr/sbin/sshd -D -e"
 

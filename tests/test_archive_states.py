@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from chaos import doctor
-from chaos.cluster import QUICK_JVM_OPTIONS
-from chaos.jvm import archive
-from chaos.jvm.unsigned import quick_class_path
+from chaos.cli import doctor
+from chaos.machine.jvm import archive
+from chaos.machine.jvm.unsigned import quick_class_path
+from chaos.machine.spark import QUICK_JVM_OPTIONS
 
 
 @pytest.fixture

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from chaos.campaign.stored import refused_by
 from chaos.errors import UserError
-from chaos.schedule import check_cluster_faults, trial_scenario
-from chaos.spec import PHASES, parse_fault
+from chaos.run.admission import check_cluster_faults, trial_scenario
+from chaos.scenario.faults import PHASES, parse_fault
 from pipelines_under_test import CATALOGUE, resolve
 from properties.planning import (
     FAULT_KINDS,
@@ -24,7 +25,10 @@ from properties.planning import (
 )
 from properties.shrink import shrink_schedule
 
-KILLS = applicable_actions(["kill"], sink_channel=False, database=False, owns_workers=True)
+STANDALONE = refused_by("standalone")
+DOCKER = refused_by("docker")
+EXTERNAL = refused_by("spark://127.0.0.1:7077")
+KILLS = applicable_actions(["kill"], sink_channel=False, database=False, refused=STANDALONE)
 
 
 def test_kinds_parse_and_reject_unknown():
@@ -36,39 +40,38 @@ def test_kinds_parse_and_reject_unknown():
 
 def test_actions_follow_pipeline_and_cluster():
     assert KILLS == ("kill-driver", "kill-executor", "kill-worker")
-    assert applicable_actions(["kill", "db"], sink_channel=False, database=False, owns_workers=False) == (
+    assert applicable_actions(["kill", "db"], sink_channel=False, database=False, refused=EXTERNAL) == (
         "kill-driver", "kill-executor")
-    channel = applicable_actions(["channel"], sink_channel=False, database=False, owns_workers=True)
+    channel = applicable_actions(["channel"], sink_channel=False, database=False, refused=STANDALONE)
     assert channel and all(a.endswith("-source") for a in channel)
-    assert applicable_actions(["channel", "kill"], sink_channel=False, database=False, owns_workers=True,
+    assert applicable_actions(["channel", "kill"], sink_channel=False, database=False, refused=STANDALONE,
                               source_channel=False) == KILLS  # a source of its own: no source channel
-    assert "kill-sink-db" in applicable_actions(["db"], sink_channel=True, database=True, owns_workers=True)
+    assert "kill-sink-db" in applicable_actions(["db"], sink_channel=True, database=True, refused=STANDALONE)
 
 
 def test_decommissions_are_planned_where_the_harness_owns_the_workers_or_nodes():
     both = ("decommission-executor", "decommission-worker")
-    assert applicable_actions(["decommission"], sink_channel=False, database=False, owns_workers=True) == both
-    assert applicable_actions(["decommission"], sink_channel=False, database=False, owns_workers=True,
-                              nodes=True) == both  # a node's worker takes the signal through the container's init
+    assert applicable_actions(["decommission"], sink_channel=False, database=False, refused=STANDALONE) == both
+    # a node's worker takes the signal through the container's init
+    assert applicable_actions(["decommission"], sink_channel=False, database=False, refused=DOCKER) == both
     assert applicable_actions(["decommission"], sink_channel=False, database=False,
-                              owns_workers=False) == ("decommission-executor",)  # a cluster of the user's
+                              refused=EXTERNAL) == ("decommission-executor",)  # a cluster of the user's
     plan = plan_schedules(10, both, 6, seed=1, max_faults=2)
     assert {parse_fault(spec).action for schedule in plan for spec in schedule} == set(both)
     scenario = trial_scenario("key-count", fault=["decommission-worker@1:reading"])
     for kind in ("standalone", "docker"):
-        check_cluster_faults(scenario, kind, kind)
+        check_cluster_faults(scenario, kind)
     with pytest.raises(UserError, match="needs the harness's own workers"):
-        check_cluster_faults(scenario, "external", "spark://127.0.0.1:7077")
+        check_cluster_faults(scenario, "spark://127.0.0.1:7077")
 
 
 def test_node_faults_are_planned_on_docker_nodes_only_and_shrink_toward_simpler_kills():
-    assert applicable_actions(["node"], sink_channel=False, database=False, owns_workers=False) == ()
-    on_nodes = applicable_actions(["kill", "node"], sink_channel=False, database=False, owns_workers=False,
-                                  nodes=True)
+    assert applicable_actions(["node"], sink_channel=False, database=False, refused=EXTERNAL) == ()
+    on_nodes = applicable_actions(["kill", "node"], sink_channel=False, database=False, refused=DOCKER)
     assert on_nodes == ("kill-driver", "kill-executor", "kill-node", "pause-node", "slow-node", "oom-node",
                         "partition")
-    assert "kill-worker" not in applicable_actions(["kill"], sink_channel=False, database=False, owns_workers=True,
-                                                   nodes=True)  # a node's worker goes with its node
+    # a node's worker goes with its node
+    assert "kill-worker" not in applicable_actions(["kill"], sink_channel=False, database=False, refused=DOCKER)
     plan = plan_schedules(10, on_nodes, 12, seed=3, max_faults=2)
     assert plan == plan_schedules(10, on_nodes, 12, seed=3, max_faults=2)
     drawn = {parse_fault(spec).action for schedule in plan for spec in schedule}
@@ -132,7 +135,7 @@ def test_no_planned_fault_at_a_phase_its_pipeline_never_reports(name):
     stateless query never reaches state-commit, a source of its own never reports planned/reading)."""
     pipeline = CATALOGUE[name]
     actions = applicable_actions(FAULT_KINDS, sink_channel=pipeline.sink_channel, database=pipeline.database,
-                                 owns_workers=True, source_channel=not pipeline.own_source)
+                                 refused=STANDALONE, source_channel=not pipeline.own_source)
     stateful = pipeline.state or pipeline.state_store
     assert ("state-commit" in pipeline.phases) == bool(stateful)
     assert ("planned" in pipeline.phases) == (not pipeline.own_source)
@@ -150,7 +153,7 @@ def test_weaker_pipelines_get_their_revealing_windows_in_the_first_trial(name):
     trial kills the driver after the sink wrote, at both sink phases (the Spark test runs it)."""
     pipeline = CATALOGUE[name]
     actions = applicable_actions(["kill"], sink_channel=pipeline.sink_channel, database=pipeline.database,
-                                 owns_workers=True, source_channel=not pipeline.own_source)
+                                 refused=STANDALONE, source_channel=not pipeline.own_source)
     for seed in range(1, 6):
         plan = plan_schedules(10, actions, 3, seed=stable_seed(seed, name), phases=pipeline.phases)
         assert {"kill-driver:sink-done", "kill-driver:sink-write"} <= covered_windows(plan[0]), (seed, plan)
@@ -211,8 +214,8 @@ def test_a_pipelines_phases_follow_what_it_is_unless_it_names_them():
 def test_a_campaigns_stream_options_reach_every_planned_scenario_and_its_report(tmp_path):
     """``campaign run --late-fraction 0.05`` on an event-time job: each trial's scenario carries it (its stream
     sends late records), the pipeline's own defaults stay where nothing is given, and the report says so."""
-    from chaos.campaign import Campaign, CampaignSpec
-    from chaos.jobspec import job_ref
+    from chaos.campaign.stored import Campaign, CampaignSpec
+    from chaos.jobs.reference import job_ref
     from reports.html import write_report
     from tests.conftest import REPO
 
@@ -234,10 +237,10 @@ def test_a_campaigns_stream_options_reach_every_planned_scenario_and_its_report(
 
 def test_a_job_is_named_by_its_stem_and_function_in_ids_lines_and_the_report(tmp_path, capsys):
     """The full reference (path, schema, sink) stays in the plan's scenarios and the replay command only."""
-    from chaos.campaign import Campaign, CampaignSpec
-    from chaos.console import print_summary
-    from chaos.jobspec import job_ref
-    from chaos.names import display_names, short_name
+    from chaos.campaign.stored import Campaign, CampaignSpec
+    from chaos.cli.console import print_summary
+    from chaos.jobs.reference import job_ref
+    from chaos.scenario.names import display_names, short_name
     from reports.html import write_report
     from tests.conftest import REPO
 
@@ -256,7 +259,7 @@ def test_a_job_is_named_by_its_stem_and_function_in_ids_lines_and_the_report(tmp
     assert [i.rsplit("-", 2)[0] for i in ids] == ["orders_append_run", "orders_upsert_run"], ids
     assert all(str(REPO) not in i and "/" not in i for i in ids)
     assert campaign.plan[0]["scenario"]["pipeline"] == append  # the whole reference, for replays
-    from chaos.scenario import Scenario
+    from chaos.scenario.scenario import Scenario
     from tests.campaign_samples import write_trial
 
     for entry, verdict in zip(campaign.plan, ("at-least-once", "exactly-once"), strict=True):

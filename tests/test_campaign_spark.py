@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos.procs import wait_until
-from chaos.runner import Runner
+from chaos.campaign.runner import Runner
+from chaos.campaign.stored import refused_by
+from chaos.machine.processes import wait_until
 from properties.planning import applicable_actions, coverage, plan_schedules, stable_seed
 from tests.conftest import REPO, cli, left_by
 from tests.test_campaign_store import assert_rendered, render_in_chromium
@@ -26,7 +27,7 @@ EVENTS = "600"  # 3 micro-batches of 200: the cheapest stream that still has a b
 
 def seed_whose_first_trial_kills_at_sink_done(pipeline: str) -> int:
     """The plan is computed without Spark: pick a seed whose first generated trial can duplicate."""
-    kills = applicable_actions(["kill"], sink_channel=False, database=False, owns_workers=False)
+    kills = applicable_actions(["kill"], sink_channel=False, database=False, refused=refused_by("standalone", False))
     for seed in range(100):
         first = plan_schedules(3, kills, 1, stable_seed(seed, pipeline))[0]
         if ("kill-driver", "sink-done") in coverage([first]):
@@ -127,7 +128,7 @@ def test_weaker_pipelines_are_caught_by_the_first_planned_trial(chaos_harness, t
     (pre-warmed drivers), planned as on a cluster whose workers it does not own (the same plan as ``campaign run
     --cluster spark://...``). Faults only fire at phases the pipelines reach. One seed: how often the first
     planned trial catches a bug, over a corpus and many trials, is benchmarks/detection.py's measure."""
-    from chaos.campaign import Campaign, CampaignSpec
+    from chaos.campaign.stored import Campaign, CampaignSpec
 
     for seed in (4,):
         spec = CampaignSpec(pipelines=["passthrough-append", "passthrough-file-raw"], expect="exactly-once",

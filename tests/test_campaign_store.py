@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from chaos.campaign import Campaign, CampaignSpec, remove_unfinished
+from chaos.campaign.runner import Progress, Runner
+from chaos.campaign.stored import Campaign, CampaignSpec, remove_unfinished
 from chaos.errors import UserError
-from chaos.runner import Progress, Runner
-from chaos.scenario import Scenario
-from chaos.spec import PHASES
+from chaos.scenario.faults import PHASES
+from chaos.scenario.scenario import Scenario
 from reports.html import write_report
 from tests.campaign_samples import HOSTILE, make_campaign, write_trial
 
@@ -67,7 +67,7 @@ def test_other_version_and_corrupt_files_are_one_line_errors(tmp_path):
 
 def test_a_campaign_runs_only_on_the_spark_it_was_created_on(tmp_path):
     """A campaign records its PySpark; resuming it on another would mix two Sparks in one set of verdicts."""
-    from chaos.sparkenv import current_version
+    from chaos.machine.spark_versions import current_version
 
     c = Campaign.create(tmp_path / "c", CampaignSpec(pipelines=["passthrough-append"], trials=1))
     assert c.spec.spark == current_version() == Campaign.load(tmp_path / "c").spec.spark
@@ -145,7 +145,7 @@ def test_a_spent_time_budget_says_it_skipped_the_shrink_and_keeps_the_unshrunk_c
     assert "streamchaos trial passthrough-append" in ce["command"]
     line = next(n for n in progress.notes if n.startswith("shrink of passthrough-append skipped"))
     assert "time budget" in line and ce["command"] in line
-    from chaos import console
+    from chaos.cli import console
 
     with console.out.capture() as printed:
         console.print_summary(summary)

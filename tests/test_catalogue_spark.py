@@ -47,7 +47,7 @@ def test_windowed_count_is_exactly_once_with_a_consistent_cut_through_driver_kil
         versions = [sorted(f.name for f in (store.parent / str(part)).glob(f"3_*{expected}")) for part in (0, 1)]
         assert all(f"3_{ids[part][0]}{expected}" in versions[part] for part in (0, 1)), (ids, versions)
         assert any(len(files) == 2 for files in versions), versions  # the killed attempt's file stays beside it
-    # The cut above was read by replaying the change feed where the store keeps one (chaos/statedump.py).
+    # The cut above was read by replaying the change feed where the store keeps one (chaos/driver/statedump.py).
     last_log = Path(r["run_dir"]) / "logs" / f"driver-{r['incarnations'] - 1}.log"
     how = "per batch" if pipeline.startswith("windowed-count-rocksdb") else "replayed"
     assert f"batches dumped ({how})" in last_log.read_text(), last_log.read_text()[-2000:]

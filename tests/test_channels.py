@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from chaos.channels import Channels
-from chaos.spec import parse_fault
+from chaos.nemesis.channels import Channels
+from chaos.scenario.faults import parse_fault
 from tests.test_toxiproxy_server import _Echo, _serve
 
 
@@ -60,8 +60,8 @@ def test_a_channel_the_pipeline_lacks_is_a_lookup_error(source):
 
 
 def test_until_phase_heals_at_that_phase_of_the_batch_or_a_later_one(source, tmp_path):
-    from chaos.controller import History
-    from chaos.nemesis import Nemesis
+    from chaos.nemesis.actions import Nemesis
+    from chaos.nemesis.controller import History
 
     channels, listen = source
     history = History(tmp_path / "history.jsonl")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.nemesis import damage_checkpoint
-from chaos.spec import DAMAGE_MODES, parse_fault
+from chaos.nemesis.actions import damage_checkpoint
+from chaos.scenario.faults import DAMAGE_MODES, parse_fault
 from properties.shrink import shrink_schedule
 
 
@@ -84,7 +84,7 @@ def test_a_shrink_tries_simpler_damage_first():
     ("SstFiles", None), ("000008-1f2e.sst", None),
 ])
 def test_state_files_of_both_checkpoint_formats_name_their_version(name, version):
-    from chaos.nemesis import state_version_of
+    from chaos.nemesis.actions import state_version_of
 
     assert state_version_of(name) == version
 
@@ -92,7 +92,7 @@ def test_state_files_of_both_checkpoint_formats_name_their_version(name, version
 def test_a_damaged_offsets_entry_is_read_from_the_history_of_its_planned_batch(tmp_path):
     """Offsets truncated after Spark planned from them: the checker keeps the batch's own end (what the source
     reported planning it), not none, which would fold the batch into the next and move the watermark model."""
-    from chaos.result import batch_offsets
+    from chaos.store.result import batch_offsets
 
     ends = [{"0": 100, "1": 100}, {"0": 210, "1": 190}, {"0": 300, "1": 300}]
     for n, end in enumerate(ends):
@@ -116,7 +116,7 @@ def test_entries_spark_purged_past_its_retention_are_read_from_the_history(tmp_p
     """A processing-time query runs a batch without data at every trigger: 137 batches, and Spark keeps the last
     100 of each log. Batches 0-36 are gone from offsets/ and commits/; their ends come from the history, as
     committed, and the data batches are not folded into batch 37 (which read nothing new)."""
-    from chaos.result import batch_offsets
+    from chaos.store.result import batch_offsets
 
     ends = [{"0": 100 * (n + 1)} for n in range(10)]
     for what in ("offsets", "commits"):
@@ -137,7 +137,7 @@ def test_deleting_an_operator_that_spark_writes_into_still_fires(tmp_path, monke
     FileNotFoundError half way used to leave the damage done but the fault recorded as not fired."""
     import shutil
 
-    from chaos import nemesis
+    from chaos.nemesis import actions as nemesis
 
     root = checkpoint(tmp_path / "cp")
     real, walks = shutil.rmtree, []

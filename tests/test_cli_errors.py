@@ -47,7 +47,7 @@ JOB = [f"{REPO}/examples/orders_by_region.py:run", "--schema", "order_id STRING,
         (["campaign", "run", "--pipeline", "key-count", "--recovery-timeout", "0"],
          "--recovery-timeout must be a positive number of seconds, got 0"),
         (["campaign", "run", "--pipeline", "key-count", "--faults", "kill,node"],
-         "--faults node needs --cluster docker"),
+         "--faults node needs a cluster of nodes or hosts"),
         (["trial", "key-count", "--image", "my/spark:1"], "--image my/spark:1 names the image of Docker nodes: "
                                                           "add --cluster docker"),
         (["--spark", "3.5.1", "trial", "key-count"], "no Python data source API"),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.cluster import StandaloneCluster
-from chaos.java import require_java
-from chaos.procs import Owned
+from chaos.clusters.standalone import StandaloneCluster
+from chaos.machine.java import require_java
+from chaos.machine.processes import Owned
 
 pytestmark = pytest.mark.spark
 

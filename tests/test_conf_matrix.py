@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.campaign import Campaign, CampaignSpec
+from chaos.campaign.stored import Campaign, CampaignSpec
 from chaos.errors import UserError
-from chaos.queryconf import grid, label, parse_conf, parse_matrix, trigger_args, variants
-from chaos.scenario import Scenario
+from chaos.scenario.scenario import Scenario
+from chaos.scenario.variants import grid, label, parse_conf, parse_matrix, trigger_args, variants
 from reports.data import campaign_view
 from reports.html import render
 from tests.campaign_samples import write_trial
@@ -90,8 +90,8 @@ def test_bad_conf_on_the_command_line_is_one_line(tmp_path):
 
 
 def test_a_refused_variant_is_its_own_inconclusive_verdict(tmp_path):
-    from chaos.atomic import write_json
-    from chaos.judge import judge
+    from chaos.run.judge import judge
+    from chaos.store.atomic import write_json
     from properties.verdicts import aggregate, meets, weakest
     from tests.test_evidence import stored_run
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from chaos import conformance as conf
+from chaos.campaign import conformance as conf
 from chaos.errors import UserError
-from chaos.spec import parse_fault
+from chaos.scenario.faults import parse_fault
 from pipelines_under_test import CATALOGUE
 
 

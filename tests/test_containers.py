@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from chaos import image
-from chaos.nodes import host_mounts
+from chaos.clusters.docker import image
+from chaos.clusters.docker.nodes import host_mounts
 
 
 def test_the_image_key_names_what_went_in():
@@ -67,7 +67,7 @@ def test_no_docker_daemon_is_one_clear_line_and_nothing_to_reap(monkeypatch, tmp
 
     import pytest
 
-    from chaos.containers import client, reap_containers
+    from chaos.clusters.docker.containers import client, reap_containers
     from chaos.errors import UserError
 
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no.sock")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from chaos import conformance as conf
+from chaos.campaign import conformance as conf
 from chaos.errors import UserError
-from chaos.scenario import Scenario, generate_events
-from chaos.schedule import validate_schedule
-from chaos.source import read_offsets_file
+from chaos.run.admission import validate_schedule
+from chaos.scenario.scenario import Scenario, generate_events
+from chaos.stream.source import read_offsets_file
 from pipelines_under_test import CATALOGUE
 from pipelines_under_test.continuous import SCHEMA, parse_console
 from properties.attribution import batch_of_events

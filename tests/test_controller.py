@@ -3,9 +3,9 @@
 import threading
 import time
 
-from chaos import barrier
-from chaos.controller import Controller, History
-from chaos.spec import parse_fault
+from chaos.nemesis import barrier
+from chaos.nemesis.controller import Controller, History
+from chaos.scenario.faults import parse_fault
 
 
 def make(faults, fire):

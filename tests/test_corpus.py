@@ -6,7 +6,7 @@ import ast
 import json
 
 from chaos.guarantees import GUARANTEES
-from chaos.jobspec import JobSpec, parse_schema
+from chaos.jobs.reference import JobSpec, parse_schema
 from tests.conftest import REPO
 
 CORPUS = REPO / "benchmarks" / "corpus"

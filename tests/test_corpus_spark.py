@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.postgres import credentials, find_bindir
+from chaos.clusters.postgres import credentials, find_bindir
 from tests.conftest import REPO
 from tests.test_trials_spark import trial
 

@@ -1,5 +1,6 @@
 """A trial a full disk stopped is the harness's failure, never a stalled pipeline: the drivers' logs or the free
-space say so (chaos.trial.Trial._raise_if_disk_full), and chaos.runner turns the OSError into its one line."""
+space say so (chaos.run.trial.Trial._raise_if_disk_full), and chaos.campaign.runner turns the OSError into its one
+line."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos import trial as trial_module
-from chaos.trial import Trial
+from chaos.run import trial as trial_module
+from chaos.run.trial import Trial
 
 JAVA = ("org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed 4 times, "
         "most recent failure: java.io.IOException: No space left on device")

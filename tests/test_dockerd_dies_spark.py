@@ -4,7 +4,7 @@ runs on, and once dockerd is back the next start removes the containers and netw
 The test runs a dockerd of its own (its own socket, data root, exec root, pidfile and address pool, reached through
 ``DOCKER_HOST``), kills that one by its pid, and never touches the machine's dockerd. It needs root, dockerd and
 iptables, as the other Docker tests do; the node image comes from ``streamchaos image build`` into the test's
-daemon (the root filesystem the machine's build kept, chaos.image.rootfs_cache, or debootstrap once).
+daemon (the root filesystem the machine's build kept, chaos.clusters.docker.image.rootfs_cache, or debootstrap once).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from chaos.containers import OWNER_LABEL
-from chaos.procs import wait_until
+from chaos.clusters.docker.containers import OWNER_LABEL
+from chaos.machine.processes import wait_until
 from tests.conftest import cli, left_by, require_java
 
 pytestmark = [pytest.mark.spark,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from chaos import doctor
+from chaos.cli import doctor
 
 
 def test_doctor_fails_when_spark_python_workers_cannot_import_the_harness(tmp_path, monkeypatch):

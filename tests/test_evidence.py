@@ -11,12 +11,12 @@ import json
 import sqlite3
 from pathlib import Path
 
-from chaos.atomic import write_json
-from chaos.evidence import freeze, judged_sink, late_writes
-from chaos.judge import judge
-from chaos.scenario import Scenario, generate_events
-from chaos.sinks import sqlite as sqlite_sink
-from chaos.spec import parse_fault
+from chaos.run.judge import judge
+from chaos.scenario.faults import parse_fault
+from chaos.scenario.scenario import Scenario, generate_events
+from chaos.store.atomic import write_json
+from chaos.store.evidence import freeze, judged_sink, late_writes
+from chaos.stream.sinks import sqlite as sqlite_sink
 from properties.attribution import attribute, batch_of_events, fault_for_loss
 
 EVENTS, PER_BATCH = 600, 200

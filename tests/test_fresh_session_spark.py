@@ -1,4 +1,4 @@
-"""A recycled driver runs its next trial in ``chaos.driver.fresh_session``: nothing a pipeline set in the
+"""A recycled driver runs its next trial in ``chaos.driver.process.fresh_session``: nothing a pipeline set in the
 last trial's session may reach the next one, and the pipeline code sees the new session wherever it looks."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def spark():
-    from chaos.source import EventLogSource, WarmSource
+    from chaos.stream.source import EventLogSource, WarmSource
 
     for session in in_process_session("local[1]", "streamchaos-fresh-session-test"):
         session.dataSource.register(EventLogSource)
@@ -23,8 +23,8 @@ def spark():
 def test_the_next_trial_gets_a_session_with_nothing_of_the_last_one(spark):
     from pyspark.sql import SparkSession
 
-    from chaos.driver import fresh_session
-    from chaos.source import WARM_SOURCE_NAME
+    from chaos.driver.process import fresh_session
+    from chaos.stream.source import WARM_SOURCE_NAME
 
     # What catalogue pipelines do in their start(): SQL conf of their own (keyed-state's RocksDB, event-time's
     # no-data batches), plus what a user's pipeline may do: a temporary view.

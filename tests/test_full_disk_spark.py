@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.procs import wait_until
+from chaos.machine.processes import wait_until
 from tests.conftest import cli, left_by, require_java
 
 pytestmark = [pytest.mark.spark,

@@ -1,13 +1,14 @@
-"""The hosts' file of ``--cluster ssh:FILE`` (chaos/hostfile.py) and what a host reports (chaos/hostcheck.py):
+"""The hosts' file of ``--cluster ssh:FILE`` (chaos/clusters/ssh/hostsfile.py) and what a host reports
+(chaos/clusters/ssh/checks.py):
 every mistake is one line naming the field or host and the fix."""
 
 from __future__ import annotations
 
 import pytest
 
+from chaos.clusters.ssh.checks import _java_major, parse_facts
+from chaos.clusters.ssh.hostsfile import Host, is_ssh, load
 from chaos.errors import UserError
-from chaos.hostcheck import _java_major, parse_facts
-from chaos.hostfile import Host, is_ssh, load
 
 GOOD = """
 user = "root"
@@ -117,7 +118,7 @@ def test_java_versions_old_and_new():
 
 
 def test_another_version_of_the_harness_gets_another_venv_on_the_hosts(tmp_path):
-    from chaos.ship import VENVS, venv_home
+    from chaos.clusters.ssh.shipping import VENVS, venv_home
 
     deps = [tmp_path / "wheels" / "polars-2.1.0-cp39-abi3-manylinux_2_28_x86_64.whl"]
     one = venv_home([tmp_path / "own-aaaa" / "streamchaos-0.1.0-py3-none-any.whl", *deps])

@@ -109,7 +109,7 @@ def test_aggregate_rows_that_contradict_their_own_provenance_are_unexplained():
 def test_a_keyed_jobs_anomaly_without_event_ids_names_the_replayed_batch_and_its_fault(capsys):
     """A job compared by ``--key customer`` writes rows that name no event: its duplicate is explained by the
     batch a restarted driver ran again and the fault before it, and says that its rows carry no id."""
-    from chaos.console import print_verdict
+    from chaos.cli.console import print_verdict
     from properties.check import attribute_keys
 
     def phase(t, batch, name, incarnation):

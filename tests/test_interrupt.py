@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from chaos import interrupt
+from chaos.machine import interrupt
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_the_cli_exits_130_when_the_interrupt_was_swallowed(tmp_path):
     """main() asks again before it exits: a command that ran to its end after a lost Ctrl-C does not exit 0."""
     script = textwrap.dedent("""
         import os, signal, sys
-        import chaos.cli as cli
+        import chaos.cli.commands as cli
 
         class Late:
             def __del__(self):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from chaos.cluster import APP_HEAP_START, QUICK_JVM_OPTIONS, spark_env
-from chaos.driver import driver_java_options, executor_java_options
-from chaos.jvm.archive import archive_path, driver_archive, executor_archive
+from chaos.driver.process import driver_java_options, executor_java_options
+from chaos.machine.jvm.archive import archive_path, driver_archive, executor_archive
+from chaos.machine.spark import APP_HEAP_START, QUICK_JVM_OPTIONS, spark_env
 
 
 def test_driver_options_carry_flags_and_archive_only_when_given():

@@ -9,7 +9,7 @@ import time
 import psutil
 import pytest
 
-from chaos.postgres import find_bindir
+from chaos.clusters.postgres import find_bindir
 from tests.conftest import left_by, require_java
 
 pytestmark = pytest.mark.spark

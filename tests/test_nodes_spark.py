@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from chaos.containers import OWNER_LABEL, configured, reap_containers
+from chaos.clusters.docker.containers import OWNER_LABEL, configured, reap_containers
 from chaos.errors import UserError
 
 pytestmark = pytest.mark.spark
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def docker_client():
-    from chaos.containers import client
+    from chaos.clusters.docker.containers import client
 
     try:
         if not configured():
@@ -40,15 +40,15 @@ def docker_client():
 
 @pytest.fixture(scope="module")
 def node_image(docker_client):
-    from chaos.image import build
+    from chaos.clusters.docker.image import build
 
     return build(docker_client, echo=lambda *_: None)  # found by its tag when built already
 
 
 @pytest.fixture(scope="module")
 def nodes(node_image, tmp_path_factory):
-    from chaos.nodes import DockerCluster
-    from chaos.procs import Owned
+    from chaos.clusters.docker.nodes import DockerCluster
+    from chaos.machine.processes import Owned
 
     owned = Owned()
     cluster = DockerCluster(owned, tmp_path_factory.mktemp("nodes"), workers=2, worker_cores=1,
@@ -66,7 +66,7 @@ def _session(cluster):
     interpreter (PYSPARK_PYTHON, as the harness's drivers have it), mounted into the nodes."""
     from pyspark.sql import SparkSession
 
-    from chaos.cluster import DRIVER_TIMEOUTS
+    from chaos.machine.spark import DRIVER_TIMEOUTS
 
     builder = SparkSession.builder
     for key, value in DRIVER_TIMEOUTS.items():
@@ -109,8 +109,8 @@ def test_executors_and_python_workers_run_in_the_nodes_and_survive_a_node_kill(n
 def test_nothing_of_a_stopped_or_killed_harness_is_left(node_image, docker_client, tmp_path):
     """A cluster stopped cleanly leaves no container or network; one whose harness was SIGKILLed is reaped."""
     script = (
-        "import sys, time; from pathlib import Path; from chaos.nodes import DockerCluster; "
-        "from chaos.procs import Owned; "
+        "import sys, time; from pathlib import Path; from chaos.clusters.docker.nodes import DockerCluster; "
+        "from chaos.machine.processes import Owned; "
         f"c = DockerCluster(Owned(), Path(sys.argv[1]), workers=1, image={node_image!r}); c.start(); "
         "Path(sys.argv[1], 'started').write_text(c.prefix); time.sleep(600)"
     )
@@ -143,7 +143,7 @@ def _node_trial(tmp_path, pipeline: str, *args: str) -> dict:
 def test_a_job_beside_namesakes_of_the_harness_packages_runs_on_nodes(node_image, docker_client, tmp_path):
     """Run from the project's directory (the driver's path holds it) with the harness's packages folder first on
     every path, mounted into the nodes: the nodes' Python workers and the driver import the harness's packages,
-    not the project's namesakes (chaos/ownpath.py; the standalone cluster and the plugin:
+    not the project's namesakes (chaos/machine/own_packages.py; the standalone cluster and the plugin:
     tests/test_shadowing_spark.py)."""
     from tests.conftest import cli, left_by
     from tests.shadow_project import JOB, JOB_ARGS, make_project, marks

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.onray import pack, unpack
+from chaos.campaign.on_ray import pack, unpack
 
 
 def test_a_trial_directory_travels_whole_and_replaces_a_partial_one(tmp_path):

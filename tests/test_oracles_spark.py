@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from chaos.scenario import EVENT_SCHEMA
+from chaos.scenario.scenario import EVENT_SCHEMA
 from pipelines_under_test import CATALOGUE
 from properties.check import judge
 from properties.consistent_cut import compare_state

@@ -10,7 +10,7 @@ import sys
 import psutil
 import pytest
 
-from chaos.procs import wait_until
+from chaos.machine.processes import wait_until
 from tests.conftest import cli, left_by
 
 pytestmark = pytest.mark.spark

@@ -5,8 +5,8 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from chaos.postgres import PostgresServer, find_bindir
-from chaos.procs import Owned
+from chaos.clusters.postgres import PostgresServer, find_bindir
+from chaos.machine.processes import Owned
 
 needs_postgres = pytest.mark.skipif(find_bindir() is None, reason="no PostgreSQL server binaries on this machine")
 
@@ -47,13 +47,13 @@ def _ours(proc: psutil.Process, tag: str) -> bool:
 
 
 def test_missing_binaries_are_one_clear_line_before_anything_starts(monkeypatch):
-    import chaos.postgres
+    import chaos.clusters.postgres
     from chaos.errors import UserError
-    from chaos.scenario import Scenario
-    from chaos.schedule import validate_schedule
+    from chaos.run.admission import validate_schedule
+    from chaos.scenario.scenario import Scenario
     from pipelines_under_test import resolve
 
-    monkeypatch.setattr(chaos.postgres, "find_bindir", lambda: None)
+    monkeypatch.setattr(chaos.clusters.postgres, "find_bindir", lambda: None)
     with pytest.raises(UserError) as err:
         validate_schedule(Scenario("pg-append", events=400), resolve("pg-append"))
     assert "no PostgreSQL server binaries" in str(err.value) and "PG_BINDIR" in str(err.value)
@@ -68,8 +68,8 @@ def test_only_its_own_user_with_the_generated_password_gets_in_and_no_dsn_holds_
 
     import psycopg
 
-    from chaos.asjob import database_url
-    from chaos.postgres import PASSFILE_VAR, PG_USER, credentials, password
+    from chaos.clusters.postgres import PASSFILE_VAR, PG_USER, credentials, password
+    from chaos.jobs.as_written import database_url
 
     secret = credentials()
     passfile = Path(os.environ[PASSFILE_VAR])

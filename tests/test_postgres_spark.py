@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.postgres import find_bindir
+from chaos.clusters.postgres import find_bindir
 from tests.test_trials_spark import ids_of_batch, trial
 
 pytestmark = [pytest.mark.spark,

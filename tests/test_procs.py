@@ -9,7 +9,16 @@ import time
 
 import psutil
 
-from chaos.procs import OWNER_VAR, Owned, dead, kill_tree, reap_orphans, tagged_processes, wait_dead, wait_until
+from chaos.machine.processes import (
+    OWNER_VAR,
+    Owned,
+    dead,
+    kill_tree,
+    reap_orphans,
+    tagged_processes,
+    wait_dead,
+    wait_until,
+)
 
 SLEEPER = [sys.executable, "-c", "import subprocess, sys, time; "
            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); time.sleep(300)"]
@@ -43,7 +52,7 @@ def test_reap_kills_what_a_sigkilled_harness_left(tmp_path):
     script = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {os.getcwd()!r})
-        from chaos.procs import Owned
+        from chaos.machine.processes import Owned
         owned = Owned()
         owned.spawn("sleeper", {SLEEPER!r})
         print(owned.tag, flush=True)

@@ -1,4 +1,4 @@
-"""chaos/pydaemon.py: Spark's Python processes import the installed pyspark, not pyspark.zip (no JVM).
+"""chaos/driver/pydaemon.py: Spark's Python processes import the installed pyspark, not pyspark.zip (no JVM).
 
 The processes here are started the way Spark starts them: ``PYTHONPATH`` beginning with
 ``$SPARK_HOME/python/lib/pyspark.zip`` and the py4j source zip.
@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from chaos.cluster import spark_home
-from chaos.pydaemon import import_home, prefer_installed, spark_zips
+from chaos.driver.pydaemon import import_home, prefer_installed, spark_zips
+from chaos.machine.spark import spark_home
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -53,7 +53,7 @@ def test_without_the_fix_a_spark_python_imports_pyspark_from_the_zip(tmp_path):
 
 
 def test_the_daemon_module_makes_it_import_the_installed_package(tmp_path):
-    found = where_pyspark("import os, sys\nfrom chaos.pydaemon import prefer_installed\n"
+    found = where_pyspark("import os, sys\nfrom chaos.driver.pydaemon import prefer_installed\n"
                           "sys.path[:] = prefer_installed(sys.path, os.environ['SPARK_HOME'])", tmp_path)
     assert ".zip" not in found["pyspark"] and ".zip" not in found["py4j"]
     assert Path(found["pyspark"]).parent == Path(spark_home())
@@ -76,7 +76,7 @@ def test_no_import_home_for_another_spark_home(tmp_path):
 def start_daemon(extra_env: dict[str, str], tmp_path: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k not in ("JE_ARROW_MALLOC_CONF", "OPENBLAS_NUM_THREADS")}
     env.update(PYTHONPATH=spark_pythonpath(), SPARK_HOME=spark_home(), **extra_env)
-    return subprocess.Popen([sys.executable, "-m", "chaos.pydaemon", "pyspark.worker"], env=env, cwd=tmp_path,
+    return subprocess.Popen([sys.executable, "-m", "chaos.driver.pydaemon", "pyspark.worker"], env=env, cwd=tmp_path,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -97,7 +97,7 @@ def serve_and_stop(proc: subprocess.Popen) -> tuple[int, list[str], str]:
 def test_the_daemon_preloads_the_reader_imports_and_stays_single_threaded(tmp_path):
     threads, cmdline, err = serve_and_stop(start_daemon({}, tmp_path))
     assert threads == 1, "a daemon must fork from a single-threaded process"
-    assert "chaos.pydaemon" in cmdline
+    assert "chaos.driver.pydaemon" in cmdline
     line = next(x for x in err.splitlines() if x.startswith("streamchaos: python daemon"))
     assert f"pyspark from {spark_home()}," in line and ".zip" not in line
     assert int(line.split(", ")[-1].split()[0]) > 500  # pyspark.worker, pyarrow, pandas: loaded before the fork
@@ -107,7 +107,7 @@ def test_a_daemon_whose_imports_start_threads_becomes_the_plain_pyspark_daemon(t
     # The user asked for OpenBLAS threads: numpy starts them at import, so the daemon must not fork from
     # that process; it re-executes itself as pyspark.daemon, which imports after the fork.
     threads, cmdline, err = serve_and_stop(start_daemon({"OPENBLAS_NUM_THREADS": "2"}, tmp_path))
-    assert "pyspark.daemon" in cmdline and "chaos.pydaemon" not in cmdline
+    assert "pyspark.daemon" in cmdline and "chaos.driver.pydaemon" not in cmdline
     assert "streamchaos: python daemon" not in err
 
 
@@ -116,7 +116,7 @@ def spark_core_jar() -> str:
 
 
 def test_sparks_own_jars_are_dropped_from_the_path_and_their_cached_finders_forgotten():
-    from chaos.pydaemon import forget_importers, spark_jars, without_spark_jars
+    from chaos.driver.pydaemon import forget_importers, spark_jars, without_spark_jars
 
     jar = spark_core_jar()
     path = [jar, "/elsewhere/user.jar", str(REPO)]
@@ -131,9 +131,9 @@ def test_sparks_own_jars_are_dropped_from_the_path_and_their_cached_finders_forg
 def test_the_site_hook_prunes_every_python_a_driver_starts_and_chains_the_next_sitecustomize(tmp_path,
                                                                                               monkeypatch):
     """As a driver's JVM starts a planner: Spark's zips and jar on PYTHONPATH, then the driver's own PYTHONPATH
-    (chaos.launch.driver_env), with a user's sitecustomize after the hook. ``invalidate_caches()`` then has no
+    (chaos.driver.launch.driver_env), with a user's sitecustomize after the hook. ``invalidate_caches()`` then has no
     zip to re-read."""
-    from chaos.launch import driver_env
+    from chaos.driver.launch import driver_env
 
     users = tmp_path / "users"
     users.mkdir()

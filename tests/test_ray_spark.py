@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from chaos.procs import OWNER_VAR, wait_until
+from chaos.machine.processes import OWNER_VAR, wait_until
 from tests.conftest import REPO, cli, require_java
 
 pytestmark = pytest.mark.spark
@@ -61,7 +61,7 @@ def ours_on_ray() -> list[str]:
                 continue
         except (psutil.Error, OSError):
             continue
-        if (tag is not None and not tag.startswith(me)) or "chaos.reaper" in cmd:
+        if (tag is not None and not tag.startswith(me)) or "chaos.run.reaper" in cmd:
             left.append(f"{proc.pid} {cmd[:120]}")
     left += [str(p) for p in Path(tempfile.gettempdir()).glob("streamchaos-ray-*")]
     return left

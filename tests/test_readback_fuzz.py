@@ -19,12 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chaos.campaign import Campaign
+from chaos.campaign.stored import Campaign
 from chaos.errors import UserError
-from chaos.evidence import freeze
-from chaos.judge import judge
-from chaos.result import batch_offsets
-from chaos.stored import MAX_BYTES
+from chaos.run.judge import judge
+from chaos.store.evidence import freeze
+from chaos.store.records import MAX_BYTES
+from chaos.store.result import batch_offsets
 from pipelines_under_test.files import COLUMNS
 from reports.html import write_report
 from tests.campaign_samples import make_campaign

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from chaos.cli import app
+from chaos.cli.commands import app
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()

@@ -5,8 +5,8 @@ import polars as pl
 import pytest
 
 from chaos.errors import UserError
-from chaos.eventlog import EventLog, EventLogServer
-from chaos.scenario import Scenario, generate_events
+from chaos.scenario.scenario import Scenario, generate_events
+from chaos.stream.eventlog import EventLog, EventLogServer
 
 
 def test_events_are_a_function_of_the_seed():

@@ -1,7 +1,7 @@
 """A project whose own modules bear the harness's package names (``chaos/``, ``reports/``, ``properties.py``,
 each raising if imported) runs its job with streamchaos from its directory (drivers get it on their path), or
 with itself on ``PYTHONPATH`` (every process gets it, the executors' Python workers too): the harness's
-processes import the harness's packages, the job its own module (chaos/ownpath.py). Docker nodes:
+processes import the harness's packages, the job its own module (chaos/machine/own_packages.py). Docker nodes:
 tests/test_nodes_spark.py."""
 
 from __future__ import annotations

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from chaos.atomic import write_json
-from chaos.campaign import Campaign, CampaignSpec
+from chaos.campaign.merge import merge
+from chaos.campaign.shards import cost, parse_shard, plan_hash, shares
+from chaos.campaign.stored import Campaign, CampaignSpec
 from chaos.errors import UserError
-from chaos.merge import merge
-from chaos.scenario import Scenario
-from chaos.shards import cost, parse_shard, plan_hash, shares
+from chaos.scenario.scenario import Scenario
+from chaos.store.atomic import write_json
 from tests.campaign_samples import write_trial
 
 SPEC = dict(pipelines=["passthrough-append", "passthrough-idempotent"], expect="exactly-once", trials=4, seed=1,

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from chaos.campaign import Campaign, CampaignSpec
+from chaos.campaign.stored import Campaign, CampaignSpec
 from tests.conftest import cli, left_by
 
 pytestmark = pytest.mark.spark

@@ -6,7 +6,7 @@ commit), so the search logic, the budget and the cache are checked in millisecon
 
 from __future__ import annotations
 
-from chaos.scenario import Scenario
+from chaos.scenario.scenario import Scenario
 from pipelines_under_test import resolve
 from properties.shrink import search_violation
 from properties.strategies import StreamSpec

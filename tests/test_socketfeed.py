@@ -5,8 +5,8 @@ from __future__ import annotations
 import socket
 import time
 
-from chaos.scenario import Scenario, generate_events
-from chaos.socketfeed import SocketFeed
+from chaos.scenario.scenario import Scenario, generate_events
+from chaos.stream.socketfeed import SocketFeed
 
 
 def read_lines(sock: socket.socket, n: int, timeout: float = 10.0) -> list[str]:

@@ -7,13 +7,13 @@ import signal
 import sys
 from pathlib import Path
 
-from chaos.cluster import driver_scratch, sweep_driver_scratch
-from chaos.procs import Owned, wait_until
-from chaos.spare import Spare, can_renice
+from chaos.driver.spare import Spare, can_renice
+from chaos.machine.processes import Owned, wait_until
+from chaos.machine.spark import driver_scratch, sweep_driver_scratch
 
 SETTINGS = {"master": "spark://127.0.0.1:7077", "java_options": "-XX:+UseSerialGC", "class_archive": None,
             "locality_wait": "0s", "cores_max": 2, "interpreted_sql": True}
-# Like chaos.driver --spare: catch SIGUSR1, say "listening" and "ready" in its folder (the last argument), wait.
+# Like chaos.driver.process --spare: catch SIGUSR1, say "listening" and "ready" in its folder (the last argument), wait.
 WAITER = ("import pathlib, signal, sys; signal.signal(signal.SIGUSR1, lambda *_: sys.exit(7)); "
           "pathlib.Path(sys.argv[-1], 'listening').touch(); pathlib.Path(sys.argv[-1], 'ready').touch(); "
           "signal.pause()")
@@ -148,7 +148,7 @@ def test_a_standby_spare_boots_in_a_low_priority_session_and_gets_its_share_back
         owned.stop_all()
 
 
-# Like chaos.driver.serve at the harness's stop (SIGUSR2): wait in spares/recycled-<pid> (the last argument is
+# Like chaos.driver.process.serve at the harness's stop (SIGUSR2): wait in spares/recycled-<pid> (the last argument is
 # the spares folder) with spare.json and "ready", as often as it is stopped.
 RECYCLABLE = ("import json, os, pathlib, signal, sys\n"
               "folder = pathlib.Path(sys.argv[-1], f'recycled-{os.getpid()}')\n"
@@ -162,8 +162,8 @@ RECYCLABLE = ("import json, os, pathlib, signal, sys\n"
 
 
 def test_a_recycled_driver_is_kept_a_bounded_number_of_times_and_only_when_asked(tmp_path, monkeypatch):
-    from chaos import spares as spares_module
-    from chaos.harness import Harness
+    from chaos.driver import booted_ahead as spares_module
+    from chaos.run.harness import Harness
 
     monkeypatch.setattr(spares_module, "MAX_RECYCLED_TRIALS", 2)
     harness = Harness(workdir=tmp_path / "harness", spare=True)  # not entered: no cluster, only its rules

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos.harness import Harness
-from chaos.judge import judge
-from chaos.procs import tagged_processes
-from chaos.scenario import Scenario
+from chaos.machine.processes import tagged_processes
+from chaos.run.harness import Harness
+from chaos.run.judge import judge
+from chaos.scenario.scenario import Scenario
 
 pytestmark = pytest.mark.spark
 

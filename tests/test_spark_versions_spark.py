@@ -12,7 +12,7 @@ import sqlite3
 
 import pytest
 
-from chaos.sparkenv import installed
+from chaos.machine.spark_versions import installed
 from tests.conftest import cli, left_by
 
 pytestmark = pytest.mark.spark
@@ -46,7 +46,7 @@ def test_a_query_stopped_on_one_spark_resumes_on_another_exactly_once(tmp_path, 
     """stop-driver/upgrade=V: a clean stop at a committed batch, then the same checkpoint on the other
     version (in local mode: the cluster runs the first one); the verdict and the consistent cut cover both.
     A driver killed after the upgrade restarts on the new version, and no standby was booted for it."""
-    from chaos.sparkenv import current_version
+    from chaos.machine.spark_versions import current_version
 
     if OLD not in installed():
         assert cli("spark", "add", OLD, cwd=tmp_path).rc == 0

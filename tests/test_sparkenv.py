@@ -1,11 +1,11 @@
-"""Side PySpark versions (chaos/sparkenv.py): what is listed, how --spark is read off a command line."""
+"""Side PySpark versions (chaos/machine/spark_versions.py): what is listed, how --spark is read off a command line."""
 
 from __future__ import annotations
 
 import pytest
 
-from chaos import sparkenv
 from chaos.errors import UserError
+from chaos.machine import spark_versions as sparkenv
 
 
 def test_spark_option_is_taken_out_wherever_it_stands():

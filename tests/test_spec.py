@@ -1,7 +1,7 @@
 import pytest
 
 from chaos.errors import UserError
-from chaos.spec import DAMAGE_MODES, Fault, parse_duration, parse_fault
+from chaos.scenario.faults import DAMAGE_MODES, Fault, parse_duration, parse_fault
 
 
 @pytest.mark.parametrize(
@@ -135,8 +135,8 @@ def test_node_faults_parse_kill_pause_and_partition():
 
 
 def test_a_database_partition_needs_a_pipeline_with_a_database():
-    from chaos.scenario import Scenario
-    from chaos.schedule import validate_schedule
+    from chaos.run.admission import validate_schedule
+    from chaos.scenario.scenario import Scenario
     from pipelines_under_test import resolve
 
     scenario = Scenario("key-count", events=1000, faults=["partition@3:sink-write/node=sink/10s"])
@@ -158,7 +158,7 @@ def test_timed_faults_parse_print_back_and_refuse_what_needs_a_phase():
 
 
 def test_random_timing_keeps_the_faults_and_draws_seeded_times_within_the_run():
-    from chaos.timing import at_random_times
+    from chaos.scenario.random_times import at_random_times
 
     planned = ["kill-driver@3:sink-done", "cut-sink@2:reading/until=committed", "stop-driver@4:committed/1",
                "pause-executor@1:reading/3s"]

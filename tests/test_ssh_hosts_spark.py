@@ -14,16 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from chaos.cluster import MASTER_CLASS, WORKER_CLASS
-from chaos.containers import configured
-from chaos.harness import Harness
-from chaos.hostfile import load
-from chaos.judge import run_trial
-from chaos.procs import my_tag, wait_until
-from chaos.remote import OWNED_DIRS, OWNER_FILE, HostProcs, HostRules, reap
-from chaos.schedule import trial_scenario
-from chaos.ship import VENVS, ship, wheels
-from chaos.ssh import Remote
+from chaos.clusters.docker.containers import configured
+from chaos.clusters.ssh.client import Remote
+from chaos.clusters.ssh.hostsfile import load
+from chaos.clusters.ssh.remote import OWNED_DIRS, OWNER_FILE, HostProcs, HostRules, reap
+from chaos.clusters.ssh.shipping import VENVS, ship, wheels
+from chaos.machine.processes import my_tag, wait_until
+from chaos.machine.spark import MASTER_CLASS, WORKER_CLASS
+from chaos.run.admission import trial_scenario
+from chaos.run.harness import Harness
+from chaos.run.judge import run_trial
 from tests.conftest import cli, left_by
 from tests.ssh_hosts import SshHosts, keygen
 from tests.users_database import SECRET, USERS_ROW, database_url, harness_schemas, users_rows, users_server
@@ -116,7 +116,7 @@ def test_the_code_travels_as_wheels_into_a_venv_that_sees_the_hosts_pyspark(host
         t0 = time.monotonic()
         python = ship(host1, "/usr/bin/python3", files)
         first = time.monotonic() - t0
-        probe = host1.run([python, "-c", "import chaos.source, pipelines_under_test.postgres, psycopg, polars, "
+        probe = host1.run([python, "-c", "import chaos.stream.source, pipelines_under_test.postgres, psycopg, polars, "
                                          "pyspark; print(chaos.__file__, pyspark.__version__)"], check=True)
         where, version = probe.out.split()
         assert where.startswith(VENVS) and version == "4.3.0", probe.out
@@ -192,9 +192,9 @@ def cpu_share(host, pid: int, seconds: float) -> float:
 
 ORPHAN = """
 import os, signal, sys
-from chaos.hostfile import load
-from chaos.remote import OWNED_DIRS, OWNER_FILE, HostProcs, HostRules, remote_tag
-from chaos.ssh import Remote
+from chaos.clusters.ssh.hostsfile import load
+from chaos.clusters.ssh.remote import OWNED_DIRS, OWNER_FILE, HostProcs, HostRules, remote_tag
+from chaos.clusters.ssh.client import Remote
 cluster = load(sys.argv[1])
 host2 = Remote(cluster, cluster.hosts[1])
 HostProcs(host2).start(["sleep", "600"], log="/tmp/orphan.log")

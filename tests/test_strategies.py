@@ -6,8 +6,8 @@ import polars as pl
 from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
 
-from chaos.scenario import Scenario
-from chaos.spec import PHASES, parse_fault
+from chaos.scenario.faults import PHASES, parse_fault
+from chaos.scenario.scenario import Scenario
 from pipelines_under_test import resolve
 from properties.strategies import Schedule, StreamSpec, crash_schedules, event_streams, scenarios
 

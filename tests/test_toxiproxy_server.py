@@ -13,7 +13,7 @@ import requests
 from toxiproxy import Toxiproxy
 from toxiproxy.exceptions import InvalidToxic, NotFound, ProxyExists
 
-from chaos.toxiproxy_server import ToxiproxyServer
+from chaos.nemesis.toxiproxy_api import ToxiproxyServer
 
 
 class _Echo(socketserver.BaseRequestHandler):
@@ -229,7 +229,7 @@ def test_a_client_gone_mid_answer_prints_nothing_other_errors_do(capsys):
     import socket as sockets
     from http.server import BaseHTTPRequestHandler
 
-    from chaos.httpserver import QuietHTTPServer
+    from chaos.machine.httpserver import QuietHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):

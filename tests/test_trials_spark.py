@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 import typer
 
-from chaos.cli import app
-from chaos.cluster import QUICK_JVM_OPTIONS
-from chaos.judge import run_trial, trial_exit_code
-from chaos.schedule import trial_scenario
+from chaos.cli.commands import app
+from chaos.machine.spark import QUICK_JVM_OPTIONS
+from chaos.run.admission import trial_scenario
+from chaos.run.judge import run_trial, trial_exit_code
 from tests.conftest import cli, left_by
 
 pytestmark = pytest.mark.spark
@@ -82,7 +82,7 @@ def test_append_sink_duplicates_exactly_the_replayed_batch(append_kill):
     assert r["restarts"] == 1 and r["incarnations"] == 2
     assert r["multiplicity"] == {"0": 0, "1": 1800, ">1": 200}
     run_dir = Path(r["run_dir"])
-    from chaos.sinks.sqlite import read_output
+    from chaos.stream.sinks.sqlite import read_output
 
     counts = read_output(run_dir / "sink" / "sink.sqlite").group_by("id").len()
     twice = set(counts.filter(pl.col("len") == 2)["id"].to_list())
@@ -124,18 +124,19 @@ def test_cold_restart_replays_what_the_standby_replayed(append_kill, spark_clust
     assert config["java_options"] == QUICK_JVM_OPTIONS
     assert config["class_archive"] and Path(config["class_archive"]).is_file()
     assert config["executor_archive"] and Path(config["executor_archive"]).is_file()
-    # Their executors' Python daemons imported the installed pyspark, not pyspark.zip (chaos/pydaemon.py).
+    # Their executors' Python daemons imported the installed pyspark, not pyspark.zip (chaos/driver/pydaemon.py).
     apps = {r["detail"]["app_id"] for r in history(again) if r["kind"] == "driver" and r["detail"].get("app_id")}
     logs = [log.read_text() for app in apps for log in spark_cluster.workdir.glob(f"worker-*/{app}/*/stderr")]
     daemons = [line for text in logs for line in text.splitlines() if "streamchaos: python daemon" in line]
     assert daemons and all(".zip" not in line for line in daemons)
-    # Janino's unsigned copies come first on the executors' class path (chaos/jvm/unsigned.py), so the
+    # Janino's unsigned copies come first on the executors' class path (chaos/machine/jvm/unsigned.py), so the
     # executors' archive holds its classes.
     assert "janino" in config["class_path"]
     commands = [text.splitlines()[0] for text in logs if text.startswith("Spark Executor Command:")]
     assert commands and all(f'"-cp" "{config["class_path"]}:' in line for line in commands)
     # The JVMs' temporary files (a killed driver's blockmgr-*, lz4's library) went to the harness's folder,
-    # removed at its close, and the executors' local directories to the cluster's own (chaos.cluster.scratch_option).
+    # removed at its close, and the executors' local directories to the cluster's own
+    # (chaos.clusters.standalone.scratch_option).
     assert all(f"-Djava.io.tmpdir={config['tmp_dir']}/driver-" in line for line in commands)
     assert not Path(config["tmp_dir"]).exists()
     assert any(spark_cluster.tmp.glob("spark-*"))

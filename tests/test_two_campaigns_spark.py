@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.postgres import find_bindir
+from chaos.clusters.postgres import find_bindir
 from tests.conftest import left_by, require_java
 
 pytestmark = [pytest.mark.spark,

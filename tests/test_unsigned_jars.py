@@ -1,4 +1,4 @@
-"""Unsigned copies of Spark's signed jars (chaos/jvm/unsigned.py): same classes, no signature, first on
+"""Unsigned copies of Spark's signed jars (chaos/machine/jvm/unsigned.py): same classes, no signature, first on
 the class path of the harness's JVMs (no JVM started here)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pyspark
 
-from chaos.driver import class_path_first
-from chaos.jvm.unsigned import is_signed, quick_class_path, unsign, unsigned_copies
+from chaos.driver.process import class_path_first
+from chaos.machine.jvm.unsigned import is_signed, quick_class_path, unsign, unsigned_copies
 
 SIGNED_MANIFEST = (b"Manifest-Version: 1.0\r\nCreated-By: test\r\n\r\n"
                    b"Name: a/B.class\r\nSHA-256-Digest: abc=\r\n\r\n")
@@ -54,7 +54,7 @@ def test_only_signed_jars_are_copied_once(tmp_path):
 
 
 def test_later_starts_read_which_jars_were_signed_instead_of_opening_them_all(tmp_path, monkeypatch):
-    from chaos.jvm import unsigned
+    from chaos.machine.jvm import unsigned
 
     jars = tmp_path / "jars"
     jars.mkdir()

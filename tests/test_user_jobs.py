@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 
-from chaos.asjob import database_url
 from chaos.errors import UserError
-from chaos.jobspec import (
+from chaos.jobs.as_written import database_url
+from chaos.jobs.reference import (
     JobSpec,
     canonical_entry,
     event_id,
@@ -204,9 +204,9 @@ def test_a_job_that_imports_its_projects_namesake_of_a_harness_package_is_one_li
 
 
 def test_every_python_path_the_harness_sets_starts_with_its_own_packages(tmp_path, monkeypatch):
-    from chaos.cluster import spark_env
-    from chaos.launch import SITE_HOOK, driver_env
-    from chaos.ownpath import INSTALL, PACKAGES, packages_folder
+    from chaos.driver.launch import SITE_HOOK, driver_env
+    from chaos.machine.own_packages import INSTALL, PACKAGES, packages_folder
+    from chaos.machine.spark import spark_env
 
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     monkeypatch.chdir(tmp_path)
@@ -218,8 +218,8 @@ def test_every_python_path_the_harness_sets_starts_with_its_own_packages(tmp_pat
 
 
 def test_values_come_from_a_list_a_range_or_a_files_column_and_travel_in_the_reference(tmp_path):
-    from chaos.jobspec import job_ref, parse_ref, parse_schema, record, roles
-    from chaos.jobvalues import parse_values, value_lists
+    from chaos.jobs.reference import job_ref, parse_ref, parse_schema, record, roles
+    from chaos.jobs.values import parse_values, value_lists
 
     (tmp_path / "accounts.csv").write_text("region,account\nemea,acc-1\namer,acc-2\n\namer,acc-2\n")
     (tmp_path / "plain.txt").write_text("x1\nx2\n")

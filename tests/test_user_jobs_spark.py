@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from chaos.postgres import find_bindir
+from chaos.clusters.postgres import find_bindir
 from tests.conftest import REPO, cli, left_by
 from tests.test_trials_spark import ids_of_batch, trial
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from chaos.dburl import read_url
+from chaos.clusters.postgres import PASSFILE_VAR, find_bindir
+from chaos.clusters.ssh.dburl import read_url
+from chaos.clusters.ssh.remote import machine_id
+from chaos.clusters.ssh.userdb import OWNER_NOTE, SCHEMA_PREFIX, UserDatabase
 from chaos.errors import UserError
-from chaos.postgres import PASSFILE_VAR, find_bindir
-from chaos.remote import machine_id
-from chaos.userdb import OWNER_NOTE, SCHEMA_PREFIX, UserDatabase
 from tests.users_database import (
     SECRET,
     USERS_ROW,
@@ -61,7 +61,7 @@ def pg(tmp_path):
 def test_the_harness_works_in_its_own_schema_and_leaves_the_users_tables(pg, tmp_path):
     import psycopg
 
-    from chaos.sinks import postgres as sink
+    from chaos.stream.sinks import postgres as sink
 
     with psycopg.connect(admin_dsn(pg), autocommit=True) as conn:  # a dead harness of this machine's, another's
         for name, owner in (("streamchaos_dead", f"{machine_id()}/999999:1.000#1"),
@@ -91,7 +91,7 @@ def test_the_harness_works_in_its_own_schema_and_leaves_the_users_tables(pg, tmp
 
 @needs_postgres
 def test_a_user_without_create_or_a_wrong_password_is_one_line_at_the_start_and_in_doctor(pg, tmp_path, monkeypatch):
-    from chaos.doctor import check_user_database
+    from chaos.clusters.ssh.checks import check_user_database
 
     UserDatabase(read_url(database_url(pg)), tmp_path / "logs").probe()  # may create: nothing to say
     assert harness_schemas(pg) == set()  # the probe creates nothing
@@ -112,12 +112,21 @@ def test_a_user_without_create_or_a_wrong_password_is_one_line_at_the_start_and_
      "is yours"),
     ("pg-upsert-by-batch", "partition@2:sink-write/node=sink/3s", "fault the sink channel instead"),
 ])
-def test_faults_on_the_users_database_itself_are_refused_in_one_line(pipeline, fault, says):
-    from chaos.harness import Harness
-    from chaos.scenario import Scenario
-    from pipelines_under_test import resolve
+def test_faults_on_the_users_database_itself_are_refused_in_one_line(pipeline, fault, says, tmp_path, monkeypatch):
+    """The kind of a cluster of hosts refuses them (chaos.clusters.ssh.cluster.HostsCluster.refusal), before any
+    host is reached, and a campaign plans no kill-sink-db there."""
+    from chaos.campaign.stored import refused_by
+    from chaos.run.admission import check_cluster_faults
+    from chaos.scenario.scenario import Scenario
 
+    (tmp_path / "id_ed25519").write_text("not read")
+    (tmp_path / "known_hosts").write_text("")
+    (tmp_path / "hosts.toml").write_text('user = "root"\nkey = "id_ed25519"\nknown_hosts = "known_hosts"\n'
+                                         'shared = "/mnt/s"\nmaster = "n1"\ndatabase = "DATABASE_URL"\n'
+                                         '[[hosts]]\nname = "n1"\naddress = "10.0.0.1"\n')
+    monkeypatch.setenv("DATABASE_URL", "postgresql://app:hush@db.example/staging")
+    spec = f"ssh:{tmp_path / 'hosts.toml'}"
     with pytest.raises(UserError, match=says):
-        Harness._check_user_database(Scenario(pipeline, events=1000, faults=[fault]), resolve(pipeline))
-    Harness._check_user_database(Scenario(pipeline, events=1000, faults=["down-sink@2:sink-write/3s"]),
-                                 resolve(pipeline))
+        check_cluster_faults(Scenario(pipeline, events=1000, faults=[fault]), spec)
+    check_cluster_faults(Scenario(pipeline, events=1000, faults=["down-sink@2:sink-write/3s"]), spec)
+    assert refused_by(spec)("kill-sink-db") and not refused_by(spec)("down-sink")

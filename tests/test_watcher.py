@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from chaos.controller import Controller, History
-from chaos.watcher import CheckpointWatcher
+from chaos.nemesis.controller import Controller, History
+from chaos.run.watcher import CheckpointWatcher
 
 METADATA = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{"spark.sql.shuffle.partitions":"2"}}'
 

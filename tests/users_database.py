@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
-from chaos.postgres import PostgresServer
-from chaos.procs import Owned
+from chaos.clusters.postgres import PostgresServer
+from chaos.machine.processes import Owned
 
 SECRET = "pa:ss\\word"  # a colon and a backslash: the passfile escapes both
 USERS_ROW = (7, "the user's row")

@@ -16,7 +16,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from chaos.scenario import Scenario
+from chaos.scenario.scenario import Scenario
 
 RUNS = Path(__file__).resolve().parent / "runs"
 

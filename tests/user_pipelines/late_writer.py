@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 
-from chaos.sinks.sqlite import COLUMNS, _plain
+from chaos.stream.sinks.sqlite import COLUMNS, _plain
 from pipelines_under_test.passthrough import SqlitePassthrough
 
 DELAY_S = 2.5

@@ -1,0 +1,1 @@
+"""Campaigns: the stored campaign, its runner, shards and their merge, Ray, conformance."""

@@ -1,0 +1,1 @@
+"""The ``streamchaos`` command line: the commands, console output, progress, doctor."""

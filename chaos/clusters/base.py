@@ -1,0 +1,251 @@
+"""The cluster a trial runs on (Jepsen's "db"), and what every kind of cluster can do, and refuse.
+
+A kind of cluster is a subclass of ``Cluster``, registered by one line in chaos/clusters/registry.py. Its
+abilities are methods the nemesis and the harness call without asking which kind it is (Jepsen's ``db/Kill``,
+``db/Pause``): kill, pause or decommission executors and workers, node faults, partitions, its sink database.
+What a kind cannot do it refuses before anything starts, in one line that says what to use instead
+(``refusal``); the base class's methods raise ``LookupError`` with that line if a fault gets there anyway.
+The planner asks the same ``refusal``, so a campaign plans exactly the faults a trial would accept.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import psutil
+
+from chaos.machine.processes import Group, Owned, kill_tree, wait_until
+from chaos.machine.spark import Executor, executor_of, executors
+
+if TYPE_CHECKING:
+    from chaos.machine.check import Check
+    from chaos.scenario.faults import Fault
+    from chaos.scenario.scenario import Scenario
+
+Heal = Callable[[], None]
+DRAIN_TIMEOUT_S = 60.0  # how long a decommissioned worker's executors get to finish before it is replaced
+
+
+class Cluster:
+    """A Spark master the drivers connect to (``spark://HOST:PORT`` of a cluster the user runs, the base kind):
+    the harness finds its application's executors on this machine and owns nothing else of it."""
+
+    kind = "external"
+    owns_workers = False
+    # Its drivers' and executors' JVMs start on this machine from this machine's class path, so the class
+    # archives built here apply (not so for Docker nodes and hosts, which run their own JVMs).
+    local_jvms = True
+    # Phase reports carry the reporter's address, which tells which host a task ran on (hosts over SSH).
+    peers_in_reports = False
+    host = "127.0.0.1"  # where the cluster reaches the host: drivers and the harness's servers listen there
+    driver_conf: dict[str, str] = {}  # Spark settings its drivers need (DRIVER_TIMEOUTS on nodes and hosts)
+    workers = 0
+
+    def __init__(self, master_url: str) -> None:
+        self.master_url = master_url
+        self.spec = master_url  # the ``--cluster`` it was made from (chaos.clusters.registry.make_cluster sets it)
+
+    # -- the kind, before anything starts ---------------------------------------------------------
+    @classmethod
+    def create(cls, spec: str, owned: Owned, workdir: Path, workers: int, worker_cores: int, java_options: str,
+               data_dir: Path) -> Cluster:
+        """The cluster ``spec`` names (the registry matched it to this kind)."""
+        return cls(spec)
+
+    @classmethod
+    def refusal(cls, fault: Fault, spec: str) -> str | None:
+        """Why a cluster of this kind named ``spec`` cannot carry out ``fault`` (one line saying what to use
+        instead), or None."""
+        if fault.action == "decommission-worker":
+            return (f"{fault.spec} needs the harness's own workers (--cluster standalone, docker or ssh); "
+                    "on a cluster of yours, decommission an executor: decommission-executor")
+        if fault.target == "worker":
+            return (f"{fault.spec} needs --cluster standalone (the harness's own workers); "
+                    "on --cluster docker, kill or pause the whole node: kill-node, pause-node")
+        if fault.action == "partition" and fault.target == "sink-db":
+            return (f"{fault.spec} needs --cluster docker or a cluster of hosts with a database host (the sink "
+                    "database is then a machine of its own); here cut the sink channel instead: "
+                    "cut-sink@BATCH:PHASE/10s")
+        if fault.target == "node":
+            return (f"{fault.spec} needs --cluster docker (nodes are containers; `streamchaos image build` makes "
+                    "their image)")
+        return None
+
+    @classmethod
+    def reap(cls) -> None:
+        """Remove what killed harnesses of this machine left through this kind, beyond their processes (which
+        ``chaos.machine.processes.reap_orphans`` kills whatever the kind)."""
+
+    @classmethod
+    def remote_checks(cls, spec: str) -> list[Check] | None:
+        """``streamchaos doctor --cluster SPEC``: what this kind checks beyond this machine (None: nothing)."""
+        return None
+
+    @classmethod
+    def reap_remote(cls, spec: str) -> list[str] | None:
+        """``streamchaos reap --cluster SPEC``: reap what killed harnesses left on the cluster's machines; a line
+        per machine (None: the kind has no machine but this one)."""
+        return None
+
+    def check(self, scenario: Scenario, pipeline) -> None:
+        """Refuse (``UserError``) what this very cluster cannot run for ``pipeline``, beyond ``refusal``."""
+
+    def _cannot(self, fault: Fault) -> LookupError:
+        return LookupError(self.refusal(fault, self.spec) or f"{fault.spec}: not on a {self.kind} cluster")
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        pass
+
+    def healthy(self) -> bool:
+        return True
+
+    def heal(self) -> None:
+        pass
+
+    def lost(self) -> str | None:
+        """Why the daemon the cluster's nodes depend on no longer answers, or None: a trial that outlived it
+        ran without the faults and heals it needed, so its verdict would say nothing."""
+        return None
+
+    def stop(self) -> None:
+        pass
+
+    def worker_groups(self) -> list[Group]:
+        return []
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "master": self.master_url}
+
+    # -- its sink database ----------------------------------------------------------------------------
+    def sink_database(self, owned: Owned, workdir: Path):
+        """The sink database of the ``pg-*`` pipelines, started: a PostgreSQL server of the harness's on this
+        machine, unless the kind has one of its own (a node, a host, the user's)."""
+        from chaos.clusters.postgres import PostgresServer
+
+        return PostgresServer(owned, workdir).start()
+
+    # -- executors ------------------------------------------------------------------------------------
+    def executors(self, app_id: str | None) -> list[Executor]:
+        """This application's live executors (all, with ``app_id`` None), sorted by executor id."""
+        return executors(app_id)
+
+    def reporting_executor(self, live: list[Executor], detail: dict) -> Executor | None:
+        """The executor whose task reported a phase (``detail``: its pid, its address), if known."""
+        return executor_of(int(detail["pid"])) if detail.get("pid") else None
+
+    def kill_executor(self, ex: Executor) -> None:
+        """SIGKILL the executor's JVM and its Python workers."""
+        proc = psutil.Process(ex.pid)
+        kill_tree([proc, *proc.children(recursive=True)])
+
+    def pause_executor(self, ex: Executor) -> Heal:
+        """SIGSTOP the executor's JVM and its Python workers; the heal resumes them."""
+        proc = psutil.Process(ex.pid)
+        return stop_processes([proc, *proc.children(recursive=True)])
+
+    def decommission_executor(self, ex: Executor) -> None:
+        """SIGPWR to the executor's JVM (``spark.decommission.enabled``): it finishes, migrates and leaves."""
+        os.kill(ex.pid, signal.SIGPWR)
+
+    # -- workers -------------------------------------------------------------------------------------
+    def worker_index(self, fault: Fault, detail: dict, app_id: str | None) -> int:
+        """The worker (or node, or host) ``fault`` aims at: its index, else the one that ran the reporting task,
+        else one running this application's executor."""
+        raise self._cannot(fault)
+
+    def kill_worker(self, i: int) -> int | None:
+        """SIGKILL worker ``i`` with every executor it launched; its pid, if it ran."""
+        raise LookupError("worker faults need the harness's own workers")
+
+    def pause_worker(self, i: int) -> tuple[int | None, Heal]:
+        """SIGSTOP worker ``i`` and its executors; its pid and the heal."""
+        raise LookupError("worker faults need the harness's own workers")
+
+    def decommission_worker(self, i: int) -> None:
+        raise LookupError("decommission-worker needs the harness's own workers")
+
+    def replace_drained_worker(self, i: int, app_id: str | None) -> None:
+        """After a decommission: once worker ``i``'s executors are gone (``DRAIN_TIMEOUT_S`` at the latest), a new
+        worker in its place, as a drained host comes back empty."""
+        raise LookupError("decommission-worker needs the harness's own workers")
+
+    def restart_worker(self, i: int) -> None:
+        raise LookupError("worker faults need the harness's own workers")
+
+    # -- nodes ---------------------------------------------------------------------------------------
+    def kill_node(self, i: int) -> None:
+        raise LookupError("node faults need --cluster docker or a cluster of hosts")
+
+    def pause_node(self, i: int) -> None:
+        raise LookupError("node faults need --cluster docker or a cluster of hosts")
+
+    def unpause_node(self, i: int) -> None:
+        raise LookupError("node faults need --cluster docker or a cluster of hosts")
+
+    def limit_cpu(self, i: int, cpus: float | None) -> None:
+        raise LookupError("slow-node needs --cluster docker or a cluster of hosts")
+
+    def squeeze_memory(self, i: int) -> dict:
+        raise LookupError("oom-node needs --cluster docker")
+
+    def release_memory(self, i: int) -> None:
+        raise LookupError("oom-node needs --cluster docker")
+
+    def partition(self, fault: Fault, detail: dict, database, app_id: str | None) -> tuple[int | str, Heal]:
+        """Cut the fault's node (or the sink database, ``node=sink``) off, from every peer or from one; the node's
+        index (or ``"sink"``) and the heal."""
+        raise self._cannot(fault)
+
+
+def stop_processes(procs: list[psutil.Process]) -> Heal:
+    """SIGSTOP ``procs``; the heal sends them SIGCONT (those still alive)."""
+    for proc in procs:
+        try:
+            proc.send_signal(signal.SIGSTOP)
+        except psutil.Error:
+            pass
+
+    def resume() -> None:
+        for proc in procs:
+            try:
+                proc.send_signal(signal.SIGCONT)
+            except psutil.Error:
+                pass
+
+    return resume
+
+
+class OwnWorkers(Cluster):
+    """A cluster whose workers are processes (or containers) of the harness on this machine, found by the
+    ancestry of the processes they launched (``worker_index_of``)."""
+
+    owns_workers = True
+
+    def worker_index_of(self, pid: int) -> int | None:
+        raise NotImplementedError
+
+    def worker_index(self, fault: Fault, detail: dict, app_id: str | None) -> int:
+        if self.refusal(fault, self.spec):
+            raise self._cannot(fault)
+        if fault.index is not None:
+            if fault.index >= self.workers:
+                raise LookupError(f"no worker at index {fault.index}")
+            return fault.index
+        if detail.get("pid"):
+            found = self.worker_index_of(int(detail["pid"]))
+            if found is not None:
+                return found
+        for ex in executors(app_id):
+            found = self.worker_index_of(ex.pid)
+            if found is not None:
+                return found
+        return 0
+
+    def replace_drained_worker(self, i: int, app_id: str | None) -> None:
+        wait_until(lambda: not any(self.worker_index_of(ex.pid) == i for ex in executors()), DRAIN_TIMEOUT_S, 0.5)
+        self.restart_worker(i)

@@ -1,0 +1,1 @@
+"""Docker nodes (``--cluster docker``): the node image, the containers, the cluster, its database node."""

@@ -1,0 +1,1 @@
+"""Hosts over SSH (``--cluster ssh:FILE``): the hosts' file, the client, checks, shipping, processes, databases."""

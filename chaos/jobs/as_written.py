@@ -1,0 +1,460 @@
+"""A user's job run as written, in a driver: its source, sink and checkpoint rerouted through the harness.
+
+The job is a plain PySpark function. While it runs, the driver stands in its way instead of asking it to
+call anything:
+
+* ``spark.readStream.format("kafka"|"json"|"parquet"|"csv"|"orc"|"rate")...load()`` (and ``.json(path)``
+  and the like) returns the harness's replayable event log shaped as that source (``chaos.jobs.stand_ins``);
+* ``foreachBatch(f)`` reports the sink phases around ``f`` (``sink-write`` before, ``sink-done`` after), so
+  faults land inside the job's own sink; so does a Python ``DataSourceStreamWriter`` the job registers
+  (``sink-write`` as each task writes, ``sink-done`` after the commit), a row-level ``foreach`` writer
+  (``sink-write`` as each partition opens, ``sink-done`` after it closes), and a file sink (``sink-write`` once
+  its part files are written, ``sink-done`` once ``_spark_metadata/N`` is);
+* ``start()`` runs on the trial's checkpoint (a file sink on the trial's sink directory), whatever the job
+  says; ``awaitTermination`` and ``spark.stop()`` return at once, so the harness keeps the query;
+* ``DATABASE_URL`` names the harness's PostgreSQL, through the sink channel's proxy (or the trial's SQLite
+  file).
+
+The oracle (``run_answer``) runs the same function again over every record the stream served, in one
+micro-batch, with no fault, on a checkpoint and a ``DATABASE_URL`` of its own: what exactly-once output is,
+by Spark's own semantics (output mode, watermark), with no model written by the user.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamWriter
+
+from chaos.errors import UserError
+from chaos.jobs.reference import JobSpec, as_ddl, entry_module, import_entry, parse_schema, roles
+from chaos.jobs.stand_ins import JOB_SOURCE_NAME, JobSource
+from chaos.jobs.values import value_lists
+from chaos.stream.source import logged_offsets
+
+FILE_FORMATS = ("json", "parquet", "csv", "orc")
+ANSWER_THREADS_S = 60.0  # how long the oracle waits for the threads a job started to write its answer
+
+
+def entry_function(spec: JobSpec) -> Callable:
+    """The job's function, imported as a driver imports it."""
+    module_name, func, _ = entry_module(spec.entry)
+    module = import_entry(spec.entry)
+    fn = getattr(module, func, None)
+    if not callable(fn):
+        raise UserError(f"{spec.entry}: {module_name} has no function {func!r}")
+    # Its UDFs and lambdas go to the executors by value: they cannot import the job's module (it lives in the
+    # user's project, which is on the drivers' path only).
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(module)
+    return fn
+
+
+def database_url(dsn: str) -> str:
+    """A libpq key=value DSN as the URL jobs take from ``DATABASE_URL``, with the harness's password (from its
+    passfile: the URL lives in the job's environment only, and goes wherever the job sends it, executors too)."""
+    from chaos.clusters.postgres import password
+
+    parts = dict(item.split("=", 1) for item in dsn.split())
+    extra = "&".join(f"{k}={v}" for k, v in parts.items() if k not in ("host", "port", "user", "dbname"))
+    secret = password()
+    user = parts.get("user", "") + (f":{secret}" if secret else "")
+    return (f"postgresql://{user}@{parts['host']}:{parts['port']}/{parts.get('dbname', 'postgres')}"
+            + (f"?{extra}" if extra else ""))
+
+
+@contextmanager
+def _patched(owner: Any, name: str, value: Any) -> Iterator[None]:
+    old = owner.__dict__[name]
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, old)
+
+
+def _recorders(orig: dict[str, Callable]) -> dict[str, Callable]:
+    """A reader's or writer's ``format``, ``option`` and ``options`` that note what it was told (``_seen``),
+    then do it."""
+
+    def format(self, source):
+        _seen(self)["format"] = source
+        return orig["format"](self, source)
+
+    def option(self, key, value):
+        _seen(self)["options"][key] = value
+        return orig["option"](self, key, value)
+
+    def options(self, **opts):
+        _seen(self)["options"].update(opts)
+        return orig["options"](self, **opts)
+
+    return {"format": format, "option": option, "options": options}
+
+
+def _seen(obj) -> dict:
+    """What a reader or writer was told (format, options, schema): PySpark keeps it only in the JVM."""
+    if "_streamchaos" not in obj.__dict__:
+        obj.__dict__["_streamchaos"] = {"format": None, "options": {}, "schema": None}
+    return obj.__dict__["_streamchaos"]
+
+
+class _Reads:
+    """``spark.readStream`` answers with the event log in the shape of the job's source."""
+
+    NAMES = ("format", "option", "options", "schema", "load")
+
+    def __init__(self, spark, spec: JobSpec, log_options: dict[str, str]) -> None:
+        from pyspark.sql.streaming.readwriter import DataStreamReader
+
+        self.spark = spark
+        self.spec = spec
+        self.log_options = log_options
+        self.orig = {n: DataStreamReader.__dict__[n] for n in self.NAMES}
+
+    def substitute(self, fmt: str, options: dict, schema) -> Any:
+        fmt = fmt.lower()
+        if fmt == "kafka":
+            topics = [t.strip() for t in str(options.get("subscribe", "")).split(",") if t.strip()]
+            self.spec.fields()  # the payload's schema is needed: one line if it is missing
+            shape = {"shape": "kafka", "payload": self.spec.schema, "topics": ",".join(topics)}
+        elif fmt == "rate":
+            shape = {"shape": "rate"}
+        elif fmt in FILE_FORMATS:
+            ddl = as_ddl(schema) or self.spec.schema
+            if not ddl:
+                raise UserError(f"the job reads a {fmt} directory without a schema: give it with --schema")
+            shape = {"shape": "records", "payload": ddl}
+        else:
+            raise UserError(f"the job reads a {fmt!r} stream: streamchaos stands in for kafka, "
+                            f"{', '.join(FILE_FORMATS)} and rate sources")
+        if self.spec.values and shape.get("payload"):
+            fields = parse_schema(shape["payload"])
+            value_lists(self.spec.values, fields, roles(fields))  # a field it lacks: one line, before any query
+            shape["values"] = self.spec.values
+        opts = {**self.log_options, **shape}
+        reader = self.spark.readStream
+        self.orig["format"](reader, JOB_SOURCE_NAME)
+        self.orig["options"](reader, **opts)
+        return self.orig["load"](reader)
+
+    def install(self, stack: ExitStack) -> None:
+        from pyspark.sql.streaming.readwriter import DataStreamReader
+
+        orig, reads = self.orig, self
+
+        def schema(self, schema):
+            _seen(self)["schema"] = schema
+            return orig["schema"](self, schema)
+
+        def load(self, path=None, format=None, schema=None, **opts):
+            seen = _seen(self)
+            fmt = format or seen["format"] or reads.spark.conf.get("spark.sql.sources.default")
+            return reads.substitute(fmt, {**seen["options"], **opts}, schema or seen["schema"])
+
+        def file_reader(fmt: str):
+            def read(self, path=None, schema=None, *args, **kwargs):
+                return reads.substitute(fmt, _seen(self)["options"], schema or _seen(self)["schema"])
+            return read
+
+        replaced = {**_recorders(orig), "schema": schema, "load": load,
+                    **{fmt: file_reader(fmt) for fmt in FILE_FORMATS}}
+        for name, fn in replaced.items():
+            stack.enter_context(_patched(DataStreamReader, name, fn))
+
+
+def bracketed(func: Callable, phase: Callable[..., None] | None) -> Callable:
+    """The job's foreachBatch function between the sink phases the harness's faults land on."""
+    if phase is None:
+        return func
+
+    def in_phases(batch_df, batch_id):
+        phase(batch_id, "sink-write")
+        func(batch_df, batch_id)
+        phase(batch_id, "sink-done")
+
+    return in_phases
+
+
+class PhasedWriter(DataSourceStreamWriter):
+    """A job's own Python ``DataSourceStreamWriter`` with the sink phases around it: ``sink-write`` as each task
+    starts writing (on the executors, the batch id from the task's ``streaming.sql.batchId``), ``sink-done``
+    after the driver's ``commit``."""
+
+    def __init__(self, inner: DataSourceStreamWriter, controller: str, incarnation: int) -> None:
+        self.inner = inner
+        self.controller = controller
+        self.incarnation = incarnation
+
+    def _phase(self, batch: int, name: str, **detail) -> None:
+        from chaos.nemesis import barrier
+
+        barrier.report(self.controller, batch, name, incarnation=self.incarnation, **detail)
+
+    def write(self, iterator):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        self._phase(int(ctx.getLocalProperty("streaming.sql.batchId")), "sink-write", partition=ctx.partitionId())
+        return self.inner.write(iterator)
+
+    def commit(self, messages, batchId: int) -> None:  # noqa: N803 - Spark's parameter name
+        self.inner.commit(messages, batchId)
+        self._phase(batchId, "sink-done")
+
+    def abort(self, messages, batchId: int) -> None:  # noqa: N803
+        self.inner.abort(messages, batchId)
+
+
+class PhasedForeach:
+    """A job's row-level ``foreach`` writer (an object with ``open``/``process``/``close``, or a function of a row)
+    with the sink phases, reported from the executors: ``sink-write`` as each partition opens (its epoch id is the
+    batch id), ``sink-done`` once it closed without an error. Its rows go nowhere else, so a crash between those
+    and the commit log is what replays them."""
+
+    def __init__(self, inner: Any, controller: str, incarnation: int) -> None:
+        self.inner = inner
+        self.controller = controller
+        self.incarnation = incarnation
+        self.batch = self.partition = -1
+
+    def _phase(self, name: str) -> None:
+        from chaos.nemesis import barrier
+
+        barrier.report(self.controller, self.batch, name, incarnation=self.incarnation, partition=self.partition)
+
+    def open(self, partition_id: int, epoch_id: int) -> bool:
+        self.batch, self.partition = int(epoch_id), int(partition_id)
+        self._phase("sink-write")
+        opener = getattr(self.inner, "open", None)
+        return True if opener is None else opener(partition_id, epoch_id)
+
+    def process(self, row) -> None:
+        processor = getattr(self.inner, "process", None)
+        (processor or self.inner)(row)
+
+    def close(self, error) -> None:
+        closer = getattr(self.inner, "close", None)
+        if closer is not None:
+            closer(error)
+        if error is None:
+            self._phase("sink-done")
+
+
+def _phased_sources(stack: ExitStack, controller: str, incarnation: int) -> None:
+    """``spark.dataSource.register(S)``: a streaming writer of ``S`` comes wrapped in ``PhasedWriter``."""
+    from pyspark.sql.datasource import DataSourceRegistration
+
+    register = DataSourceRegistration.__dict__["register"]
+
+    def phased(self, source):
+        class Phased(source):
+            def streamWriter(self, schema, overwrite):  # noqa: N802 - Spark's method name
+                return PhasedWriter(super().streamWriter(schema, overwrite), controller, incarnation)
+
+        Phased.__name__, Phased.__qualname__, Phased.__doc__ = source.__name__, source.__qualname__, source.__doc__
+        return register(self, Phased)
+
+    stack.enter_context(_patched(DataSourceRegistration, "register", phased))
+
+
+def _phased_foreach(stack: ExitStack, controller: str, incarnation: int) -> None:
+    """``writeStream.foreach(w)``: the writer comes wrapped in ``PhasedForeach``."""
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    foreach = DataStreamWriter.__dict__["foreach"]
+    stack.enter_context(_patched(DataStreamWriter, "foreach",
+                                 lambda self, f: foreach(self, PhasedForeach(f, controller, incarnation))))
+
+
+@contextmanager
+def sink_phases(phase: Callable[..., None], controller: str, incarnation: int) -> Iterator[None]:
+    """While a pipeline starts its query: the sink phases around every ``foreachBatch`` function and every
+    Python ``DataSourceStreamWriter`` it registers, so it need not report them itself
+    (``Pipeline.auto_phases``)."""
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    foreach_batch = DataStreamWriter.__dict__["foreachBatch"]
+    with ExitStack() as stack:
+        stack.enter_context(_patched(DataStreamWriter, "foreachBatch",
+                                     lambda self, func: foreach_batch(self, bracketed(func, phase))))
+        if controller:
+            _phased_sources(stack, controller, incarnation)
+        yield
+
+
+def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Callable[..., None] | None,
+                   started: list) -> None:
+    """``writeStream``: the sink phases around foreachBatch, the trial's checkpoint and file sink path."""
+    from pyspark.sql.streaming.readwriter import DataStreamWriter as W
+
+    orig = {n: W.__dict__[n] for n in ("format", "option", "options", "foreachBatch", "start", "toTable")}
+
+    def foreach_batch(self, func):
+        _seen(self)["format"] = "foreachBatch"
+        return orig["foreachBatch"](self, bracketed(func, phase))
+
+    def start(self, path=None, format=None, outputMode=None, partitionBy=None, queryName=None, **opts):
+        opts.pop("checkpointLocation", None)
+        orig["option"](self, "checkpointLocation", checkpoint)
+        fmt = (format or _seen(self)["format"] or "").lower()
+        if fmt in FILE_FORMATS or (fmt == "" and (path or "path" in _seen(self)["options"])):
+            opts.pop("path", None)
+            orig["option"](self, "path", str(file_sink))
+            path = None
+            _file_sink_phases(self._spark, phase is not None)
+        query = orig["start"](self, path, format, outputMode, partitionBy, queryName, **opts)
+        started.append(query)
+        return query
+
+    def to_table(self, *args, **kwargs):
+        raise UserError("the job writes with toTable: streamchaos reads back foreachBatch sinks (postgres:TABLE) "
+                        "and file sinks (parquet); write to one of those")
+
+    for name, fn in {**_recorders(orig), "foreachBatch": foreach_batch, "start": start, "toTable": to_table}.items():
+        stack.enter_context(_patched(W, name, fn))
+
+
+def _file_sink_phases(spark, on: bool) -> None:
+    """A file sink's ``sink-write`` (part files written, ``_spark_metadata/N`` not yet) and ``sink-done`` come from
+    the JVM commit protocol (chaos/machine/jvm, on the driver's class path by ``UserJob.boot_conf``). Spark's file sink
+    reads
+    the class from the job's session at every batch, so the oracle's run, on the same session, turns it off."""
+    from chaos.machine.jvm import COMMIT_PROTOCOL_CLASS
+
+    key = "spark.sql.streaming.commitProtocolClass"
+    if on:
+        spark.conf.set(key, COMMIT_PROTOCOL_CLASS)
+    else:
+        spark.conf.unset(key)
+
+
+def _blocking_calls_return(stack: ExitStack) -> None:
+    """A job's ``awaitTermination()`` and ``spark.stop()`` return at once: the harness holds the query."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery, StreamingQueryManager
+
+    stack.enter_context(_patched(StreamingQuery, "awaitTermination", lambda self, timeout=None: None))
+    stack.enter_context(_patched(StreamingQueryManager, "awaitAnyTermination", lambda self, timeout=None: None))
+    stack.enter_context(_patched(SparkSession, "stop", lambda self: None))
+
+
+def call_entry(fn: Callable, spark) -> Any:
+    """The job's function with the session if it takes one (else it builds it: ``getOrCreate`` finds ours)."""
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    return fn(spark) if params else fn()
+
+
+def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str, file_sink: Path,
+              phase: Callable[..., None] | None = None, database: str | None = None,
+              incarnation: int = 0) -> tuple[Any, bool]:
+    """Start the job's streaming query on the event log (``log_options``: chaos.jobs.stand_ins's) with the given
+    checkpoint, file sink path, sink phases (None: none reported; a Python data source's from the executors
+    too, to ``log_options["controller"]``) and ``DATABASE_URL`` (``database``, a URL). Returns the query and
+    whether the job set a watermark."""
+    from pyspark.sql.classic.dataframe import DataFrame
+    from pyspark.sql.streaming.query import StreamingQuery
+
+    spark.dataSource.register(JobSource)
+    if not _BEFORE_JOBS:
+        _BEFORE_JOBS.update(threading.enumerate())
+    fn = entry_function(spec)
+    if database:
+        os.environ["DATABASE_URL"] = database
+    started: list = []
+    watermarks: list[tuple] = []
+    with_watermark = DataFrame.__dict__["withWatermark"]
+
+    def noted(df, column, delay):
+        watermarks.append((column, delay))
+        return with_watermark(df, column, delay)
+
+    with ExitStack() as stack:
+        _Reads(spark, spec, log_options).install(stack)
+        _stream_writes(stack, checkpoint, file_sink, phase, started)
+        if phase is not None and log_options.get("controller"):
+            _phased_sources(stack, log_options["controller"], incarnation)
+            _phased_foreach(stack, log_options["controller"], incarnation)
+        _blocking_calls_return(stack)
+        stack.enter_context(_patched(DataFrame, "withWatermark", noted))
+        returned = call_entry(fn, spark)
+    query = returned if isinstance(returned, StreamingQuery) else started[-1] if started else None
+    if query is None:
+        raise UserError(f"{spec.entry} started no streaming query (it must call writeStream...start())")
+    return query, bool(watermarks)
+
+
+def batch_watermarks(checkpoint: str) -> list[tuple[dict, int]]:
+    """``(end offsets, batchWatermarkMs)`` of every batch in the stream's write-ahead log, oldest first."""
+    marks = []
+    for n, ends in sorted(logged_offsets(checkpoint), key=lambda entry: entry[0]):
+        try:
+            with open(os.path.join(checkpoint, "offsets", str(n))) as fh:
+                meta = json.loads(fh.read().splitlines()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ends and isinstance(meta, dict):
+            marks.append(({str(k): int(v) for k, v in ends[0].items()}, int(meta.get("batchWatermarkMs", 0))))
+    return marks
+
+
+_BEFORE_JOBS: set[threading.Thread] = set()  # the driver's threads before it first ran a job
+
+
+def _job_threads() -> list[threading.Thread]:
+    """The threads a job started (not Spark's, py4j's or the harness's, nor this one)."""
+    ours = ("py4j", "pyspark", "chaos")
+    found = []
+    for thread in threading.enumerate():
+        if thread is threading.current_thread() or thread in _BEFORE_JOBS:
+            continue
+        target = getattr(thread, "_target", None)
+        module = getattr(target, "__module__", None) or type(thread).__module__
+        if not module.startswith(ours):
+            found.append(thread)
+    return found
+
+
+def await_job_threads(timeout: float = ANSWER_THREADS_S) -> None:
+    """A job that hands its writes to threads of its own has written only once they end: before the oracle runs
+    (its ``DATABASE_URL`` is not the stream's) and before its answer is read, wait for them, ``timeout`` in all."""
+    deadline = time.monotonic() + timeout
+    for thread in _job_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def run_answer(spark, spec: JobSpec, eventlog: str, folder: Path, database: str | None,
+               late: list[tuple[dict, int]] | None = None) -> bool:
+    """The oracle: the same job over the whole log in one micro-batch, with no fault, on a checkpoint of its own
+    in ``folder`` (its file sink there too) and the database URL ``database``; ``late``: without the records the
+    stream read behind its watermark. It runs until Spark has nothing left to do, the no-data batch that moves
+    the watermark included, so what it wrote is what an exactly-once stream holds at the same watermark.
+    Returns whether the job set a watermark."""
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = os.environ.get("DATABASE_URL")
+    options = {"eventlog": eventlog, "checkpoint": str(folder / "checkpoint"),
+               **({"late": json.dumps(late)} if late else {})}
+    try:
+        query, watermark = start_job(spark, spec, options, str(folder / "checkpoint"), folder / "files",
+                                     database=database)
+        try:
+            query.processAllAvailable()
+        finally:
+            query.stop()
+        await_job_threads()
+    finally:
+        if saved is None:
+            os.environ.pop("DATABASE_URL", None)
+        else:
+            os.environ["DATABASE_URL"] = saved
+    return watermark

@@ -1,0 +1,343 @@
+"""A user's own streaming job, named as a pipeline: its entry point, the payload schema and its sink.
+
+A job as written is a plain PySpark function (``module:function`` or ``path/to/job.py:function``) that
+starts a streaming query; it does not import streamchaos. What the harness needs beside it travels in
+the pipeline reference itself, so a stored scenario names everything a replay needs::
+
+    examples.orders_upsert:run?schema=customer STRING, amount LONG, ts TIMESTAMP&sink=postgres:totals&key=customer
+
+This module is imported by the executors' Python workers that serve the job's source: it imports
+nothing heavier than the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import parse_qsl, quote
+
+from chaos.errors import UserError
+from chaos.jobs.values import parse_values, pick, value_lists
+
+# Spark's DDL type names the generator can fill, by the Python value a row holds.
+_TYPES = {
+    "string": "string", "varchar": "string", "char": "string",
+    "int": "int", "integer": "int", "bigint": "int", "long": "int", "smallint": "int", "short": "int",
+    "tinyint": "int", "byte": "int",
+    "double": "float", "float": "float", "real": "float", "decimal": "float",
+    "boolean": "bool", "bool": "bool",
+    "timestamp": "timestamp", "timestamp_ntz": "timestamp", "timestamp_ltz": "timestamp",
+    "date": "date",
+}
+SINK_KINDS = ("postgres", "sqlite", "parquet")
+TABLE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?"  # interpolated into SQL: an identifier only
+ISO_TIMESTAMP = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?"
+# Spark's Kafka source schema (without headers, which need includeHeaders).
+KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset LONG, timestamp TIMESTAMP, "
+                "timestampType INT")
+RATE_SCHEMA = "timestamp TIMESTAMP, value LONG"
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: str  # string | int | float | bool | timestamp | date
+    ddl_type: str
+
+
+def parse_schema(ddl: str) -> list[Field]:
+    """``name TYPE, ...`` (Spark DDL, flat) into fields; one clear error for what it cannot fill."""
+    fields = []
+    for part in _split_top_level(ddl):
+        words = part.strip().split(None, 1)
+        if len(words) != 2:
+            raise UserError(f"--schema: {part.strip()!r} is not 'name TYPE' (e.g. 'customer STRING, amount LONG')")
+        name, type_ = words[0].strip("`"), words[1].strip()
+        base = re.split(r"[(<\s]", type_.lower(), maxsplit=1)[0]
+        if base not in _TYPES:
+            raise UserError(f"--schema: field {name} has type {type_}; records can be generated for flat fields of "
+                            f"{', '.join(sorted({t.upper() for t in _TYPES}))}")
+        fields.append(Field(name, _TYPES[base], type_))
+    if not fields:
+        raise UserError("--schema is empty: give the payload's fields as Spark DDL, e.g. "
+                        "'customer STRING, amount LONG'")
+    return fields
+
+
+def _split_top_level(ddl: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for ch in ddl:
+        if ch in "(<":
+            depth += 1
+        elif ch in ")>":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        parts.append(current)
+    return parts
+
+
+def roles(fields: list[Field]) -> dict[str, str]:
+    """Which scenario column fills each field, so the scenario's keys, skew, values and event-time disorder
+    (late records included) reach the job: a field named like an id gets the event's unique id; the first
+    other string field gets the event's key, the first other number its value, every timestamp or date its
+    event time; the rest are derived from the id. Documented in docs/jobs.md."""
+    out: dict[str, str] = {}
+    for f in fields:
+        idlike = (f.name.lower() in ("id", "uuid") or f.name.lower().endswith("_id") or f.name.endswith("Id")) \
+            and f.kind in ("string", "int")
+        if idlike:
+            out[f.name] = "id"
+        elif f.kind == "string" and "key" not in out.values():
+            out[f.name] = "key"
+        elif f.kind in ("int", "float") and "value" not in out.values():
+            out[f.name] = "value"
+        elif f.kind in ("timestamp", "date"):
+            out[f.name] = "event_time"
+        else:
+            out[f.name] = "derived"
+    return out
+
+
+def record(fields: list[Field], role: dict[str, str], id_: int, key: str, value: int, ms: int,
+           values: dict[str, list] | None = None) -> dict:
+    """One payload as the job's producer would have written it (JSON-ready values); ``values``: the values a field
+    takes (``--values``, chaos.jobs.values)."""
+    row = {}
+    for f in fields:
+        r = role[f.name]
+        if values and f.name in values:
+            row[f.name] = pick(values[f.name], r, id_, key)
+        elif f.kind == "timestamp":
+            row[f.name] = datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+        elif f.kind == "date":
+            row[f.name] = datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d")
+        elif f.kind == "string":
+            row[f.name] = f"{f.name}-{id_}" if r == "id" else key if r == "key" else f"{f.name}-{id_ % 7}"
+        elif f.kind == "int":
+            row[f.name] = id_ if r == "id" else value if r == "value" else id_ % 97
+        elif f.kind == "float":
+            row[f.name] = value / 100 if r == "value" else (id_ % 97) / 4
+        else:
+            row[f.name] = id_ % 2 == 0
+    return row
+
+
+def id_field(fields: list[Field]) -> Field | None:
+    """The payload field that carries each event's unique id (``roles``), if the schema has one: output rows
+    that keep it name the event they came from."""
+    role = roles(fields)
+    return next((f for f in fields if role[f.name] == "id"), None)
+
+
+def event_id(field: Field, value) -> int | None:
+    """The event id in a value of ``id_field`` as the sink stored it (``order_id-600`` or 600), or None."""
+    if value is None:
+        return None
+    text = str(value)
+    prefix = f"{field.name}-"
+    digits = text[len(prefix):] if field.kind == "string" and text.startswith(prefix) else text
+    return int(digits) if digits.isdigit() else None
+
+
+def typed(fields: list[Field], row: dict) -> tuple:
+    """A payload as a Spark row of the job's schema (a file source's records)."""
+    out = []
+    for f in fields:
+        v = row[f.name]
+        if f.kind == "timestamp":
+            v = datetime.strptime(v, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        elif f.kind == "date":
+            v = datetime.strptime(v, "%Y-%m-%d").date()
+        out.append(v)
+    return tuple(out)
+
+
+def kafka_row(fields: list[Field], role: dict[str, str], topics: list[str], id_: int, key: str, value: int,
+              ms: int, partition: int, offset: int, values: dict[str, list] | None = None) -> tuple:
+    """One event as Spark's Kafka source gives it: the payload as JSON bytes in ``value``, the event's key as
+    the record key, its partition and offset as the record's provenance."""
+    payload = json.dumps(record(fields, role, id_, key, value, ms, values), separators=(",", ":")).encode()
+    topic = topics[partition % len(topics)]
+    return (key.encode(), payload, topic, partition, offset, datetime.fromtimestamp(ms / 1000, tz=UTC), 0)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    entry: str  # module:function, or path/to/file.py:function
+    schema: str | None = None  # the payload's Spark DDL (kafka and file sources)
+    sink: str = ""  # postgres:TABLE | sqlite:TABLE | parquet
+    key: tuple[str, ...] = ()  # upsert sinks: the final row per key is compared
+    values: str = ""  # the values payload fields take, JSON (chaos.jobs.values)
+
+    @property
+    def ref(self) -> str:
+        query = [(k, v) for k, v in (("schema", self.schema), ("sink", self.sink), ("key", ",".join(self.key)),
+                                     ("values", self.values)) if v]
+        return self.entry + ("?" + "&".join(f"{k}={quote(v, safe=' :,()')}" for k, v in query) if query else "")
+
+    @property
+    def sink_kind(self) -> str:
+        return self.sink.split(":", 1)[0]
+
+    @property
+    def table(self) -> str:
+        return self.sink.split(":", 1)[1] if ":" in self.sink else ""
+
+    def fields(self) -> list[Field]:
+        if not self.schema:
+            raise UserError(f"{self.entry} reads a kafka or file stream: give the payload's schema with --schema "
+                            "'name TYPE, ...' (Spark DDL)")
+        return parse_schema(self.schema)
+
+    def validate(self) -> JobSpec:
+        if self.sink_kind not in SINK_KINDS:
+            raise UserError(f"--sink {self.sink or '(none)'}: say where the job writes, one of postgres:TABLE or "
+                            "sqlite:TABLE (through DATABASE_URL) or parquet (a file sink, its path redirected)")
+        if self.sink_kind in ("postgres", "sqlite") and not re.fullmatch(TABLE_NAME, self.table):
+            raise UserError(f"--sink {self.sink}: name the job's table, e.g. {self.sink_kind}:customer_totals")
+        if self.schema:
+            fields = parse_schema(self.schema)
+            value_lists(self.values, fields, roles(fields))
+        return self
+
+
+def parse_ref(ref: str) -> JobSpec:
+    """The job a pipeline reference names (``entry?schema=...&sink=...&key=...&values=...``)."""
+    entry, _, query = ref.partition("?")
+    opts = dict(parse_qsl(query, keep_blank_values=True))
+    unknown = set(opts) - {"schema", "sink", "key", "values"}
+    if unknown:
+        raise UserError(f"{ref!r}: unknown job option(s) {', '.join(sorted(unknown))}: use schema, sink, key, values")
+    key = tuple(k.strip() for k in opts.get("key", "").split(",") if k.strip())
+    return JobSpec(entry, opts.get("schema") or None, opts.get("sink", ""), key, opts.get("values", ""))
+
+
+def entry_module(entry: str) -> tuple[str, str, Path | None]:
+    """``(module, function, directory to put on sys.path or None)`` of an entry point."""
+    target, _, func = entry.rpartition(":")
+    if not target or not func:
+        raise UserError(f"{entry!r}: name the job's entry point as module:function or path/to/job.py:function")
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_absolute():
+            parts = path.with_suffix("").parts
+            if all(p.isidentifier() for p in parts):
+                return ".".join(parts), func, None
+            path = path.resolve()
+        return path.stem, func, path.parent
+    return target, func, None
+
+
+def refuse_namesakes(entry: str) -> Path:
+    """The entry's project directory (its own, or the working directory), unless the entry's module imports a
+    module of its project that bears a name of the harness's packages: one line says so."""
+    from chaos.machine.own_packages import clashes
+
+    module_name, _, directory = entry_module(entry)
+    project = directory or Path.cwd()
+    source = project / (module_name.split(".")[-1] + ".py") if directory else \
+        project.joinpath(*module_name.split(".")).with_suffix(".py")
+    found = clashes(source, project)
+    if found:
+        name = found[0]
+        raise UserError(f"{source} imports its project's own {name!r}, which is also a package of streamchaos: "
+                        f"rename yours (e.g. {project.name or 'my'}_{name}) so that the job and the harness each "
+                        "import their own")
+    return project
+
+
+def import_entry(entry: str, what: str = "the job's module"):
+    """The module of an entry point, imported as a driver imports it: the harness's own packages bound first
+    (chaos/machine/own_packages.py), then the entry's directory (or the working directory) first on ``sys.path``, so the
+    module's other imports find its project. A module that imports its project's own ``reports`` (or
+    another of the harness's package names) cannot have both: one line says so."""
+    import importlib
+
+    from chaos.machine.own_packages import bind
+
+    module_name, _, directory = entry_module(entry)
+    project = refuse_namesakes(entry)
+    bind()
+    if str(project) not in sys.path:
+        sys.path.insert(0, str(project))
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UserError(f"cannot import {what} {module_name!r}: {exc}") from None
+
+
+def canonical_entry(entry: str) -> str:
+    """A file path under the working directory as a dotted module (drivers import it from there)."""
+    module, func, directory = entry_module(entry)
+    target = entry.rpartition(":")[0]
+    if directory is not None:
+        return f"{directory / (module + '.py')}:{func}"
+    if target.endswith(".py") and not Path(target).exists():
+        raise UserError(f"{target} does not exist: give the job's file relative to this directory")
+    return f"{module}:{func}"
+
+
+def schema_from_sample(text: str) -> str:
+    """A payload's DDL from one sample record (JSON): strings, integers, floats, booleans, and strings that read
+    as ISO dates or timestamps."""
+    try:
+        sample = json.loads(text)
+    except ValueError as exc:
+        raise UserError(f"--schema: the sample record is not JSON ({exc})") from None
+    if not isinstance(sample, dict) or not sample:
+        raise UserError("--schema: give a sample record as one JSON object, e.g. '{\"customer\": \"c1\", "
+                        "\"amount\": 5}'")
+    fields = []
+    for name, value in sample.items():
+        if isinstance(value, bool):
+            kind = "BOOLEAN"
+        elif isinstance(value, int):
+            kind = "LONG"
+        elif isinstance(value, float):
+            kind = "DOUBLE"
+        elif isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+            kind = "DATE"
+        elif isinstance(value, str) and re.fullmatch(ISO_TIMESTAMP, value):
+            kind = "TIMESTAMP"
+        elif isinstance(value, str):
+            kind = "STRING"
+        else:
+            raise UserError(f"--schema: the sample's field {name} holds {type(value).__name__}; records can be "
+                            "generated for flat fields only")
+        fields.append(f"{name} {kind}")
+    return ", ".join(fields)
+
+
+def as_ddl(schema) -> str | None:
+    """A payload schema as given: Spark DDL, a sample record (JSON), or a ``StructType``."""
+    if schema is None:
+        return None
+    if hasattr(schema, "fields"):
+        return ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields)
+    text = str(schema).strip()
+    return schema_from_sample(text) if text.startswith("{") else text
+
+
+def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tuple | list | None = None,
+            values: list[str] | tuple[str, ...] | None = None) -> str:
+    """A user's job with its schema (DDL, sample record or StructType), sink, key and ``--values``
+    (chaos.jobs.values) folded into the reference scenarios store; catalogue names and Pipeline classes as they
+    are."""
+    if ":" not in pipeline or "?" in pipeline or not (schema or sink or key or values or ".py:" in pipeline):
+        if values:
+            raise UserError(f"--values applies to a job as written (path/to/job.py:function), not {pipeline}")
+        return pipeline
+    given = parse_ref(pipeline)
+    refuse_namesakes(given.entry)
+    keys = tuple(k.strip() for k in (key.split(",") if isinstance(key, str) else key or ()) if k.strip())
+    return JobSpec(canonical_entry(given.entry), as_ddl(schema) or given.schema, sink or given.sink,
+                   keys or given.key, parse_values(values) or given.values).ref

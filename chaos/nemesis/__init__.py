@@ -1,0 +1,1 @@
+"""Faults: the actions that carry them out, the controller and phase barriers, channels and their proxy."""

@@ -1,0 +1,32 @@
+"""How a pipeline is named where people read: trial ids, terminal lines and the report.
+
+A user's job is referenced by everything a replay needs (``/src/jobs/account_totals.py:run?schema=...&sink=...``);
+read in a summary line or a trial id, that is noise. It is shown by its file's stem and function
+(``account_totals:run``); the full reference stays in scenario.json, summary.json and the replay command.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+
+def short_name(name: str) -> str:
+    """``/src/jobs/account_totals.py:run?sink=parquet`` -> ``account_totals:run``; ``examples.orders_upsert:run``
+    -> ``orders_upsert:run``; a catalogue pipeline as it is; a configuration variant's ``[conf]`` kept."""
+    from chaos.errors import UserError
+    from chaos.jobs.reference import entry_module
+
+    head, bracket, variant = name.partition(" [")
+    try:
+        module, func, _ = entry_module(head.partition("?")[0])
+    except UserError:  # no module:function: a catalogue name
+        return name
+    return f"{module.rpartition('.')[2]}:{func}" + (bracket + variant if bracket else "")
+
+
+def display_names(names: Iterable[str]) -> dict[str, str]:
+    """Each name's short form, unless two names share it (the same job with two sinks): those keep theirs."""
+    names = list(dict.fromkeys(names))
+    shared = Counter(short_name(n) for n in names)
+    return {n: short_name(n) if shared[short_name(n)] == 1 else n for n in names}

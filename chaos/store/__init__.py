@@ -1,0 +1,1 @@
+"""Run directories and campaigns on disk: atomic writes, reading stored files back, frozen evidence."""
