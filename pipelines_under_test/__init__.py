@@ -67,7 +67,8 @@ def resolve(name: str) -> Pipeline:
     if name in CATALOGUE:
         return CATALOGUE[name]
     if ":" in name:
-        from chaos.jobs.reference import entry_module, import_entry, parse_ref
+        from chaos.jobs.reference import import_entry, parse_ref
+        from chaos.scenario.names import entry_module
         from pipelines_under_test.user_job import UserJob
 
         entry, _, query = name.partition("?")

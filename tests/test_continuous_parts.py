@@ -9,7 +9,7 @@ from chaos.campaign import conformance as conf
 from chaos.errors import UserError
 from chaos.run.admission import validate_schedule
 from chaos.scenario.scenario import Scenario, generate_events
-from chaos.stream.source import read_offsets_file
+from chaos.store.checkpoint import read_offsets_file
 from pipelines_under_test import CATALOGUE
 from pipelines_under_test.continuous import SCHEMA, parse_console
 from properties.attribution import batch_of_events

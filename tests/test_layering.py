@@ -129,3 +129,38 @@ def test_no_chaos_module_is_long_unless_it_does_one_job():
     long = {p.name: len(p.read_text().splitlines()) for p in (ROOT / "chaos").rglob("*.py")
             if len(p.read_text().splitlines()) > 500}
     assert set(long) <= set(ONE_JOB), long
+
+
+# chaos/'s folders and root modules, lowest first: each imports only from itself and those before it, so the
+# flow reads up the list (scenario, clusters, nemesis, stream, jobs, driver, run, campaign, cli) and nothing
+# reaches back up it.
+LAYERS = ("chaos.errors", "chaos.guarantees", "chaos.store", "chaos.machine", "chaos.scenario", "chaos.clusters",
+          "chaos.nemesis", "chaos.stream", "chaos.jobs", "chaos.driver", "chaos.run", "chaos.campaign", "chaos.cli",
+          "chaos.pytest_plugin", "chaos.__main__")
+
+
+def layer(module: str) -> int | None:
+    return next((i for i, name in enumerate(LAYERS) if module == name or module.startswith(name + ".")), None)
+
+
+def test_no_import_runs_back_up_the_flow():
+    graph = module_graph()
+    assert {m for m in graph if m.startswith("chaos.") and layer(m) is None} == set(), "a chaos module in no layer"
+    back = sorted(f"{m} -> {d}" for m, deps in graph.items() if layer(m) is not None
+                  for d in deps if layer(d) is not None and layer(d) > layer(m))
+    assert back == []
+
+
+def test_chaos_keeps_at_most_a_dozen_modules_at_its_root():
+    assert len(list((ROOT / "chaos").glob("*.py"))) <= 12
+
+
+def test_only_the_cluster_kinds_ask_which_kind_a_cluster_is():
+    """Every other place asks the kind's capability (chaos/clusters/base.py) instead."""
+    import re
+
+    asks = re.compile(r"cluster\.kind\s*(==|!=|in|not in)|isinstance\([^)]*Cluster|startswith\(\"(ssh|docker)")
+    for path in sorted((ROOT / "chaos").rglob("*.py")):
+        if "clusters" in path.relative_to(ROOT / "chaos").parts:
+            continue
+        assert not asks.search(path.read_text()), path

@@ -35,9 +35,10 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamWriter
 
 from chaos.errors import UserError
-from chaos.jobs.reference import JobSpec, as_ddl, entry_module, import_entry, parse_schema, roles
+from chaos.jobs.reference import JobSpec, as_ddl, import_entry, parse_schema, roles
 from chaos.jobs.stand_ins import JOB_SOURCE_NAME, JobSource
 from chaos.jobs.values import value_lists
+from chaos.scenario.names import entry_module
 from chaos.stream.source import logged_offsets
 
 FILE_FORMATS = ("json", "parquet", "csv", "orc")

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl, quote
 
 from chaos.errors import UserError
 from chaos.jobs.values import parse_values, pick, value_lists
+from chaos.scenario.names import entry_module
 
 # Spark's DDL type names the generator can fill, by the Python value a row holds.
 _TYPES = {
@@ -219,22 +220,6 @@ def parse_ref(ref: str) -> JobSpec:
         raise UserError(f"{ref!r}: unknown job option(s) {', '.join(sorted(unknown))}: use schema, sink, key, values")
     key = tuple(k.strip() for k in opts.get("key", "").split(",") if k.strip())
     return JobSpec(entry, opts.get("schema") or None, opts.get("sink", ""), key, opts.get("values", ""))
-
-
-def entry_module(entry: str) -> tuple[str, str, Path | None]:
-    """``(module, function, directory to put on sys.path or None)`` of an entry point."""
-    target, _, func = entry.rpartition(":")
-    if not target or not func:
-        raise UserError(f"{entry!r}: name the job's entry point as module:function or path/to/job.py:function")
-    if target.endswith(".py"):
-        path = Path(target)
-        if not path.is_absolute():
-            parts = path.with_suffix("").parts
-            if all(p.isidentifier() for p in parts):
-                return ".".join(parts), func, None
-            path = path.resolve()
-        return path.stem, func, path.parent
-    return target, func, None
 
 
 def refuse_namesakes(entry: str) -> Path:

@@ -7,7 +7,8 @@ import re
 from pathlib import Path
 
 from chaos.errors import UserError
-from chaos.jobs.reference import entry_module, parse_ref
+from chaos.jobs.reference import parse_ref
+from chaos.scenario.names import entry_module
 from chaos.store.atomic import write_text
 
 TEMPLATE = '''"""{entry} under crashes: does it keep its output exactly-once?

@@ -32,6 +32,7 @@ from chaos.machine.processes import Owned, reap_orphans
 from chaos.machine.spark import QUICK_JVM_OPTIONS, spark_home, sweep_driver_scratch
 from chaos.nemesis.channels import Channels
 from chaos.run.admission import check_cluster_faults, validate_schedule
+from chaos.run.services import TrialServices
 from chaos.run.trial import Trial
 from chaos.scenario.scenario import Scenario
 from chaos.stream.eventlog import EventLogServer
@@ -264,7 +265,13 @@ class Harness:
             self.cluster.heal()
         if pipeline.database:
             self._ensure_database()
-        trial = Trial(self, pipeline, scenario, Path(run_dir).resolve())
+        services = TrialServices(
+            cluster=self.cluster, owned=self.owned, eventlog=self.eventlog, channels=self.channels, spares=self.spares,
+            source_url=self.source_url, driver_cwd=self.driver_cwd, standby=self.standby,
+            start_settings=self.start_settings(), class_archive=self.class_archive,
+            executor_archive=self.executor_archive, boot_spares=self.boot_spares, database=self.database,
+            sink_dsn=self.sink_dsn)
+        trial = Trial(services, pipeline, scenario, Path(run_dir).resolve())
         try:
             result = trial.run()
         finally:  # the scratch files of this trial's dead drivers (and their executors): a spare stays

@@ -15,12 +15,30 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Protocol
 
 from chaos.machine.processes import Group
+from chaos.run.services import TrialServices
 
-if TYPE_CHECKING:
-    from chaos.run.trial import Trial
+
+class TrialSide(Protocol):
+    """What the standbys read and call of their trial (``chaos.run.trial.Trial`` is one)."""
+
+    h: TrialServices
+    dir: Path
+    incarnation: int
+    config: dict
+    cores_max: int | None
+    upgraded: Any
+    controller: Any
+    history: Any
+    nemesis: Any
+    pipeline: Any
+    scenario: Any
+    committed_by: int | None
+
+    def spawn_driver(self, *args: Any, **kwargs: Any) -> Any: ...
 
 STANDBY_WAIT = 90.0  # longest a held driver waits for its standby to be warm before the kill
 
@@ -28,7 +46,7 @@ STANDBY_WAIT = 90.0  # longest a held driver waits for its standby to be warm be
 class Standbys:
     """The standby (incarnation + 1) and the next standby (incarnation + 2, booted in a downtime) of a trial."""
 
-    def __init__(self, trial: Trial, wanted: bool) -> None:
+    def __init__(self, trial: TrialSide, wanted: bool) -> None:
         self.trial = trial
         self.wanted = wanted  # a driver kill is planned before any upgrade, on a harness with standbys
         self.standby: Group | None = None

@@ -26,7 +26,6 @@ import shutil
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -39,6 +38,7 @@ from chaos.machine.spark_versions import current_version as spark_version
 from chaos.nemesis.actions import DECOMMISSION_CONF, Nemesis
 from chaos.nemesis.controller import Controller, History
 from chaos.run.admission import first_upgrade
+from chaos.run.services import TrialServices
 from chaos.run.standby import Standbys
 from chaos.run.watcher import CheckpointWatcher
 from chaos.scenario.scenario import Scenario, generate_events
@@ -48,9 +48,6 @@ from chaos.store.evidence import freeze, judged_sink
 from chaos.store.result import batch_offsets, recoveries
 from chaos.stream.socketfeed import SocketFeed
 from pipelines_under_test import Pipeline
-
-if TYPE_CHECKING:
-    from chaos.run.harness import Harness
 
 MAX_UNPLANNED_EXITS = 2
 STOP_GRACE = 30.0
@@ -64,7 +61,7 @@ DISK_FULL_BYTES = 1 << 20  # less than this free where the trial runs: its write
 class Trial:
     """One trial on a harness: its drivers' incarnations, the faults at their points, the drain."""
 
-    def __init__(self, harness: Harness, pipeline: Pipeline, scenario: Scenario, run_dir: Path) -> None:
+    def __init__(self, harness: TrialServices, pipeline: Pipeline, scenario: Scenario, run_dir: Path) -> None:
         self.h = harness
         self.pipeline = pipeline
         self.scenario = scenario
@@ -192,7 +189,7 @@ class Trial:
             "partitions": self.scenario.partitions,
             "cores_max": self.scenario.workers,
             "query_conf": self.scenario.conf,
-            **self.h.start_settings(),
+            **self.h.start_settings,
         }
         if any(f.kind == "decommission" for f in faults):  # two 1-core executors: one has a peer to migrate to
             self.config["spark_conf"] = {**(self.config.get("spark_conf") or {}), **DECOMMISSION_CONF}

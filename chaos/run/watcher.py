@@ -19,8 +19,8 @@ from pathlib import Path
 
 from chaos.nemesis.actions import state_version_of
 from chaos.nemesis.controller import Controller, History
+from chaos.store.checkpoint import read_offsets_file
 from chaos.store.result import planned_ends
-from chaos.stream.source import read_offsets_file
 
 POLL = 0.02
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
+
+from chaos.errors import UserError
 
 
 def short_name(name: str) -> str:
     """``/src/jobs/account_totals.py:run?sink=parquet`` -> ``account_totals:run``; ``examples.orders_upsert:run``
     -> ``orders_upsert:run``; a catalogue pipeline as it is; a configuration variant's ``[conf]`` kept."""
-    from chaos.errors import UserError
-    from chaos.jobs.reference import entry_module
-
     head, bracket, variant = name.partition(" [")
     try:
         module, func, _ = entry_module(head.partition("?")[0])
@@ -30,3 +30,19 @@ def display_names(names: Iterable[str]) -> dict[str, str]:
     names = list(dict.fromkeys(names))
     shared = Counter(short_name(n) for n in names)
     return {n: short_name(n) if shared[short_name(n)] == 1 else n for n in names}
+
+
+def entry_module(entry: str) -> tuple[str, str, Path | None]:
+    """``(module, function, directory to put on sys.path or None)`` of an entry point."""
+    target, _, func = entry.rpartition(":")
+    if not target or not func:
+        raise UserError(f"{entry!r}: name the job's entry point as module:function or path/to/job.py:function")
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.is_absolute():
+            parts = path.with_suffix("").parts
+            if all(p.isidentifier() for p in parts):
+                return ".".join(parts), func, None
+            path = path.resolve()
+        return path.stem, func, path.parent
+    return target, func, None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chaos.stream.source import read_offsets_file
+from chaos.store.checkpoint import read_offsets_file
 
 
 def planned_ends(records: list[dict]) -> dict[int, dict]:

@@ -21,7 +21,7 @@ from chaos.errors import HarnessError
 from chaos.machine.processes import wait_until
 
 if TYPE_CHECKING:
-    from chaos.clusters.docker.nodes import DockerCluster
+    from chaos.clusters.base import Cluster as DockerCluster  # the Docker nodes (chaos.clusters.docker.nodes)
 
 PORT = 5432
 DATA = "/tmp/pg/data"  # in the container's own filesystem: kept across a docker kill and start, gone at removal
