@@ -46,8 +46,9 @@ def test_a_node_mounts_this_python_and_its_code_read_only_and_the_work_directory
     mounts = host_mounts(tmp_path / "cluster")
     assert mounts[str((tmp_path / "cluster").resolve())] == {"bind": str((tmp_path / "cluster").resolve()),
                                                               "mode": "rw"}
-    prefix = str(Path(sys.prefix).resolve())
-    assert mounts[prefix] == {"bind": prefix, "mode": "ro"}
+    for prefix in {sys.prefix, sys.base_prefix}:  # this Python (a venv's, and the one it was made from)
+        prefix = str(Path(prefix).resolve())  # a mount of its own, or inside one (a venv in the checkout: .venv)
+        assert any(prefix == m or prefix.startswith(m + "/") for m, spec in mounts.items() if spec["mode"] == "ro")
     chaos_root = str(Path(image.__file__).resolve().parent.parent)
     assert any(chaos_root == m or chaos_root.startswith(m + "/") for m in mounts)  # the harness's code
     assert all(spec["bind"] == path for path, spec in mounts.items())  # each at its own path

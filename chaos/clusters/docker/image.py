@@ -52,7 +52,6 @@ HOST_REPOSITORY = "streamchaos-host"
 # The database host's PostgreSQL server: Debian's, as a user's host has it (its cluster is not started).
 HOST_PACKAGES = ("openssh-server", "python3", "python3-venv", "postgresql")
 # What a host's Python must import: PySpark and what its SQL workers (Python data sources, pandas UDFs) load.
-HOST_DISTRIBUTIONS = ("pyspark", "py4j", "pyarrow", "pandas", "numpy", "python-dateutil", "pytz", "tzdata", "six")
 HOST_SITE = "usr/local/lib/python3.11/dist-packages"  # Debian's python3 finds packages installed here
 
 
@@ -111,16 +110,13 @@ def default_recipe() -> Recipe:
 def host_recipe() -> Recipe:
     """The SSH host image: the node image's packages, sshd and Python, and this machine's PySpark and its SQL
     dependencies at their installed versions (another PySpark here is another image)."""
-    from importlib.metadata import PackageNotFoundError, version
+    from chaos.machine.distributions import pyspark_sql
 
     base = default_recipe()
-    found = []
-    for name in HOST_DISTRIBUTIONS:
-        try:
-            found.append(f"{name}=={version(name)}")
-        except PackageNotFoundError:
-            raise UserError(f"{name} is not installed here: the host image copies it from this machine's Python "
-                            "(pip install -e .)") from None
+    found = [f"{name}=={version}" for name, version in pyspark_sql().items()]
+    if not any(pin.startswith("pyspark==") for pin in found):
+        raise UserError("pyspark is not installed here: the host image copies it from this machine's Python "
+                        "(pip install -e .)")
     return Recipe(base.suite, base.mirror, (*PACKAGES, *HOST_PACKAGES), HOST_REPOSITORY, tuple(found))
 
 

@@ -13,56 +13,30 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import secrets
 import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 from chaos.clusters.ssh.client import Remote
 from chaos.errors import UserError
+from chaos.machine.distributions import canonical, closure, pyspark_sql
 from chaos.machine.jvm import cache_dir
 
-HOST_BROUGHT = {"pyspark", "py4j", "pyarrow", "pandas", "numpy", "python-dateutil", "pytz", "tzdata", "six"}
 VENVS = "/var/tmp/streamchaos"  # on each host: one venv per code version, nothing else of the harness's
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "README.md", "chaos", "properties", "pipelines_under_test", "reports")
 
 
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def runtime_requirements(root: str = "streamchaos") -> dict[str, str]:
     """The installed distributions ``root`` needs at run time on Linux (its own extras left out, the extras it
-    asks of others kept: ``psycopg[binary]``), name -> version, without what a host brings."""
-    from packaging.requirements import Requirement
-
-    found: dict[str, str] = {}
-    todo: list[tuple[str, frozenset[str]]] = [(root, frozenset())]
-    seen: set[tuple[str, frozenset[str]]] = set()
-    while todo:
-        name, extras = todo.pop()
-        name = _canonical(name)
-        if (name, extras) in seen or name in HOST_BROUGHT:
-            continue
-        seen.add((name, extras))
-        try:
-            dist = distribution(name)
-        except PackageNotFoundError:
-            continue  # an optional dependency not installed here
-        found[name] = dist.version
-        for text in dist.requires or ():
-            req = Requirement(text)
-            env = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix"}
-            if req.marker is None or any(req.marker.evaluate({**env, "extra": e}) for e in (extras or {""})):
-                todo.append((req.name, frozenset(req.extras)))
-    found.pop(_canonical(root), None)
-    return dict(sorted(found.items()))
+    asks of others kept: ``psycopg[binary]``), name -> version, without what a host brings (``pyspark_sql``)."""
+    found = closure([(root, frozenset())], without=set(pyspark_sql()))
+    found.pop(canonical(root), None)
+    return found
 
 
 def wheels(echo=print) -> list[Path]:
@@ -92,7 +66,7 @@ def wheels(echo=print) -> list[Path]:
             own = next(Path(scratch).glob("streamchaos-*.whl"))
             mine = own_folder / own.name
             shutil.move(own, mine)
-    wanted = {(_canonical(name), version) for name, version in runtime_requirements().items()}
+    wanted = {(canonical(name), version) for name, version in runtime_requirements().items()}
     missing = sorted(wanted - set(_wheels_in(folder)))
     if missing:
         pins = [f"{name}=={version}" for name, version in missing]
@@ -112,7 +86,7 @@ def wheels(echo=print) -> list[Path]:
 
 def _wheels_in(folder: Path) -> dict[tuple[str, str], Path]:
     """The folder's wheels by (canonical name, version), read from their file names."""
-    return {(_canonical(words[0]), words[1]): path
+    return {(canonical(words[0]), words[1]): path
             for path in folder.glob("*.whl") if len(words := path.name.split("-")) > 2}
 
 
