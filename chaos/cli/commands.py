@@ -26,6 +26,25 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   epilog="\b\nExample: streamchaos demo")
 
 # Every command that runs trials: pre-warmed drivers unless the user asks for cold restarts.
+# The options ``trial`` and ``campaign run`` (and the commands like them) share, defined once.
+ClusterOpt = Annotated[str, typer.Option("--cluster", help=CLUSTER_HELP)]
+Workers = Annotated[int, typer.Option("--workers", help="workers of the standalone cluster")]
+Toxiproxy = Annotated[str | None, typer.Option("--toxiproxy", help="host:port of a real Toxiproxy server (default: "
+                                                                   "the embedded one; or TOXIPROXY_URL)")]
+RecoveryTimeout = Annotated[float, typer.Option("--recovery-timeout", help="seconds a trial waits without a commit "
+                                                                           "before it is 'stalled'")]
+Partitions = Annotated[int | None, typer.Option("--partitions", help="partitions of the event log (default: the "
+                                                                     "pipeline's, else 2)")]
+Keys = Annotated[int | None, typer.Option("--keys", help=f"distinct keys in the stream (default {KEYS})")]
+Skew = Annotated[float | None, typer.Option("--skew", help="Zipf exponent of the key distribution (0 = uniform; "
+                                                           "default 1)")]
+MaxDisorder = Annotated[int | None, typer.Option("--max-disorder-ms", help="bound of event-time disorder, ms "
+                                                                           f"(default {MAX_DISORDER_MS})")]
+LateFraction = Annotated[float | None, typer.Option("--late-fraction", help="share of events 10 minutes late "
+                                                                            "(default: the pipeline's, else 0)")]
+ResentFraction = Annotated[float | None, typer.Option("--resent-fraction", help="share of events re-sent with a new "
+                                                                                "id (default: the pipeline's, else 0)")]
+
 Standby = Annotated[bool, typer.Option("--standby/--no-standby",
                                        help="pre-warmed drivers: a standby takes over a killed driver and each "
                                             "trial's first driver boots ahead (--no-standby: cold restarts)")]
@@ -69,22 +88,18 @@ def trial(
     fault: Annotated[list[str] | None, typer.Option(help="ACTION@BATCH:PHASE[/ARG...], or ACTION@SECONDSs[/ARG...] "
                                                          "at a time from the trial's start; repeatable")] = None,
     events_per_batch: Annotated[int, typer.Option(help="events per micro-batch")] = EVENTS_PER_BATCH,
-    partitions: Annotated[int | None, typer.Option(help="partitions of the event log (default: the pipeline's, "
-                                                        "else 2)")] = None,
-    keys: Annotated[int, typer.Option(help="distinct keys in the stream")] = KEYS,
-    skew: Annotated[float, typer.Option(help="Zipf exponent of the key distribution (0 = uniform)")] = 1.0,
-    max_disorder_ms: Annotated[int, typer.Option(help="bound of event-time disorder, ms")] = MAX_DISORDER_MS,
-    late_fraction: Annotated[float | None, typer.Option(help="share of events 10 minutes late "
-                                                              "(default: the pipeline's, else 0)")] = None,
-    resent_fraction: Annotated[float | None, typer.Option(help="share of events re-sent with a new id "
-                                                                "(default: the pipeline's, else 0)")] = None,
-    cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "standalone",
-    workers: Annotated[int, typer.Option(help="workers of the standalone cluster")] = 2,
+    partitions: Partitions = None,
+    keys: Keys = None,
+    skew: Skew = None,
+    max_disorder_ms: MaxDisorder = None,
+    late_fraction: LateFraction = None,
+    resent_fraction: ResentFraction = None,
+    cluster: ClusterOpt = "standalone",
+    workers: Workers = 2,
     downtime: Annotated[float, typer.Option(help="seconds a killed driver stays down")] = 1.0,
-    recovery_timeout: Annotated[float, typer.Option(help="seconds without a commit before 'stalled'")] = 180.0,
+    recovery_timeout: RecoveryTimeout = 180.0,
     keep: Annotated[Path | None, typer.Option(help="run directory to keep (default runs/trial-<time>)")] = None,
-    toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy (default: embedded; "
-                                                       "or TOXIPROXY_URL)")] = None,
+    toxiproxy: Toxiproxy = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
     conf: Annotated[list[str] | None, typer.Option(
         help="KEY=VALUE for the pipeline's query (repeatable): a spark.* setting, trigger=processingTime:3s|"
@@ -103,8 +118,10 @@ def trial(
     from chaos.run.judge import check_expect, run_trial, trial_exit_code
 
     check_expect(expect)
-    scenario = trial_scenario(pipeline, events, seed, fault, events_per_batch, partitions, keys, skew,
-                              max_disorder_ms, late_fraction, resent_fraction, cluster, workers, downtime,
+    scenario = trial_scenario(pipeline, events, seed, fault, events_per_batch, partitions,
+                              KEYS if keys is None else keys, 1.0 if skew is None else skew,
+                              MAX_DISORDER_MS if max_disorder_ms is None else max_disorder_ms, late_fraction,
+                              resent_fraction, cluster, workers, downtime,
                               recovery_timeout, conf, image, schema, sink, key, values)
     run_dir = keep or Path("runs") / time.strftime("trial-%Y%m%d-%H%M%S")
     with Harness(cluster=scenario.cluster, workers=workers, workdir=run_dir.parent, toxiproxy=toxiproxy,
@@ -187,20 +204,14 @@ def campaign_run(
     seed: Annotated[int, typer.Option(help="seed of the plan and the event streams")] = 0,
     events: Annotated[int, typer.Option(help="events per trial")] = EVENTS,
     events_per_batch: Annotated[int, typer.Option(help="events per micro-batch")] = EVENTS_PER_BATCH,
-    partitions: Annotated[int | None, typer.Option(help="partitions of the event log (default: the pipeline's, "
-                                                        "else 2)")] = None,
-    keys: Annotated[int | None, typer.Option(help=f"distinct keys in the stream (default {KEYS})")] = None,
-    skew: Annotated[float | None, typer.Option(help="Zipf exponent of the key distribution (0 = uniform; "
-                                                    "default 1)")] = None,
-    max_disorder_ms: Annotated[int | None, typer.Option(help=f"bound of event-time disorder, ms (default "
-                                                             f"{MAX_DISORDER_MS})")] = None,
-    late_fraction: Annotated[float | None, typer.Option(help="share of events 10 minutes late "
-                                                              "(default: the pipeline's, else 0)")] = None,
-    resent_fraction: Annotated[float | None, typer.Option(help="share of events re-sent with a new id "
-                                                                "(default: the pipeline's, else 0)")] = None,
+    partitions: Partitions = None,
+    keys: Keys = None,
+    skew: Skew = None,
+    max_disorder_ms: MaxDisorder = None,
+    late_fraction: LateFraction = None,
+    resent_fraction: ResentFraction = None,
     max_faults: Annotated[int, typer.Option(help="faults per trial at most")] = 2,
-    recovery_timeout: Annotated[float, typer.Option(help="seconds a trial waits without a commit before it is "
-                                                         "'stalled'")] = 180.0,
+    recovery_timeout: RecoveryTimeout = 180.0,
     expect: Expect = None,
     example: Annotated[list[str] | None, typer.Option(help="a schedule to try first, e.g. 'kill-driver@3:sink-done'; "
                                                            "repeatable")] = None,
@@ -212,9 +223,9 @@ def campaign_run(
                                              "faults at uniform wall-clock times over a no-fault trial's "
                                              "duration, as time-based chaos tools fire them (no shrink)")]
     = "phase",
-    cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "standalone",
-    workers: Annotated[int, typer.Option(help="workers of the standalone cluster")] = 2,
-    toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
+    cluster: ClusterOpt = "standalone",
+    workers: Workers = 2,
+    toxiproxy: Toxiproxy = None,
     conf: Annotated[list[str] | None, typer.Option(
         help="KEY=V1,V2: run every pipeline under each value (repeatable: every combination), e.g. "
              "spark.sql.streaming.stateStore.providerClass=A,B or asyncProgressTrackingEnabled=false,true")] = None,
@@ -303,7 +314,7 @@ def campaign_merge(
 @campaign_app.command("resume", epilog="\b\nExample: streamchaos campaign resume runs/c1")
 def campaign_resume(
     campaign_dir: Annotated[Path, typer.Argument(help="the directory of an interrupted campaign")],
-    toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
+    toxiproxy: Toxiproxy = None,
     standby: Standby = True,
     ray: Ray = None,
 ) -> None:
@@ -330,9 +341,9 @@ def conformance(
     events: Annotated[int, typer.Option(help="events per trial")] = 1000,
     only: Annotated[list[str] | None, typer.Option(help="run only this row's pipeline, repeatable")] = None,
     out_dir: Annotated[Path | None, typer.Option("--out", help="directory (default runs/conformance-<time>)")] = None,
-    cluster: Annotated[str, typer.Option(help=CLUSTER_HELP)] = "standalone",
-    workers: Annotated[int, typer.Option(help="workers of the standalone cluster")] = 2,
-    toxiproxy: Annotated[str | None, typer.Option(help="host:port of a real Toxiproxy")] = None,
+    cluster: ClusterOpt = "standalone",
+    workers: Workers = 2,
+    toxiproxy: Toxiproxy = None,
     standby: Standby = True,
     image: Image = None,
     mix: Annotated[str, typer.Option(help="kill: driver and executor kills; decommission: Spark's graceful "
