@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 PACKAGES = ("chaos", "properties", "pipelines_under_test", "reports")
-INSTALL = Path(__file__).resolve().parent.parent  # the directory that holds the four packages
+INSTALL = Path(__file__).resolve().parents[2]  # the directory that holds the four packages
 
 
 def bind(names: tuple[str, ...] = PACKAGES) -> None:

@@ -27,7 +27,7 @@ from chaos.machine.distributions import canonical, closure, pyspark_sql
 from chaos.machine.jvm import cache_dir
 
 VENVS = "/var/tmp/streamchaos"  # on each host: one venv per code version, nothing else of the harness's
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]  # the checkout: chaos/clusters/ssh/ is three folders down
 SOURCES = ("pyproject.toml", "README.md", "chaos", "properties", "pipelines_under_test", "reports")
 
 
@@ -102,6 +102,12 @@ def host_jar(files: list[Path], jar: Path) -> str:
     return f"{venv_home(files)}/jars/{jar.name}"
 
 
+KEEP_VENVS = 3  # on each host, the newest venvs of the harness's code kept; older ones go once a new one is made
+# Older venvs (by their ``ready`` file's age) beyond the newest KEEP_VENVS, but never one a process runs from.
+PRUNE = ("ls -1t {venvs}/venv-*/ready 2>/dev/null | tail -n +$(({keep} + 1)) | while read -r f; do "
+         "d=${{f%/ready}}; pgrep -f \"$d/\" >/dev/null || rm -rf \"$d\"; done; true")
+
+
 def ship(remote: Remote, python: str, files: list[Path]) -> str:
     """The venv on ``remote`` with ``files`` installed (wheels; a jar goes to its ``jars/``, ``host_jar``); its
     Python. Made once per set of files, under a lock on the host: two harnesses starting at once (two campaigns
@@ -119,7 +125,8 @@ def ship(remote: Remote, python: str, files: list[Path]) -> str:
         script = (f"[ -f {home}/ready ] && exit 0; rm -rf {home} && {shlex.quote(python)} -m venv "
                   f"--system-site-packages {home} && {venv_python} -m pip install -q --no-index --no-deps "
                   f"{upload}/*.whl && mkdir -p {home}/jars"
-                  + "".join(f" && cp {jar} {home}/jars/" for jar in jars) + f" && touch {home}/ready")
+                  + "".join(f" && cp {jar} {home}/jars/" for jar in jars) + f" && touch {home}/ready"
+                  + f" && {PRUNE.format(venvs=VENVS, keep=KEEP_VENVS)}")
         remote.run(["flock", "-w", "600", f"{VENVS}/.lock", "sh", "-c", script], check=True, timeout=660)
     finally:
         remote.run(["rm", "-rf", upload])
