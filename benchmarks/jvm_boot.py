@@ -4,7 +4,7 @@
 
 Each round starts, in turn, a fresh driver (Python + JVM, ``local[2]``) in three settings and times
 ``getOrCreate()`` plus a first aggregation (what a restarted driver does before its first batch):
-``default`` (the JVM's own flags), ``quick`` (``chaos.clusters.standalone.QUICK_JVM_OPTIONS``: C1 only, serial GC)
+``default`` (the JVM's own flags), ``quick`` (``chaos.machine.spark.QUICK_JVM_OPTIONS``: C1 only, serial GC)
 and ``quick+archive`` (plus the drivers' class-data-sharing archive, ``chaos/machine/jvm/archive.py``, built
 before the first round if missing, and the unsigned copies of Spark's signed jars first on the class
 path, ``chaos/machine/jvm/unsigned.py``). The settings alternate within each round, so a noisy machine

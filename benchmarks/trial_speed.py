@@ -4,7 +4,7 @@ optimized (reused harness, quick-start JVM flags, pre-warmed standby and spare d
     python benchmarks/trial_speed.py [--runs 3] [--out runs/bench-trial-speed] [--modes naive,optimized]
 
 ``--modes naive,reuse,quick,standby,optimized`` adds one lever at a time: ``reuse`` one harness for
-all trials, ``quick`` plus the quick start (``chaos.clusters.standalone.QUICK_JVM_OPTIONS`` on every Spark JVM,
+all trials, ``quick`` plus the quick start (``chaos.machine.spark.QUICK_JVM_OPTIONS`` on every Spark JVM,
 the class archives, Python daemons that import the installed pyspark: chaos/driver/pydaemon.py, tasks that
 do not wait for a preferred executor: ``Harness(quick_scheduling=True)``, queries on Spark's interpreter:
 ``Harness(quick_sql=True)``),

@@ -98,8 +98,7 @@ class Pipeline:
     spark_oracle: bool = False
     compare_key: tuple[str, ...] = ()  # with spark_oracle: the final row per key is compared, not the multiset
     # Its queries may run on Spark's interpreter instead of generated code (chaos.driver.process.INTERPRETED_SQL): the
-    # same
-    # results for less CPU in a trial's short-lived JVMs. False: Spark's defaults, as in production.
+    # same results for less CPU in a trial's short-lived JVMs. False: Spark's defaults, as in production.
     interpreted_sql: bool = True
 
     @property

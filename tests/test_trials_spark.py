@@ -136,7 +136,7 @@ def test_cold_restart_replays_what_the_standby_replayed(append_kill, spark_clust
     assert commands and all(f'"-cp" "{config["class_path"]}:' in line for line in commands)
     # The JVMs' temporary files (a killed driver's blockmgr-*, lz4's library) went to the harness's folder,
     # removed at its close, and the executors' local directories to the cluster's own
-    # (chaos.clusters.standalone.scratch_option).
+    # (chaos.machine.spark.scratch_option).
     assert all(f"-Djava.io.tmpdir={config['tmp_dir']}/driver-" in line for line in commands)
     assert not Path(config["tmp_dir"]).exists()
     assert any(spark_cluster.tmp.glob("spark-*"))

@@ -72,8 +72,7 @@ class CampaignSpec:
     cluster: str = "standalone"
     workers: int = 2
     # Configuration matrix (``--conf KEY=V1,V2``, chaos/scenario/variants.py): every pipeline runs under every
-    # combination,
-    # each a variant with its own row (verdict, counterexample) and the same schedules and seeds.
+    # combination, each a variant with its own row (verdict, counterexample) and the same schedules and seeds.
     conf: dict[str, list[str]] | None = None
     # The PySpark every trial runs on (``streamchaos --spark VERSION``; set at creation): a resume on another
     # one would mix two Sparks in one campaign's verdicts.

@@ -79,9 +79,8 @@ def password() -> str | None:
 
 def add_login(user: str, secret: str) -> None:
     """Another login for every process of the harness: a user's own database (``chaos.clusters.ssh.userdb``), whose
-    password
-    then lives where the harness's does, in the passfile, and nowhere else. First in the file, so libpq takes it
-    for that user."""
+    password then lives where the harness's does, in the passfile, and nowhere else. First in the file, so libpq takes
+    it for that user."""
     credentials()
     path = Path(os.environ[PASSFILE_VAR])
     start = f"*:*:*:{_passfile_field(user)}:"

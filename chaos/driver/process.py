@@ -41,7 +41,7 @@ from chaos.store.atomic import write_json
 
 def quick_heap(config: dict) -> str:
     """With the quick JVM flags, a driver's or an executor's heap starts at ``APP_HEAP_START`` instead of
-    their 16 MiB (chaos.clusters.standalone.QUICK_JVM_OPTIONS): both hold 60-100 MiB once a query runs, and growing to
+    their 16 MiB (chaos.machine.spark.QUICK_JVM_OPTIONS): both hold 60-100 MiB once a query runs, and growing to
     that from 16 MiB took a dozen full collections per JVM, ~1 CPU-s each."""
     return APP_HEAP_START if config.get("java_options") else ""
 
@@ -98,7 +98,7 @@ def boot(config: dict, incarnation: int = 0):
         .appName(f"streamchaos-{pipeline or 'spare'}")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")  # progress bars in the driver logs are noise
-        .config("spark.driver.host", config.get("driver_host") or "127.0.0.1")  # chaos.clusters.standalone.Cluster.host
+        .config("spark.driver.host", config.get("driver_host") or "127.0.0.1")  # chaos.clusters.base.Cluster.host
         .config("spark.driver.bindAddress", config.get("driver_host") or "127.0.0.1")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(config.get("shuffle_partitions", 2)))
@@ -125,7 +125,7 @@ def boot(config: dict, incarnation: int = 0):
         builder = builder.config("spark.local.dir", config["tmp_dir"])
     if config.get("python_daemon"):  # chaos/driver/pydaemon.py: pyspark from cached bytecode in every daemon
         builder = builder.config("spark.python.daemon.module", config["python_daemon"])
-    for key, value in (config.get("cluster_conf") or {}).items():  # chaos.clusters.standalone.Cluster.driver_conf
+    for key, value in (config.get("cluster_conf") or {}).items():  # chaos.clusters.base.Cluster.driver_conf
         builder = builder.config(key, value)
     if config.get("interpreted_sql"):  # Harness(quick_sql=True)
         for key, value in INTERPRETED_SQL.items():

@@ -328,8 +328,7 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
 def _file_sink_phases(spark, on: bool) -> None:
     """A file sink's ``sink-write`` (part files written, ``_spark_metadata/N`` not yet) and ``sink-done`` come from
     the JVM commit protocol (chaos/machine/jvm, on the driver's class path by ``UserJob.boot_conf``). Spark's file sink
-    reads
-    the class from the job's session at every batch, so the oracle's run, on the same session, turns it off."""
+    reads the class from the job's session at every batch, so the oracle's run, on the same session, turns it off."""
     from chaos.machine.jvm import COMMIT_PROTOCOL_CLASS
 
     key = "spark.sql.streaming.commitProtocolClass"

@@ -78,8 +78,7 @@ def _from_file(name: str, path: Path) -> list[str]:
 
 def value_lists(text: str | None, fields, role: dict[str, str]) -> dict[str, list]:
     """The JSON of ``parse_values`` typed for the job's fields (``role``: chaos.jobs.reference.roles); a field the
-    schema
-    lacks, the field that carries each event's id, or one whose type cannot take the values is one line."""
+    schema lacks, the field that carries each event's id, or one whose type cannot take the values is one line."""
     if not text:
         return {}
     kinds = {f.name: f.kind for f in fields}

@@ -98,8 +98,7 @@ def spark_env(java_options: str = "", tmp: Path | None = None) -> dict[str, str]
         # 100-300 threads. Two arenas bound the native heap's growth.
         MALLOC_ARENA_MAX="2",
         # The harness's packages before anything of the user's (chaos/machine/own_packages.py): executors and their
-        # Python
-        # daemons, which import chaos.driver.pydaemon, inherit it from the workers.
+        # Python daemons, which import chaos.driver.pydaemon, inherit it from the workers.
         PYTHONPATH=first_on_path(*user_entries()),
     )
     if tmp is not None:

@@ -50,7 +50,7 @@ class Harness:
         self.cluster_spec = cluster
         self.echo = echo or (lambda text: None)  # what the start is doing, for a person waiting (the CLI's stderr)
         self.data_dir = data_dir  # where the trials' directories live, if not in ``workdir`` (Docker nodes mount it)
-        # JVM flags of every Spark process started for the trials (chaos.clusters.standalone.QUICK_JVM_OPTIONS), and
+        # JVM flags of every Spark process started for the trials (chaos.machine.spark.QUICK_JVM_OPTIONS), and
         # the drivers' class archive (chaos/machine/jvm/archive.py), built on the first quick-JVM harness's start.
         self.quick_jvm = quick_jvm
         self.java_options = QUICK_JVM_OPTIONS if quick_jvm else ""
@@ -74,8 +74,7 @@ class Harness:
         # A pre-warmed standby driver replaces a killed one (chaos/run/standby.py). ``standby=False``: cold restarts.
         self.standby = standby
         # Each trial's first driver boots during the previous trial's tail (chaos/driver/booted_ahead.py); by default
-        # with
-        # the standby. A run of one trial boots none (``trial(last=True)``).
+        # with the standby. A run of one trial boots none (``trial(last=True)``).
         spare = standby if spare is None else spare
         # On the harness's own workers an application gets one executor holding all its cores
         # (chaos.driver.process.boot): an executor JVM and its Python daemon less per application, ~0.4 GiB. Each
@@ -87,7 +86,7 @@ class Harness:
         self.toxiproxy = toxiproxy
         self.workers = workers
         self.workdir = Path(workdir or Path.cwd() / "runs").resolve()
-        # The drivers' and executors' temporary files (chaos.clusters.standalone.scratch_option): emptied at each start
+        # The drivers' and executors' temporary files (chaos.machine.spark.scratch_option): emptied at each start
         # (what the JVMs of a killed harness left), removed at the close.
         self.tmp = self.workdir / "tmp"
         self.owned = Owned()

@@ -6,8 +6,7 @@ restart from the same checkpoint with 1 executor core: a rescale, Flink's stop-w
 fault is anchored to a logical point (a micro-batch id and a checkpoint phase), so a schedule replays
 exactly. ``ACTION@SECONDSs`` (``kill-driver@12.5s``) fires at a wall-clock time from the trial's start
 instead, as time-based chaos tools do (``--timing random``, chaos/scenario/random_times.py): it replays to the same
-time,
-not to the same point.
+time, not to the same point.
 """
 
 from __future__ import annotations

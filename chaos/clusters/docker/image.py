@@ -15,11 +15,10 @@ expat) and the tools the faults use inside a node (iptables, iproute2, procps).
 
 ``streamchaos image build --hosts`` builds ``streamchaos-host:KEY`` instead: a stand-in for a user's host of
 ``--cluster ssh:FILE`` (chaos/clusters/ssh/hostsfile.py), which shares nothing with this machine. It adds sshd and
-Debian's
-Python 3.11, and installs into that Python what a host must have, copied from this machine's installation at
-build time: PySpark (the driver's version) with what its SQL workers import (py4j, pyarrow, pandas, numpy).
-Nothing is mounted from this machine when it runs; the harness's own code reaches it over SSH. Its sshd has no
-host key in the image: whoever starts a container gives it one (a known_hosts file can then vouch for it).
+Debian's Python 3.11, and installs into that Python what a host must have, copied from this machine's installation at
+build time: PySpark (the driver's version) with what its SQL workers import (py4j, pyarrow, pandas, numpy). Nothing is
+mounted from this machine when it runs; the harness's own code reaches it over SSH. Its sshd has no host key in the
+image: whoever starts a container gives it one (a known_hosts file can then vouch for it).
 """
 
 from __future__ import annotations

@@ -3,9 +3,8 @@ chaos/clusters/ssh/hostsfile.py).
 
 At its start the harness reaps what a killed harness of this machine left on each host (chaos/clusters/ssh/remote.py),
 checks every host (chaos/clusters/ssh/checks.py: Java, the driver's PySpark, iptables, root, the shared storage), ships
-its code into a venv there (chaos/clusters/ssh/shipping.py), then starts a master on the file's master host and a
-worker on
-every host, each a detached process tagged as its own. Or, with ``master = "spark://..."``, it starts no Spark
+its code into a venv there (chaos/clusters/ssh/shipping.py), then starts a master on the file's master host and a worker
+on every host, each a detached process tagged as its own. Or, with ``master = "spark://..."``, it starts no Spark
 process and uses the user's cluster, finding its own applications' executors on the hosts by application id.
 
 The driver runs on this machine, as a Jepsen test's client does, and listens (with the event log, the

@@ -5,8 +5,7 @@ A Jepsen test runs its database on nodes it can crash and cut off; so does a clu
 ``/usr/lib/postgresql/*/bin``), run as the ``postgres`` user (PostgreSQL refuses root) in a data directory of the
 harness under ``/var/tmp/streamchaos`` on that host, listening on the host's address at a free port. It is a
 tagged process like every other of the harness there (``chaos.clusters.ssh.remote``), so a killed host kills it and the
-next
-start reaps it; the data directory carries its owner's tag in a file and is removed at the stop or by the next
+next start reaps it; the data directory carries its owner's tag in a file and is removed at the stop or by the next
 start's reaping. Only the harness's own user gets in, with the harness's per-process password (sent by SFTP for
 ``initdb`` and removed at once, never on a command line), from this machine and the hosts' own network.
 

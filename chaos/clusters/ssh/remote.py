@@ -2,13 +2,11 @@
 
 On this machine a process is the harness's when its environment carries ``STREAMCHAOS_OWNER`` = the owner tag
 of the harness process (chaos/machine/processes.py). A host is shared with other control machines and other users, so
-there
-the tag is prefixed with this machine's id: ``<machine>/<pid>:<start time>``. A process is started detached
-(its own session, ``setsid``, stdin closed, output to a log) so that it outlives the SSH channel that started it
-and can be found again by its tag alone. An iptables rule carries the same tag in a comment
-(``-m comment --comment streamchaos:<machine>/<tag>``). At every start the harness lists both on each host and
-removes what belongs to a harness of this machine that is gone (``reap``); what another machine or nobody
-tagged is never touched.
+there the tag is prefixed with this machine's id: ``<machine>/<pid>:<start time>``. A process is started detached (its
+own session, ``setsid``, stdin closed, output to a log) so that it outlives the SSH channel that started it and can be
+found again by its tag alone. An iptables rule carries the same tag in a comment (``-m comment --comment
+streamchaos:<machine>/<tag>``). At every start the harness lists both on each host and removes what belongs to a harness
+of this machine that is gone (``reap``); what another machine or nobody tagged is never touched.
 """
 
 from __future__ import annotations
