@@ -118,10 +118,8 @@ def trial(
     from chaos.run.judge import check_expect, run_trial, trial_exit_code
 
     check_expect(expect)
-    scenario = trial_scenario(pipeline, events, seed, fault, events_per_batch, partitions,
-                              KEYS if keys is None else keys, 1.0 if skew is None else skew,
-                              MAX_DISORDER_MS if max_disorder_ms is None else max_disorder_ms, late_fraction,
-                              resent_fraction, cluster, workers, downtime,
+    scenario = trial_scenario(pipeline, events, seed, fault, events_per_batch, partitions, keys, skew,
+                              max_disorder_ms, late_fraction, resent_fraction, cluster, workers, downtime,
                               recovery_timeout, conf, image, schema, sink, key, values)
     run_dir = keep or Path("runs") / time.strftime("trial-%Y%m%d-%H%M%S")
     with Harness(cluster=scenario.cluster, workers=workers, workdir=run_dir.parent, toxiproxy=toxiproxy,
@@ -662,11 +660,10 @@ def image_build(force: Annotated[bool, typer.Option("--force", help="build again
 def reap(cluster: Annotated[str | None, typer.Option("--cluster", help="ssh:FILE: also reap on each host of that "
                                                                        "file, over SSH")] = None) -> None:
     """Kill processes left by a harness that was itself killed (every start does this too)."""
-    from chaos.clusters.docker.containers import reap_containers
-    from chaos.clusters.registry import kind_of
+    from chaos.clusters.registry import kind_of, reap_every_kind
     from chaos.machine.processes import reap_orphans
 
-    out.print(f"reaped {reap_orphans()} orphan process(es), {reap_containers()} container(s) and network(s)")
+    out.print(f"reaped {reap_orphans()} orphan process(es), {reap_every_kind()} container(s) and network(s)")
     if cluster is None:
         return
     lines = kind_of(cluster).reap_remote(cluster)

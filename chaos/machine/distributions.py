@@ -4,6 +4,7 @@ copies (PySpark and its SQL dependencies) and what ships to hosts as wheels (the
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from importlib.metadata import PackageNotFoundError, distribution
 
 LINUX = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix"}
@@ -13,7 +14,7 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def closure(roots: list[tuple[str, frozenset[str]]], without: set[str] = frozenset()) -> dict[str, str]:
+def closure(roots: list[tuple[str, frozenset[str]]], without: Collection[str] = ()) -> dict[str, str]:
     """Every installed distribution ``roots`` (name, extras) need at run time on Linux, the roots included,
     name -> installed version; ``without``'s names (and what only they need) left out. A requirement not
     installed here is optional (an extra's, or another platform's) and skipped."""

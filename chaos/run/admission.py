@@ -6,7 +6,7 @@ from __future__ import annotations
 from chaos.clusters.registry import refusal, with_image
 from chaos.errors import UserError
 from chaos.scenario.faults import Fault
-from chaos.scenario.scenario import EVENTS, EVENTS_PER_BATCH, KEYS, MAX_DISORDER_MS, Scenario
+from chaos.scenario.scenario import EVENTS, EVENTS_PER_BATCH, Scenario
 from pipelines_under_test import Pipeline, resolve
 
 
@@ -60,25 +60,26 @@ def check_cluster_faults(scenario: Scenario, spec: str) -> None:
 
 
 def trial_scenario(pipeline: str, events: int = EVENTS, seed: int = 0, fault: list[str] | None = None,
-                   events_per_batch: int = EVENTS_PER_BATCH, partitions: int | None = None, keys: int = KEYS,
-                   skew: float = 1.0, max_disorder_ms: int = MAX_DISORDER_MS, late_fraction: float | None = None,
+                   events_per_batch: int = EVENTS_PER_BATCH, partitions: int | None = None, keys: int | None = None,
+                   skew: float | None = None, max_disorder_ms: int | None = None, late_fraction: float | None = None,
                    resent_fraction: float | None = None, cluster: str = "standalone", workers: int = 2,
                    downtime: float = 1.0, recovery_timeout: float = 180.0, conf: list[str] | None = None,
                    image: str | None = None, schema: str | None = None, sink: str | None = None,
                    key: str | None = None, values: list[str] | None = None) -> Scenario:
     """The scenario ``streamchaos trial`` runs for these options (the pipeline's stream defaults under what is
-    given), checked before any JVM starts."""
+    given, the scenario's own under both), checked before any JVM starts."""
     from chaos.jobs.reference import job_ref
     from chaos.scenario.variants import parse_conf
 
     cluster = with_image(cluster, image)
     pipeline = job_ref(pipeline, schema, sink, key, values)
     chosen = resolve(pipeline)
-    given = {"partitions": partitions, "late_fraction": late_fraction, "resent_fraction": resent_fraction}
+    given = {"partitions": partitions, "late_fraction": late_fraction, "resent_fraction": resent_fraction,
+             "keys": keys, "skew": skew, "max_disorder_ms": max_disorder_ms}
     stream = {**chosen.stream_defaults, **{k: v for k, v in given.items() if v is not None}}
     scenario = Scenario(
         pipeline=pipeline, events=events, seed=seed, events_per_batch=events_per_batch,
-        keys=keys, skew=skew, max_disorder_ms=max_disorder_ms, faults=list(fault or []),
+        faults=list(fault or []),
         cluster=cluster, workers=workers, driver_downtime=downtime, recovery_timeout=recovery_timeout,
         conf=parse_conf(list(conf or [])), **stream,
     )
