@@ -76,9 +76,10 @@ class Cluster:
         return None
 
     @classmethod
-    def reap(cls) -> None:
+    def reap(cls) -> int:
         """Remove what killed harnesses of this machine left through this kind, beyond their processes (which
-        ``chaos.machine.processes.reap_orphans`` kills whatever the kind)."""
+        ``chaos.machine.processes.reap_orphans`` kills whatever the kind); how many things."""
+        return 0
 
     @classmethod
     def remote_checks(cls, spec: str) -> list[Check] | None:

@@ -15,28 +15,34 @@ from chaos.clusters.base import Cluster
 from chaos.errors import UserError
 from chaos.machine.processes import Owned
 
-KINDS: list[tuple[str, str]] = [  # (the spec's pattern, "module:Class")
-    (r"standalone", "chaos.clusters.standalone:StandaloneCluster"),
-    (r"docker(:.+)?", "chaos.clusters.docker.nodes:DockerCluster"),
-    (r"ssh:.+", "chaos.clusters.ssh.cluster:HostsCluster"),
-    (r"local-cluster\[\d+,\d+,\d+\]", "chaos.clusters.standalone:LocalCluster"),
-    (r"spark://[^:/]+:\d+", "chaos.clusters.base:Cluster"),
+# (the spec's pattern, "module:Class", whether it leaves more than processes behind: ``Cluster.reap``, run at
+# every harness start, so only those kinds are imported there)
+KINDS: list[tuple[str, str, bool]] = [
+    (r"standalone", "chaos.clusters.standalone:StandaloneCluster", False),
+    (r"docker(:.+)?", "chaos.clusters.docker.nodes:DockerCluster", True),
+    (r"ssh:.+", "chaos.clusters.ssh.cluster:HostsCluster", False),
+    (r"local-cluster\[\d+,\d+,\d+\]", "chaos.clusters.standalone:LocalCluster", False),
+    (r"spark://[^:/]+:\d+", "chaos.clusters.base:Cluster", False),
 ]
 UNKNOWN = ("use standalone, docker (or docker:IMAGE), ssh:FILE, local-cluster[WORKERS,CORES,MEMORY_MB] "
            "(e.g. local-cluster[2,1,1024]) or a master URL spark://HOST:PORT")
 
 
-def register(pattern: str, target: str) -> None:
+def register(pattern: str, target: str, reaps: bool = False) -> None:
     """Add a kind (ahead of the others, so it may refine one): ``pattern`` of its spec, ``module:Class``."""
-    KINDS.insert(0, (pattern, target))
+    KINDS.insert(0, (pattern, target, reaps))
+
+
+def _load(target: str) -> type[Cluster]:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def kind_of(spec: str) -> type[Cluster]:
     """The class of the cluster ``spec`` names; an unknown spec is a user error."""
-    for pattern, target in KINDS:
+    for pattern, target, _ in KINDS:
         if re.fullmatch(pattern, spec):
-            module, _, name = target.partition(":")
-            return getattr(importlib.import_module(module), name)
+            return _load(target)
     raise UserError(f"unknown cluster {spec!r}: {UNKNOWN}")
 
 
@@ -47,15 +53,10 @@ def refusal(fault, spec: str) -> str | None:
     return kind_of(spec).refusal(fault, spec)
 
 
-def reap_every_kind() -> None:
-    """What killed harnesses of this machine left through every kind of cluster (``Cluster.reap``)."""
-    seen = set()
-    for _, target in KINDS:
-        module, _, name = target.partition(":")
-        kind = getattr(importlib.import_module(module), name)
-        if kind.reap not in seen:
-            seen.add(kind.reap)
-            kind.reap()
+def reap_every_kind() -> int:
+    """What killed harnesses of this machine left through every kind of cluster that leaves more than processes
+    (``Cluster.reap``); how many things."""
+    return sum(_load(target).reap() for _, target, reaps in KINDS if reaps)
 
 
 def make_cluster(spec: str, owned: Owned, workdir: Path, workers: int = 2, worker_cores: int = 1,
@@ -66,11 +67,6 @@ def make_cluster(spec: str, owned: Owned, workdir: Path, workers: int = 2, worke
                                    Path(data_dir or workdir))
     cluster.spec = spec
     return cluster
-
-
-def on_nodes(spec: str) -> bool:
-    """``spec`` names a cluster of Docker nodes: ``docker`` or ``docker:IMAGE``."""
-    return spec == "docker" or spec.startswith("docker:")
 
 
 def with_image(cluster: str, image: str | None) -> str:

@@ -5,8 +5,7 @@ Each node is a container of the node image (chaos/clusters/docker/image.py) on a
 creates for itself: the containers reach each other and the host's end of the bridge (its gateway
 address, where the driver and the harness's servers listen), nothing else — an internal network has no
 route out. The network and every container carry the owner labels of ``chaos.clusters.docker.containers`` and are
-removed
-at ``stop``, or reaped at the next start if the harness was killed.
+removed at ``stop``, or reaped at the next start if the harness was killed.
 
 What runs in a node comes from the host, mounted read-only at the same paths: this Python (with PySpark,
 its jars and every installed package), the directories on ``sys.path`` outside it (the harness's and the
@@ -122,9 +121,9 @@ class DockerCluster(OwnWorkers):
         return super().refusal(fault, spec)
 
     @classmethod
-    def reap(cls) -> None:
+    def reap(cls) -> int:
         """Containers and networks whose owner is gone (their labels say whose)."""
-        reap_containers()
+        return reap_containers()
 
     def __init__(self, owned: Owned, workdir: Path, workers: int = 2, worker_cores: int = 1,
                  worker_memory: str = "1g", java_options: str = "", image: str | None = None,
@@ -148,8 +147,7 @@ class DockerCluster(OwnWorkers):
         self.prefix = f"streamchaos-{os.getpid()}-{owned.tag.rsplit('#', 1)[-1]}"
         self.tmp = self.workdir / "tmp"
         # The pipelines' JVM hooks (chaos.machine.jvm.hooks_jar: a file sink's commit protocol) are built into this
-        # cache,
-        # maybe after the nodes start: executors load them from their class path at the same path.
+        # cache, maybe after the nodes start: executors load them from their class path at the same path.
         self.jars = cache_dir()
 
     # -- lifecycle ----------------------------------------------------------------------------
