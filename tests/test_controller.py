@@ -1,7 +1,11 @@
 """The phase barrier over real loopback sockets: a report waits until its armed fault has fired."""
 
+import errno
 import threading
 import time
+from pathlib import Path
+
+import pytest
 
 from chaos.nemesis import barrier
 from chaos.nemesis.controller import Controller, History
@@ -150,3 +154,17 @@ def test_a_disarmed_or_closed_controller_fires_no_timed_fault():
         assert fired == [] and [f.spec for f in ctl.unfired()] == ["kill-driver@0.2s"]
     finally:
         ctl.close()
+
+
+def test_a_history_write_on_a_full_disk_reaches_the_trial_not_the_reporting_thread():
+    """/dev/full answers every write with ENOSPC: the record is kept, the add returns (a phase report is answered),
+    and the trial gets the error when it ends."""
+    history = History(Path("/dev/full"))
+    record = history.add("phase", 3, "sink-done")
+    history.add("phase", 3, "committed")
+    assert [r["phase"] for r in history.snapshot()] == ["sink-done", "committed"] and record["batch"] == 3
+    history.close()
+    with pytest.raises(OSError) as raised:
+        history.raise_write_error()
+    assert raised.value.errno == errno.ENOSPC
+    History(None).raise_write_error()  # nothing written, nothing failed

@@ -36,6 +36,10 @@ class History:
         self.lock = threading.Lock()
         # Appended as it happens: a harness that dies mid-trial still leaves its timeline.
         self.file = open(path, "a") if path else None  # noqa: SIM115
+        # The first write that failed (a full disk): records are kept in memory from then on, and the trial
+        # raises it when it ends (``raise_write_error``), in its own thread, not in the controller's server thread
+        # that reported a phase (socketserver would print its traceback and drop the reply).
+        self.write_error: OSError | None = None
 
     def add(self, kind: str, batch: int | None = None, phase: str | None = None, **detail) -> dict:
         with self.lock:
@@ -48,15 +52,30 @@ class History:
             }
             self.records.append(record)
             if self.file:
-                self.file.write(json.dumps(record, default=str) + "\n")
-                self.file.flush()
+                try:
+                    self.file.write(json.dumps(record, default=str) + "\n")
+                    self.file.flush()
+                except OSError as exc:
+                    self.write_error = exc
+                    self._close_file()
             return record
 
     def close(self) -> None:
         with self.lock:
-            if self.file:
+            self._close_file()
+
+    def _close_file(self) -> None:
+        if self.file:
+            try:
                 self.file.close()
-                self.file = None
+            except OSError as exc:  # the buffered rest could not be written either
+                self.write_error = self.write_error or exc
+            self.file = None
+
+    def raise_write_error(self) -> None:
+        """The history file is incomplete: the trial says nothing (a full disk is the harness's failure)."""
+        if self.write_error is not None:
+            raise self.write_error
 
     def snapshot(self) -> list[dict]:
         with self.lock:

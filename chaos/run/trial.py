@@ -238,6 +238,7 @@ class Trial:
             self.pipeline.export_database(self.h.database.dsn, self.dir / "sink")
         freeze(self.dir)  # what the verdict is judged from, whatever reaches the sink later (chaos/store/evidence.py)
         self.history.close()
+        self.history.raise_write_error()
         if outcome in ("stalled", "failed"):
             self._raise_if_disk_full()
         result = self.summary(events, outcome, reason, seconds)
