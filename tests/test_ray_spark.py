@@ -78,10 +78,12 @@ def start_campaign(tmp_path: Path, address: str, *extra: str) -> subprocess.Pope
 
 
 def trial_running_under(raylet: int) -> bool:
-    """A driver of a trial runs under that node's harness actor (a child of its raylet)."""
+    """A trial runs under that node's harness actor (a child of its raylet): the actor holds the trial's
+    history.jsonl open. Not merely a driver process there: the harness boots the next trial's spare driver before
+    its start is done, and a node lost then is a harness that did not start, not a trial lost mid-way."""
     try:
         for actor in psutil.Process(raylet).children():
-            if any("chaos.driver" in " ".join(p.cmdline()) for p in actor.children(recursive=True)):
+            if any(f.path.endswith("/history.jsonl") for f in actor.open_files()):
                 return True
     except psutil.Error:
         return False
