@@ -22,7 +22,9 @@ def test_001_a_restarted_continuous_query_commits_the_dead_drivers_offsets_and_t
     run = subprocess.run([sys.executable, str(FINDINGS / "continuous_offsets_repro.py")],
                          capture_output=True, text=True, timeout=600)
     print(run.stdout)
-    assert "B printed" in run.stdout and "committed epoch 3 with the planted offsets" in run.stdout, run.stderr[-3000:]
+    # The epoch A committed last depends on the machine's speed: B commits the next one with the planted offsets.
+    assert re.search(r"B printed .*, committed epoch \d+ with the planted offsets", run.stdout), \
+        run.stdout + run.stderr[-3000:]
     missing = re.search(r"missing: (\d+) ids, (\d+)\.\.(\d+)", run.stdout)
     assert run.returncode == 1 and missing, run.stdout + run.stderr[-3000:]
     # The rows the dead driver had read past the last commit (500), less any B delivered before its commit.
