@@ -89,6 +89,35 @@ def check_postgres() -> Check:
     return Check("postgresql", "ok", f"server binaries in {found}")
 
 
+def check_kafka() -> Check:
+    """Kafka's broker and this Spark's Kafka connector: cached, or resolved now (what a trial on a Kafka job would
+    do first), so the line says whether the real connector can run here."""
+    import pyspark
+
+    from chaos.clusters.kafka.jars import (
+        BROKER,
+        BROKER_VERSION,
+        WAY_OUT,
+        Coordinates,
+        cached,
+        connector,
+        maven,
+        resolve,
+    )
+    from chaos.errors import UserError
+
+    wanted = [Coordinates(*BROKER), connector(pyspark.__version__)]
+    try:
+        if not all(cached(w) for w in wanted):
+            maven()
+            for w in wanted:
+                resolve(w)
+    except UserError as exc:
+        said = str(exc)
+        return Check("kafka", "warn", said.replace(f": {WAY_OUT}", ""), WAY_OUT if WAY_OUT in said else "")
+    return Check("kafka", "ok", f"broker {BROKER_VERSION} (KRaft) and Spark's connector {pyspark.__version__} cached")
+
+
 def check_loopback() -> Check:
     try:
         with socket.socket() as server, socket.socket() as client:
@@ -233,6 +262,6 @@ def check_docker() -> list[Check]:
 
 def run_checks(workdir: Path | None = None) -> list[Check]:
     return [check_java(), check_javac(), check_pyspark(), check_worker_imports(), check_spark_versions(),
-            check_postgres(), check_loopback(),
+            check_postgres(), check_kafka(), check_loopback(),
             check_disk(Path(workdir or os.getcwd())), check_memory(), check_leftovers(), check_class_archive(),
             check_chromium(), *check_docker()]

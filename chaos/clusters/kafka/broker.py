@@ -1,0 +1,239 @@
+"""A Kafka broker owned by the harness: Apache Kafka in KRaft mode, one process that is its own controller.
+
+Started like the harness's PostgreSQL (``chaos.clusters.postgres``): on 127.0.0.1 and free ports of its own, its
+data and log under the harness's work directory, one process group tagged as the harness's (so it goes with the
+harness's other processes, and a SIGKILLed harness's broker is reaped at the next start). Kept for a whole
+campaign; each trial has topics of its own (``create_topic``/``delete_topic``).
+
+A kill is SIGKILL of the group and a restart on the same data directory (the broker's own log recovery); a pause
+is SIGSTOP/SIGCONT: the broker's faults act on the process users run, not on a model of it.
+
+The harness talks to it with ``confluent_kafka`` (librdkafka, the client most Python services use): an
+idempotent producer for the trial's events, an admin client for topics and record deletion, consumers that read
+committed or uncommitted records.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import signal
+import socket
+import time
+import uuid
+from pathlib import Path
+
+from chaos.errors import HarnessError
+from chaos.machine.java import require_java
+from chaos.machine.processes import Group, Owned, wait_until
+from chaos.machine.spark import free_port
+
+from .jars import broker_classpath
+
+HEAP = "-Xmx512m"  # a test broker's topics are small; Kafka's default 1 GiB would double the budget it adds
+START_TIMEOUT_S = 90
+
+
+class KafkaBroker:
+    address = "127.0.0.1"
+
+    def __init__(self, owned: Owned, work_dir: Path) -> None:
+        self.owned = owned
+        self.home = Path(work_dir) / "kafka"
+        self.port = 0
+        self.controller_port = 0
+        self.group: Group | None = None
+        self.recovery_s: float | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        """``kafka.bootstrap.servers`` for a client of this broker."""
+        return f"{self.address}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.home / "broker.log"
+
+    def start(self, *, say=None) -> KafkaBroker:
+        classpath = broker_classpath(say=say)
+        started = time.monotonic()
+        shutil.rmtree(self.home, ignore_errors=True)
+        (self.home / "data").mkdir(parents=True)
+        self.port, self.controller_port = free_port(), free_port()
+        (self.home / "server.properties").write_text(self._properties())
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        fmt = self.owned.spawn(
+            "kafka-format", [require_java(), "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id,
+                             "-c", str(self.home / "server.properties"), "--standalone"],
+            log_path=self.home / "format.log", cwd=self.home)
+        try:
+            rc = fmt.proc.wait(timeout=120)
+        finally:
+            self.owned.forget(fmt)
+        if rc != 0:
+            raise HarnessError(f"Kafka's storage format failed (exit {rc}): {last_lines(self.home / 'format.log')}")
+        self._launch(classpath)
+        self.start_s = round(time.monotonic() - started, 2)
+        return self
+
+    def _properties(self) -> str:
+        listeners = f"PLAINTEXT://{self.address}:{self.port},CONTROLLER://{self.address}:{self.controller_port}"
+        return "\n".join([
+            "process.roles=broker,controller", "node.id=1",
+            f"controller.quorum.bootstrap.servers={self.address}:{self.controller_port}",
+            f"listeners={listeners}", f"advertised.listeners=PLAINTEXT://{self.address}:{self.port}",
+            "controller.listener.names=CONTROLLER", "inter.broker.listener.name=PLAINTEXT",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            f"log.dirs={self.home / 'data'}",
+            "num.partitions=1", "offsets.topic.replication.factor=1", "offsets.topic.num.partitions=4",
+            "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1",
+            "transaction.state.log.num.partitions=4", "group.initial.rebalance.delay.ms=0",
+            "auto.create.topics.enable=false",
+            # Records are flushed by the OS page cache: the harness kills processes, never the machine.
+            "log.flush.interval.messages=9223372036854775807", "",
+        ])
+
+    def _launch(self, classpath: str) -> None:
+        self.group = self.owned.spawn(
+            "kafka-broker", [require_java(), HEAP, "-Xms128m", "-XX:+UseSerialGC", "-cp", classpath, "kafka.Kafka",
+                             str(self.home / "server.properties")],
+            log_path=self.log_path, cwd=self.home)
+        if not wait_until(self.ready, timeout=START_TIMEOUT_S, interval=0.2):
+            alive = self.group.alive()
+            self.kill()
+            raise HarnessError(f"the Kafka broker did not {'take connections' if alive else 'start'} within "
+                               f"{START_TIMEOUT_S} s; its log ends: {last_lines(self.log_path)}")
+
+    def ready(self) -> bool:
+        if self.group is None or not self.group.alive():
+            return False
+        try:
+            with socket.create_connection((self.address, self.port), timeout=1):
+                pass
+        except OSError:
+            return False
+        return self.admin().list_topics(timeout=5).brokers != {}
+
+    def admin(self):
+        from confluent_kafka.admin import AdminClient
+
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
+    def kill(self) -> int | None:
+        """SIGKILL the broker (``kill-broker``)."""
+        pid = self.group.pid if self.group else None
+        if self.group is not None:
+            self.group.kill()
+            self.owned.forget(self.group)
+            self.group = None
+        return pid
+
+    def pause(self) -> None:
+        if self.group is not None:
+            self.group.signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.group is not None:
+            self.group.signal(signal.SIGCONT)
+
+    def restart(self) -> None:
+        """Start again on the same data directory and ports: the broker recovers its own log."""
+        started = time.monotonic()
+        self._launch(broker_classpath())
+        self.recovery_s = round(time.monotonic() - started, 2)
+
+    def stop(self) -> None:
+        if self.group is not None:
+            self.resume()
+            self.group.terminate(10)
+            self.owned.forget(self.group)
+            self.group = None
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    # Topics: one set per trial.
+    def create_topic(self, name: str, partitions: int) -> None:
+        from confluent_kafka.admin import NewTopic
+
+        admin = self.admin()  # held until its futures resolve: a collected client cancels them
+        for future in admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=30).values():
+            future.result(timeout=60)
+
+    def delete_topic(self, name: str) -> None:
+        admin = self.admin()
+        for future in admin.delete_topics([name], request_timeout=30).values():
+            future.result(timeout=60)
+
+    def add_partitions(self, name: str, total: int) -> None:
+        from confluent_kafka.admin import NewPartitions
+
+        admin = self.admin()
+        for future in admin.create_partitions([NewPartitions(name, total)]).values():
+            future.result(timeout=60)
+
+    def produce(self, topic: str, records) -> int:
+        """``records`` (partition, key bytes or None, value bytes, timestamp ms) into ``topic``, acknowledged by
+        the broker (an idempotent producer: a retried send is written once) before this returns."""
+        from confluent_kafka import Producer
+
+        errors: list[str] = []
+
+        def delivered(err, _msg) -> None:
+            if err is not None:
+                errors.append(str(err))
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
+                             "linger.ms": 5, "acks": "all", "log_level": 3})
+        count = 0
+        for partition, key, value, ms in records:
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key, partition=partition, timestamp=ms,
+                                     on_delivery=delivered)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            count += 1
+        left = producer.flush(60)
+        if errors or left:
+            raise HarnessError(f"the Kafka broker did not take the trial's records into {topic}: "
+                               f"{errors[0] if errors else f'{left} unacknowledged'}")
+        return count
+
+    def read(self, topic: str, *, committed_only: bool = False) -> list[tuple[int, int, bytes | None, bytes]]:
+        """Every record of ``topic`` as (partition, offset, key, value); ``committed_only`` leaves out records of
+        aborted and open transactions (``isolation.level=read_committed``)."""
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"streamchaos-read-{uuid.uuid4()}",
+                             "enable.auto.commit": False,
+                             "isolation.level": "read_committed" if committed_only else "read_uncommitted"})
+        try:
+            meta = consumer.list_topics(topic, timeout=30).topics[topic]
+            parts = sorted(meta.partitions)
+            ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+            rows: list[tuple[int, int, bytes | None, bytes]] = []
+            done = {p for p in parts if ends[p] == 0}
+            deadline = time.monotonic() + 120
+            while len(done) < len(parts) and time.monotonic() < deadline:
+                for msg in consumer.consume(1000, timeout=1):
+                    if msg.error():
+                        continue
+                    rows.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+                    if msg.offset() + 1 >= ends[msg.partition()]:
+                        done.add(msg.partition())
+                for p in parts:  # a partition whose last offsets are transaction markers has no record at its end
+                    position = consumer.position([TopicPartition(topic, p)])[0].offset
+                    if position >= ends[p]:
+                        done.add(p)
+            return rows
+        finally:
+            consumer.close()
+
+
+def last_lines(path: Path, count: int = 3) -> str:
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return f"(no log at {path})"
+    return " | ".join(lines[-count:]) or "(empty)"

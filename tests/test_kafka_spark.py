@@ -1,0 +1,160 @@
+"""The harness's Kafka: a real KRaft broker on loopback, owned and reaped like every process of the harness, and
+Spark's real Kafka connector (resolved from Maven) reading it with the job's own options."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from chaos.clusters.kafka.broker import KafkaBroker
+from chaos.clusters.kafka.jars import connector, connector_jars, resolve
+from chaos.errors import UserError
+from chaos.machine.processes import OWNER_VAR, Owned, reap_orphans, tagged_processes
+from chaos.machine.spark_versions import installed, python_of
+from tests.conftest import REPO, cli, require_java
+
+pytestmark = pytest.mark.spark
+
+# The newest Spark whose Kafka connector (and its token provider) the Maven repositories serve.
+CONNECTOR_SPARK = "4.2.0"
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    require_java()
+    owned = Owned()
+    started = KafkaBroker(owned, tmp_path_factory.mktemp("kafka-work")).start()
+    yield started
+    started.stop()
+    owned.stop_all()
+
+
+def events(count: int, partitions: int):
+    for i in range(count):
+        yield i % partitions, str(i % 7).encode(), json.dumps({"id": i, "v": i % 7}).encode(), 1_700_000_000_000 + i
+
+
+def test_a_killed_broker_restarts_on_its_data_with_every_acknowledged_record(broker):
+    assert broker.address == "127.0.0.1" and broker.start_s > 0
+    listening = {c.laddr.ip.removeprefix("::ffff:") for c in psutil.Process(broker.group.pid).net_connections("tcp")
+                 if c.status == psutil.CONN_LISTEN}
+    assert listening == {"127.0.0.1"}, listening
+    broker.create_topic("kill-restart", 3)
+    assert broker.produce("kill-restart", events(1000, 3)) == 1000
+    old = broker.kill()
+    assert not psutil.pid_exists(old) or psutil.Process(old).status() == psutil.STATUS_ZOMBIE
+    broker.restart()
+    rows = broker.read("kill-restart")
+    assert sorted(json.loads(value)["id"] for _p, _o, _k, value in rows) == list(range(1000))
+    assert {p for p, *_ in rows} == {0, 1, 2}
+    broker.delete_topic("kill-restart")
+
+
+def test_a_broker_of_a_sigkilled_harness_is_reaped_at_the_next_start(tmp_path):
+    require_java()
+    harness = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from chaos.clusters.kafka.broker import KafkaBroker
+        from chaos.machine.processes import Owned
+        broker = KafkaBroker(Owned(), Path({str(tmp_path)!r})).start()
+        print(broker.group.pid, flush=True)
+        time.sleep(600)
+    """)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        pid = int(harness.stdout.readline())
+        assert psutil.Process(pid).environ()[OWNER_VAR].startswith(f"{harness.pid}:")
+    finally:
+        harness.send_signal(signal.SIGKILL)
+        harness.wait()
+    assert psutil.pid_exists(pid)  # its own session: a SIGKILLed harness leaves it
+    assert reap_orphans() >= 1
+    assert not [p for p in tagged_processes() if p.pid == pid]
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_sparks_own_kafka_connector_reads_the_broker_and_keeps_kafka_offsets_in_the_checkpoint(broker, tmp_path):
+    """A job as users write it: ``readStream.format("kafka")`` with its own options, through the connector at the
+    running Spark's version; each batch's end offsets per partition land in ``offsets/N``."""
+    if CONNECTOR_SPARK not in installed():
+        assert cli("spark", "add", CONNECTOR_SPARK, cwd=tmp_path).rc == 0
+    python = python_of(CONNECTOR_SPARK)
+    spark_home = subprocess.run([str(python), "-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+    jars = connector_jars(CONNECTOR_SPARK, Path(spark_home) / "jars")
+    names = {j.name.rsplit("-", 1)[0] for j in jars}
+    assert names >= {"spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13"}
+    assert not [j for j in jars if j.name.startswith(("spark-sql_", "scala-library", "hadoop-client"))]
+    broker.create_topic("orders", 2)
+    broker.produce("orders", events(500, 2))
+    job = textwrap.dedent(f"""
+        from pyspark.sql import SparkSession, functions as F
+        spark = (SparkSession.builder.master("local[2]").config("spark.jars", {",".join(map(str, jars))!r})
+                 .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+                 .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+        orders = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", {broker.bootstrap!r})
+                  .option("subscribe", "orders").option("startingOffsets", "earliest")
+                  .option("maxOffsetsPerTrigger", 100).load()
+                  .select(F.from_json(F.col("value").cast("string"), "id INT, v INT").alias("o")).select("o.*"))
+        (orders.writeStream.format("parquet").option("path", {str(tmp_path / "out")!r})
+         .option("checkpointLocation", {str(tmp_path / "checkpoint")!r}).trigger(availableNow=True).start()
+         .awaitTermination())
+    """)
+    done = subprocess.run([str(python), "-c", job], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    import polars as pl
+
+    assert sorted(pl.read_parquet(tmp_path / "out" / "*.parquet")["id"].to_list()) == list(range(500))
+    offsets = tmp_path / "checkpoint" / "offsets"
+    batches = sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit())
+    ends = [json.loads((offsets / str(n)).read_text().splitlines()[-1])["orders"] for n in batches]
+    assert len(batches) == 5  # 500 records, at most 100 a batch (the job's own maxOffsetsPerTrigger)
+    assert ends[-1] == {"0": 250, "1": 250}
+    assert [sum(e.values()) for e in ends] == [100, 200, 300, 400, 500]
+    broker.delete_topic("orders")
+
+
+def test_a_connector_the_repositories_do_not_serve_is_one_line_naming_the_way_out():
+    with pytest.raises(UserError) as refused:
+        resolve(connector("4.0.99"))
+    message = str(refused.value)
+    assert "\n" not in message and "spark-sql-kafka-0-10_2.13:4.0.99 is not served" in message
+    assert "streamchaos spark add" in message and "--kafka stand-in" in message
+
+
+def test_the_broker_says_what_it_fetches_once_and_then_starts_from_the_cache(tmp_path):
+    said: list[str] = []
+    owned = Owned()
+    started = time.monotonic()
+    broker = KafkaBroker(owned, tmp_path).start(say=said.append)
+    try:
+        assert time.monotonic() - started < 120
+        assert said == []  # resolved by the module's broker: the cache is reused, nothing fetched twice
+    finally:
+        broker.stop()
+        owned.stop_all()
+    assert not (tmp_path / "kafka").exists()
+
+
+def test_doctor_has_a_kafka_line_ok_where_the_connector_is_served_and_a_way_out_where_not(monkeypatch):
+    import pyspark
+
+    from chaos.cli.doctor import check_kafka
+
+    monkeypatch.setattr(pyspark, "__version__", CONNECTOR_SPARK)
+    served = check_kafka()
+    assert served.status == "ok" and f"connector {CONNECTOR_SPARK} cached" in served.detail
+    monkeypatch.setattr(pyspark, "__version__", "4.0.99")
+    refused = check_kafka()
+    assert refused.status == "warn" and "4.0.99 is not served" in refused.detail
+    assert "streamchaos spark add" in refused.fix
