@@ -10,10 +10,10 @@ from chaos.clusters.docker.nodes import host_mounts
 
 
 def test_the_image_key_names_what_went_in():
-    base = image.Recipe("bookworm", "http://deb.debian.org/debian")
+    base = image.Recipe("bookworm", "http://archive.example/debian")
     assert base.tag == f"streamchaos-node:{base.key}" and len(base.key) == 12
-    assert image.Recipe("bookworm", "http://deb.debian.org/debian", tuple(reversed(image.PACKAGES))).key == base.key
-    assert image.Recipe("trixie", "http://deb.debian.org/debian").key != base.key
+    assert image.Recipe("bookworm", "http://archive.example/debian", tuple(reversed(image.PACKAGES))).key == base.key
+    assert image.Recipe("trixie", "http://archive.example/debian").key != base.key
     assert image.Recipe("bookworm", "http://mirror.example/debian").key != base.key
     assert image.Recipe("bookworm", base.mirror, (*image.PACKAGES, "curl")).key != base.key
 
@@ -39,7 +39,7 @@ def test_the_mirror_is_the_one_apt_uses(tmp_path, monkeypatch):
                                             "deb http://ftp.example/debian bookworm main\n")
     assert image.host_mirror() == "http://ftp.example/debian"
     (sources / "debian.sources").write_text("")
-    assert image.host_mirror() == image.DEFAULT_MIRROR
+    assert image.host_mirror() is None
 
 
 def test_a_node_mounts_this_python_and_its_code_read_only_and_the_work_directory_read_write(tmp_path):

@@ -46,7 +46,7 @@ STREAMCHAOS = [c for c in shell_commands(README) if c.startswith("streamchaos ")
 
 
 def test_the_readme_is_short_and_has_its_two_commands():
-    assert len(README.splitlines()) <= 200
+    assert len(README.splitlines()) <= 150
     commands = shell_commands(README)
     assert "pip install -e '.[test]'" in commands and "streamchaos demo" in commands
     assert any(c.startswith("pytest") for c in commands)

@@ -634,7 +634,7 @@ def spark_remove(version: Annotated[str, typer.Argument(help="an added PySpark v
 
 
 image_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
-                        help="The node image of --cluster docker, built offline from Debian's packages.")
+                        help="The node image of --cluster docker, built once with debootstrap from Debian's packages.")
 app.add_typer(image_app, name="image")
 
 

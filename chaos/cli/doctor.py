@@ -239,11 +239,14 @@ def check_docker() -> list[Check]:
     with closing(docker_client):
         version = docker_client.version().get("Version", "?")
         checks = [Check("docker", "ok", f"dockerd {version}")]
-        recipe = default_recipe()
+        try:
+            recipe = default_recipe()
+        except UserError as exc:
+            return [*checks, Check("node image", "warn", str(exc))]
         tag = find(docker_client, recipe)
         if tag is None:
             checks.append(Check("node image", "warn", f"{recipe.tag} is not built (Debian {recipe.suite})",
-                                "streamchaos image build (offline from Debian's packages, a few minutes once)"))
+                                "streamchaos image build (debootstrap from Debian's packages, a few minutes once)"))
         else:
             size = docker_client.images.get(tag).attrs.get("Size", 0)
             checks.append(Check("node image", "ok", f"{tag} ({size / 2**20:.0f} MiB)"))

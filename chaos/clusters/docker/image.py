@@ -45,7 +45,6 @@ PACKAGES = (
     "libicu72", "libxml2", "libldap-2.5-0", "libpq5", "libgssapi-krb5-2", "libsasl2-2", "liblz4-1", "libzstd1",
     "libsystemd0", "libpam0g", "tzdata",
 )
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"  # Debian's path for Java 17 on amd64
 HOST_REPOSITORY = "streamchaos-host"
 # The database host's PostgreSQL server: Debian's, as a user's host has it (its cluster is not started).
@@ -84,8 +83,8 @@ def host_suite() -> str:
     return "bookworm"
 
 
-def host_mirror() -> str:
-    """The Debian mirror this machine's apt uses (deb822 ``URIs:`` or a ``deb`` line), else deb.debian.org."""
+def host_mirror() -> str | None:
+    """The Debian mirror this machine's apt uses (deb822 ``URIs:`` or a ``deb`` line), if it names one."""
     sources = [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]
     for path in sources:
         try:
@@ -98,12 +97,15 @@ def host_mirror() -> str:
                 for url in (w.rstrip("/") for w in words[1:] if "://" in w):
                     if url.endswith("/debian"):
                         return url
-    return DEFAULT_MIRROR
+    return None
 
 
 def default_recipe() -> Recipe:
-    return Recipe(os.environ.get("STREAMCHAOS_DEBIAN_SUITE") or host_suite(),
-                  os.environ.get("STREAMCHAOS_DEBIAN_MIRROR") or host_mirror())
+    mirror = os.environ.get("STREAMCHAOS_DEBIAN_MIRROR") or host_mirror()
+    if mirror is None:
+        raise UserError("this machine's apt sources name no Debian mirror (a URL ending in /debian) to build the "
+                        "node image from: set STREAMCHAOS_DEBIAN_MIRROR to one")
+    return Recipe(os.environ.get("STREAMCHAOS_DEBIAN_SUITE") or host_suite(), mirror)
 
 
 def host_recipe() -> Recipe:

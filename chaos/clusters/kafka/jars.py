@@ -49,7 +49,7 @@ class Coordinates:
     def pom(self) -> str:
         excluded = "".join(f"<exclusion><groupId>{g}</groupId><artifactId>{a}</artifactId></exclusion>"
                            for g, a in self.exclusions)
-        return ('<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+        return ("<project><modelVersion>4.0.0</modelVersion>"
                 "<groupId>streamchaos</groupId><artifactId>resolve</artifactId><version>1</version>"
                 f"<dependencies><dependency><groupId>{self.group}</groupId><artifactId>{self.artifact}</artifactId>"
                 f"<version>{self.version}</version><exclusions>{excluded}</exclusions></dependency>"
