@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -142,16 +143,24 @@ def test_an_event_time_job_with_sparks_defaults_and_late_records_claims_no_loss(
 
 
 @needs_postgres
-def test_the_starter_test_init_writes_passes_on_the_upsert_job(spark_cluster, tmp_path):
-    made = cli("init", job("orders_upsert"), "--schema", ORDER, "--sink", "postgres:customer_totals", "--key",
-               "customer", "--out", "test_totals.py", cwd=tmp_path)
-    assert made.rc == 0, made.stderr
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'base'}",
-         "test_totals.py", "--chaos-trials", "1", "--chaos-events", "600", "--chaos-shrink-trials", "1",
-         "--chaos-cluster", spark_cluster.master_url],
-        cwd=tmp_path, capture_output=True, text=True, timeout=900)
+def test_the_ci_recipe_inits_and_passes_the_upsert_job_in_a_users_repository(spark_cluster, tmp_path):
+    """examples/ci/consistency.sh, the step examples/ci/github-workflow.yml runs, in a user's repository: init
+    writes the test once, pytest passes it (here on this suite's environment and cluster, one trial)."""
+    repo = tmp_path / "repo"
+    (repo / "jobs").mkdir(parents=True)
+    shutil.copy(REPO / "examples" / "orders_upsert.py", repo / "jobs" / "orders_upsert.py")
+    env = {**os.environ, "JOB": "jobs/orders_upsert.py:run", "SCHEMA": ORDER, "SINK": "postgres:customer_totals",
+           "KEY": "customer", "STREAMCHAOS_VENV": sys.prefix, "CHAOS_TRIALS": "1"}
+    args = [str(REPO / "examples" / "ci" / "consistency.sh"), "--chaos-events", "600", "--chaos-shrink-trials", "1",
+            "--chaos-cluster", spark_cluster.master_url, f"--basetemp={tmp_path / 'base'}"]
+    run = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]
+    written = repo / "tests" / "test_streaming_consistency.py"
+    assert 'JOB = "jobs.orders_upsert:run"' in written.read_text()  # the path, as a module of the repository
+    assert (repo / "chaos-report.html").stat().st_size > 0
+    missing = subprocess.run(args, cwd=repo, env={k: v for k, v in env.items() if k != "SCHEMA"},
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode != 0 and "set SCHEMA" in missing.stderr
 
 
 def test_a_sqlite_job_gets_its_file_through_database_url_and_is_exactly_once(chaos_harness, tmp_path):
