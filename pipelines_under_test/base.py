@@ -34,6 +34,7 @@ class DriverContext:
     partitions: int = 1  # the stream's partitions
     events_per_batch: int = 200
     eventlog: str = ""  # the event log's URL (a user's job: its substituted source reads it)
+    kafka: dict | None = None  # the trial's broker and topic, for a job whose Kafka source is Spark's connector
 
 
 class Pipeline:

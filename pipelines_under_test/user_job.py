@@ -45,7 +45,10 @@ class UserJob(Pipeline):
         # Its sink phases are reported around the job's foreachBatch or Python data source writer, and by the
         # JVM commit protocol of a file sink (chaos.jobs.as_written).
         self.file_sink = spec.sink_kind == "parquet"
-        self.phases = PHASES
+        # Its Kafka source read through Spark's connector on the harness's broker: no Python runs in the source's
+        # path, so no `planned` or `reading` is reported there.
+        self.kafka = spec.kafka == "connector"
+        self.phases = tuple(p for p in PHASES if p not in ("planned", "reading")) if self.kafka else PHASES
         self.id_field = id_field(parse_schema(spec.schema)) if spec.schema else None
 
     @property
@@ -61,16 +64,28 @@ class UserJob(Pipeline):
     def unavailable(self) -> str | None:
         from chaos.machine.jvm import hooks_unavailable
 
+        if self.kafka:
+            from chaos.clusters.kafka.jars import connector_available
+
+            refused = connector_available()
+            if refused:
+                return refused
         return hooks_unavailable() if self.file_sink else None
 
     def boot_conf(self) -> dict[str, str]:
-        """A file sink's phases come from a JVM class (chaos/machine/jvm) the driver loads at boot."""
-        if not self.file_sink:
-            return {}
-        from chaos.machine.jvm import hooks_jar
+        """A file sink's phases come from a JVM class (chaos/machine/jvm) the driver loads at boot; Spark's Kafka
+        connector joins the application's jars (``spark.jars``: executors fetch them from the driver)."""
+        conf: dict[str, str] = {}
+        if self.kafka:
+            from chaos.clusters.kafka.jars import spark_connector_jars
 
-        jar = str(hooks_jar())
-        return {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar}
+            conf["spark.jars"] = ",".join(str(j) for j in spark_connector_jars())
+        if self.file_sink:
+            from chaos.machine.jvm import hooks_jar
+
+            jar = str(hooks_jar())
+            conf.update({"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar})
+        return conf
 
     def prepare_database(self, dsn: str) -> None:
         """Every table of the trial's database and the oracle's dropped (the job creates its tables, as it does
@@ -147,6 +162,8 @@ class UserJob(Pipeline):
 
         log = {"eventlog": ctx.eventlog, "controller": ctx.controller or "", "checkpoint": ctx.checkpoint,
                "maxRowsPerBatch": str(ctx.events_per_batch)}
+        if self.kafka and ctx.kafka:
+            log["kafka"] = json.dumps(ctx.kafka)
         return start_job(ctx.spark, self.spec, log, ctx.checkpoint, Path(ctx.sink_dir) / "files", ctx.phase,
                          self._url(ctx.sink_dir, ctx.sink_dsn), ctx.incarnation)[0]
 
@@ -161,13 +178,16 @@ class UserJob(Pipeline):
         oracle, dsn = Path(config["oracle_dir"]), config.get("oracle_dsn")
         await_job_threads()  # the stream's own writes first, to the stream's DATABASE_URL
         marks = batch_watermarks(config["checkpoint"])
-        watermark = run_answer(spark, self.spec, config["eventlog"], oracle, self._url(oracle, dsn))
+        # The answer reads the stand-in (it can leave out what the stream read late), with the trial topic's name:
+        # the same rows Spark's connector gave the stream (chaos.jobs.reference.kafka_records).
+        topic = (config.get("kafka") or {}).get("topic")
+        watermark = run_answer(spark, self.spec, config["eventlog"], oracle, self._url(oracle, dsn), topic=topic)
         run_answer(spark, self.spec, config["eventlog"], oracle / "again",
-                   self._url(oracle / "again", other_database(dsn, AGAIN_DATABASE) if dsn else None))
+                   self._url(oracle / "again", other_database(dsn, AGAIN_DATABASE) if dsn else None), topic=topic)
         if watermark:
             run_answer(spark, self.spec, config["eventlog"], oracle / "on_time",
                        self._url(oracle / "on_time", other_database(dsn, ON_TIME_DATABASE) if dsn else None),
-                       late=marks)
+                       late=marks, topic=topic)
         write_json(oracle / "meta.json", {"watermark": watermark, "batches": len(marks),
                                           "final_watermark_ms": max((wm for _, wm in marks), default=None)})
 

@@ -220,7 +220,8 @@ def test_a_campaigns_stream_options_reach_every_planned_scenario_and_its_report(
     from tests.conftest import REPO
 
     view = "view_id STRING, page STRING, ts TIMESTAMP"
-    job = job_ref(f"{REPO}/examples/page_views_windowed.py:run", view, "postgres:page_minutes", "minute,page")
+    job = job_ref(f"{REPO}/examples/page_views_windowed.py:run", view, "postgres:page_minutes", "minute,page",
+                  kafka="stand-in")
     spec = CampaignSpec(pipelines=[job], trials=3, seed=2, events=1000, late_fraction=0.05, keys=7,
                         recovery_timeout=60)
     campaign = Campaign.create(tmp_path / "c", spec)
@@ -245,13 +246,13 @@ def test_a_job_is_named_by_its_stem_and_function_in_ids_lines_and_the_report(tmp
     from tests.conftest import REPO
 
     order = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
-    append = job_ref(f"{REPO}/examples/orders_append.py:run", order, "postgres:orders", "")
-    upsert = job_ref("examples.orders_upsert:run", order, "postgres:customer_totals", "customer")
+    append = job_ref(f"{REPO}/examples/orders_append.py:run", order, "postgres:orders", "", kafka="stand-in")
+    upsert = job_ref("examples.orders_upsert:run", order, "postgres:customer_totals", "customer", kafka="stand-in")
     assert short_name(append) == "orders_append:run" and short_name(upsert) == "orders_upsert:run"
     assert short_name("passthrough-append [spark.sql.shuffle.partitions=2]") == \
         "passthrough-append [spark.sql.shuffle.partitions=2]"
     assert short_name(f"{append} [a=1]") == "orders_append:run [a=1]"
-    twice = job_ref(f"{REPO}/examples/orders_append.py:run", order, "sqlite:orders", "")
+    twice = job_ref(f"{REPO}/examples/orders_append.py:run", order, "sqlite:orders", "", kafka="stand-in")
     assert display_names([append, twice]) == {append: append, twice: twice}  # one short name for two: full ones
 
     campaign = Campaign.create(tmp_path / "c", CampaignSpec(pipelines=[append, upsert], trials=1, events=400))

@@ -21,6 +21,7 @@ from chaos.errors import UserError
 from chaos.machine.processes import OWNER_VAR, Owned, reap_orphans, tagged_processes
 from chaos.machine.spark_versions import installed, python_of
 from tests.conftest import REPO, cli, require_java
+from tests.test_trials_spark import ids_of_batch
 
 pytestmark = pytest.mark.spark
 
@@ -158,3 +159,41 @@ def test_doctor_has_a_kafka_line_ok_where_the_connector_is_served_and_a_way_out_
     refused = check_kafka()
     assert refused.status == "warn" and "4.0.99 is not served" in refused.detail
     assert "streamchaos spark add" in refused.fix
+
+
+ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
+
+
+def test_a_jobs_own_kafka_source_runs_through_sparks_connector_and_a_replayed_batch_is_found(tmp_path):
+    """examples/orders_append.py as written (its broker localhost:9092, its topic ``orders``, no start or limit
+    options) on the real path: the trial's records in a topic of the harness's broker, the job's
+    ``readStream.format("kafka")`` through Spark's connector, the batch the killed driver replays found twice and
+    attributed from the Kafka offsets Spark wrote to ``offsets/N``."""
+    if CONNECTOR_SPARK not in installed():
+        assert cli("spark", "add", CONNECTOR_SPARK, cwd=tmp_path).rc == 0
+    job = f"{REPO}/examples/orders_append.py:run"
+    refused = cli("--spark", CONNECTOR_SPARK, "trial", job, "--schema", ORDER, "--sink", "postgres:orders",
+                  "--fault", "kill-driver@3:reading", cwd=tmp_path)
+    assert refused.rc == 2 and "never reach phase 'reading'" in refused.stderr, refused.stderr
+    run = cli("--spark", CONNECTOR_SPARK, "trial", job, "--schema", ORDER, "--sink", "postgres:orders",
+              "--events", "1200", "--fault", "kill-driver@3:sink-done", "--json", "--keep", str(tmp_path / "run"),
+              cwd=tmp_path, timeout=900)
+    assert run.rc == 1, run.stderr[-3000:]  # at-least-once: it violates the exactly-once a job declares
+    r = run.json
+    assert r["spark"] == CONNECTOR_SPARK and r["verdict"] == "at-least-once"
+    source = r["source"]
+    assert source["via"] == "connector" and source["connector"].endswith(f"spark-sql-kafka-0-10_2.13:{CONNECTOR_SPARK}")
+    assert source["set"]["subscribe"] == source["topic"] and source["set"]["startingOffsets"] == "earliest"
+    assert source["set"]["kafka.bootstrap.servers"] == source["bootstrap"].replace("localhost", "127.0.0.1")
+    assert source["set"]["maxOffsetsPerTrigger"] == "200"
+    attributed = {(tuple(d["batches"]), tuple(d["faults"])) for d in r["duplicated"]}
+    assert attributed == {((3,), ("kill-driver@3:sink-done",))}
+    assert {i for d in r["duplicated"] for i in d["ids"]} <= ids_of_batch(r, 3)
+    assert all(f["fired"] for f in r["faults"])
+    history = [json.loads(line) for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
+    produced, = [h["detail"] for h in history if h["kind"] == "kafka" and "ends" in h["detail"]]
+    assert sum(produced["ends"].values()) == 1200 and produced["topic"] == source["topic"]
+    last = [o for o in r["offsets"] if o["committed"]][-1]["end"]
+    assert last == produced["ends"]  # every record read, counted from the offsets Spark wrote
+    assert "streamchaos-" in source["topic"]
+    assert not [p for p in tagged_processes() if "kafka.Kafka" in " ".join(p.cmdline())]

@@ -63,3 +63,24 @@ def test_a_query_stopped_on_one_spark_resumes_on_another_exactly_once(tmp_path, 
     assert f"streamchaos: Spark {first} (spark://" in logs[0]
     assert all(log.count("streamchaos: Spark ") == 1 and f"Spark {second} (local[2])" in log for log in logs[1:])
     assert left_by(run.pid) == []
+
+
+def test_an_added_version_imports_this_harness_from_wherever_it_runs(tmp_path):
+    """streamchaos in a virtual environment (as users install it): the added environment's interpreter, started
+    outside the repository, imports this checkout's harness and its own pyspark, not a base interpreter's."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    import chaos
+    from chaos.machine.spark_versions import BASE_SITE_VAR, python_for
+
+    if OLD not in installed():
+        assert cli("spark", "add", OLD, cwd=tmp_path).rc == 0
+    python = python_for(OLD)
+    assert os.environ[BASE_SITE_VAR]
+    code = "import chaos, pyspark; print(chaos.__file__); print(pyspark.__version__)"
+    seen = subprocess.run([str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert seen.returncode == 0, seen.stderr
+    where, version = seen.stdout.split()
+    assert Path(where).resolve() == Path(chaos.__file__).resolve() and version == OLD

@@ -236,5 +236,5 @@ def test_values_come_from_a_list_a_range_or_a_files_column_and_travel_in_the_ref
     assert [r["account"] for r in rows] == ["acc-2", "acc-2", "acc-3"] and [r["shard"] for r in rows] == [4, 5, 3]
     assert [r["order_id"] for r in rows] == ["order_id-10", "order_id-11", "order_id-12"]
     ref = job_ref("examples/orders_by_region.py:run", schema, "postgres:region_totals", "region",
-                  ["account=acc-1,acc-2"])
+                  ["account=acc-1,acc-2"], kafka="stand-in")
     assert parse_ref(ref).values == '{"account":["acc-1","acc-2"]}' and parse_ref(ref).validate()

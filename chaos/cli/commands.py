@@ -64,6 +64,10 @@ JobKey = Annotated[str | None, typer.Option(
 JobValues = Annotated[list[str] | None, typer.Option(
     "--values", help="your job: the values a payload field takes (repeatable): FIELD=a,b,c, FIELD=1..100 or "
                      "FIELD=@file.csv (its FIELD column, else its first)")]
+JobKafka = Annotated[str | None, typer.Option(
+    "--kafka", help="your job's Kafka source: connector (Spark's Kafka connector on the harness's broker), stand-in "
+                    "(the harness's own source shaped as Kafka's) or auto (the connector where Maven serves it for "
+                    "this Spark; default)")]
 Ray = Annotated[str | None, typer.Option(
     help="run the trials on a Ray cluster, one harness per node: its address HOST:PORT, or auto (docs/scale.md)")]
 Expect = Annotated[str | None, typer.Option(
@@ -110,6 +114,7 @@ def trial(
     sink: JobSink = None,
     key: JobKey = None,
     values: JobValues = None,
+    kafka: JobKafka = None,
     expect: Expect = None,
 ) -> None:
     """Run one trial of PIPELINE (or your job's module:function) under a fault schedule and print what happened."""
@@ -120,7 +125,7 @@ def trial(
     check_expect(expect)
     scenario = trial_scenario(pipeline, events, seed, fault, events_per_batch, partitions, keys, skew,
                               max_disorder_ms, late_fraction, resent_fraction, cluster, workers, downtime,
-                              recovery_timeout, conf, image, schema, sink, key, values)
+                              recovery_timeout, conf, image, schema, sink, key, values, kafka)
     run_dir = keep or Path("runs") / time.strftime("trial-%Y%m%d-%H%M%S")
     with Harness(cluster=scenario.cluster, workers=workers, workdir=run_dir.parent, toxiproxy=toxiproxy,
                  standby=standby, echo=err.print) as harness:
@@ -233,6 +238,7 @@ def campaign_run(
     sink: JobSink = None,
     key: JobKey = None,
     values: JobValues = None,
+    kafka: JobKafka = None,
     shard: Annotated[str | None, typer.Option(help=SHARD_HELP)] = None,
     ray: Ray = None,
     shards: Annotated[int | None, typer.Option(help="with --shard auto in a Kubernetes Indexed Job: its completions")]
@@ -249,7 +255,7 @@ def campaign_run(
 
     cluster = with_image(cluster, image)
     spec = CampaignSpec(
-        pipelines=[job_ref(p, schema, sink, key, values) for p in pipeline or []], expect=expect,
+        pipelines=[job_ref(p, schema, sink, key, values, kafka) for p in pipeline or []], expect=expect,
         kinds=list(parse_kinds(faults)),
         trials=trials if trials is not None or time_budget else 3, time_budget_s=parse_time_budget(time_budget),
         seed=seed, events=events, events_per_batch=events_per_batch, partitions=partitions, keys=keys, skew=skew,

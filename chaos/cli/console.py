@@ -163,6 +163,13 @@ def print_result(result: dict) -> None:
     for d in result.get("drivers", []):
         if d["incarnation"] > 0 or d["driver_start"] != "cold":
             out.print(f"  driver {d['incarnation']}: {d['driver_start']}" + (f" ({d['why']})" if d.get("why") else ""))
+    source = result.get("source")
+    if source and source.get("via") == "connector":
+        set_ = ", ".join(f"{k}={v}" if v is not None else f"{k} removed" for k, v in source.get("set", {}).items())
+        out.print(f"  source: Kafka through Spark's connector ({source.get('connector')}), topic {source.get('topic')}"
+                  + (f"; set by streamchaos: {set_}" if set_ else ""))
+    elif source:
+        out.print("  source: the harness's stand-in for Kafka (--kafka stand-in, or no connector for this Spark)")
     out.print(f"  run directory: {shown_path(result['run_dir'])}")
 
 

@@ -293,7 +293,8 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     ctx = DriverContext(spark, source, config["checkpoint"], Path(config["sink_dir"]), incarnation, phase,
                         sink_dsn=config.get("sink_dsn"), controller=controller, feed=config.get("feed"),
                         events=config.get("events", 0), partitions=config.get("partitions", 1),
-                        events_per_batch=config["events_per_batch"], eventlog=config.get("eventlog", ""))
+                        events_per_batch=config["events_per_batch"], eventlog=config.get("eventlog", ""),
+                        kafka=config.get("kafka"))
     try:
         with applied(spark, config.get("query_conf")), ExitStack() as stack:  # the configuration variant, if any
             if pipeline.auto_phases:

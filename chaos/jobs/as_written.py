@@ -35,6 +35,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamWriter
 
 from chaos.errors import UserError
+from chaos.jobs.kafka_source import kafka_options
 from chaos.jobs.reference import JobSpec, as_ddl, import_entry, parse_schema, roles
 from chaos.jobs.stand_ins import JOB_SOURCE_NAME, JobSource
 from chaos.jobs.values import value_lists
@@ -124,8 +125,12 @@ class _Reads:
 
     def substitute(self, fmt: str, options: dict, schema) -> Any:
         fmt = fmt.lower()
+        if fmt == "kafka" and self.log_options.get("kafka"):
+            return self.connector(options)
         if fmt == "kafka":
             topics = [t.strip() for t in str(options.get("subscribe", "")).split(",") if t.strip()]
+            if self.log_options.get("topic"):  # the oracle of a stream read through the connector: its topic
+                topics = [self.log_options["topic"]]
             self.spec.fields()  # the payload's schema is needed: one line if it is missing
             shape = {"shape": "kafka", "payload": self.spec.schema, "topics": ",".join(topics)}
         elif fmt == "rate":
@@ -142,9 +147,27 @@ class _Reads:
             fields = parse_schema(shape["payload"])
             value_lists(self.spec.values, fields, roles(fields))  # a field it lacks: one line, before any query
             shape["values"] = self.spec.values
-        opts = {**self.log_options, **shape}
+        opts = {**{k: v for k, v in self.log_options.items() if k not in ("kafka", "topic")}, **shape}
         reader = self.spark.readStream
         self.orig["format"](reader, JOB_SOURCE_NAME)
+        self.orig["options"](reader, **opts)
+        return self.orig["load"](reader)
+
+    def connector(self, options: dict) -> Any:
+        """The job's Kafka source as it wrote it, through Spark's connector, on the trial's broker and topic: its
+        own options stand but where they name another broker, topic or starting point (``kafka_options``). What
+        was set is written beside the checkpoint (``source.json``) for the trial's result."""
+        trial = json.loads(self.log_options["kafka"])
+        self.spec.fields()  # the payload's schema: the harness produces records of it
+        opts, changed = kafka_options(options, trial)
+        if self.log_options.get("controller"):  # the stream, not the oracle
+            from chaos.store.atomic import write_json
+
+            write_json(Path(self.log_options["checkpoint"]).parent / "source.json",
+                       {"via": "connector", "topic": trial["topic"], "set": changed,
+                        "kept": sorted(k for k in options if k not in changed)})
+        reader = self.spark.readStream
+        self.orig["format"](reader, "kafka")
         self.orig["options"](reader, **opts)
         return self.orig["load"](reader)
 
@@ -434,7 +457,7 @@ def await_job_threads(timeout: float = ANSWER_THREADS_S) -> None:
 
 
 def run_answer(spark, spec: JobSpec, eventlog: str, folder: Path, database: str | None,
-               late: list[tuple[dict, int]] | None = None) -> bool:
+               late: list[tuple[dict, int]] | None = None, topic: str | None = None) -> bool:
     """The oracle: the same job over the whole log in one micro-batch, with no fault, on a checkpoint of its own
     in ``folder`` (its file sink there too) and the database URL ``database``; ``late``: without the records the
     stream read behind its watermark. It runs until Spark has nothing left to do, the no-data batch that moves
@@ -443,7 +466,7 @@ def run_answer(spark, spec: JobSpec, eventlog: str, folder: Path, database: str 
     folder.mkdir(parents=True, exist_ok=True)
     saved = os.environ.get("DATABASE_URL")
     options = {"eventlog": eventlog, "checkpoint": str(folder / "checkpoint"),
-               **({"late": json.dumps(late)} if late else {})}
+               **({"late": json.dumps(late)} if late else {}), **({"topic": topic} if topic else {})}
     try:
         query, watermark = start_job(spark, spec, options, str(folder / "checkpoint"), folder / "files",
                                      database=database)

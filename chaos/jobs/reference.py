@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -178,11 +179,14 @@ class JobSpec:
     sink: str = ""  # postgres:TABLE | sqlite:TABLE | parquet
     key: tuple[str, ...] = ()  # upsert sinks: the final row per key is compared
     values: str = ""  # the values payload fields take, JSON (chaos.jobs.values)
+    # What its readStream.format("kafka") reads: "connector" (Spark's Kafka connector on the harness's broker),
+    # "stand-in" or "" (the harness's own source shaped as Kafka's; "" also for a job that reads no Kafka).
+    kafka: str = ""
 
     @property
     def ref(self) -> str:
         query = [(k, v) for k, v in (("schema", self.schema), ("sink", self.sink), ("key", ",".join(self.key)),
-                                     ("values", self.values)) if v]
+                                     ("values", self.values), ("kafka", self.kafka)) if v]
         return self.entry + ("?" + "&".join(f"{k}={quote(v, safe=' :,()')}" for k, v in query) if query else "")
 
     @property
@@ -215,11 +219,71 @@ def parse_ref(ref: str) -> JobSpec:
     """The job a pipeline reference names (``entry?schema=...&sink=...&key=...&values=...``)."""
     entry, _, query = ref.partition("?")
     opts = dict(parse_qsl(query, keep_blank_values=True))
-    unknown = set(opts) - {"schema", "sink", "key", "values"}
+    unknown = set(opts) - {"schema", "sink", "key", "values", "kafka"}
     if unknown:
-        raise UserError(f"{ref!r}: unknown job option(s) {', '.join(sorted(unknown))}: use schema, sink, key, values")
+        raise UserError(f"{ref!r}: unknown job option(s) {', '.join(sorted(unknown))}: use schema, sink, key, values, "
+                        "kafka")
+    if opts.get("kafka", "") not in ("", *KAFKA_SOURCES):
+        raise UserError(f"{ref!r}: kafka={opts['kafka']}: use one of {', '.join(KAFKA_SOURCES)}")
     key = tuple(k.strip() for k in opts.get("key", "").split(",") if k.strip())
-    return JobSpec(entry, opts.get("schema") or None, opts.get("sink", ""), key, opts.get("values", ""))
+    return JobSpec(entry, opts.get("schema") or None, opts.get("sink", ""), key, opts.get("values", ""),
+                   opts.get("kafka", ""))
+
+
+KAFKA_SOURCES = ("connector", "stand-in")
+KAFKA_FORMAT = re.compile(r"""format\(\s*["']kafka["']\s*\)|format\s*=\s*["']kafka["']""")
+
+
+def entry_source(entry: str) -> Path:
+    """The file of an entry point's module (a path's own, or the module under the working directory)."""
+    module_name, _, directory = entry_module(entry)
+    project = directory or Path.cwd()
+    return project / (module_name.split(".")[-1] + ".py") if directory else \
+        project.joinpath(*module_name.split(".")).with_suffix(".py")
+
+
+def reads_kafka(entry: str) -> bool:
+    """Whether the entry's module names Kafka as a format (``format("kafka")``, ``format="kafka"``)."""
+    try:
+        return bool(KAFKA_FORMAT.search(entry_source(entry).read_text(errors="replace")))
+    except OSError:
+        return False
+
+
+def kafka_source(entry: str, asked: str | None) -> str:
+    """What a job's Kafka reads (``JobSpec.kafka``) for ``--kafka`` (``auto``, ``connector``, ``stand-in``): a job
+    that names no Kafka format reads none (""); ``auto`` is Spark's connector where Maven serves it for the
+    running Spark, else the stand-in; ``connector`` where it is not served is one line naming the way out."""
+    asked = asked or "auto"
+    if asked not in ("auto", *KAFKA_SOURCES):
+        raise UserError(f"--kafka {asked}: use auto, connector or stand-in")
+    if not reads_kafka(entry):
+        return ""
+    if asked == "stand-in":
+        return "stand-in"
+    from chaos.clusters.kafka.jars import connector_available
+
+    refusal = connector_available()
+    if refusal is None:
+        return "connector"
+    if asked == "connector":
+        raise UserError(refusal)
+    return "stand-in"
+
+
+def kafka_records(spec: JobSpec, events) -> Iterator[tuple[int, bytes, bytes, int]]:
+    """The trial's events as records of the job's Kafka topic, (partition, key, value, timestamp ms), per partition
+    in id order: the same key and JSON value bytes the stand-in gives (``kafka_row``), so the oracle's stand-in and
+    the stream's broker serve equal rows."""
+    fields = spec.fields()
+    role = roles(fields)
+    values = value_lists(spec.values, fields, role)
+    frame = events.sort("partition", "offset")
+    for id_, key, value, ms, part, offset in zip(frame["id"], frame["key"], frame["value"],
+                                                 frame["event_time"].dt.epoch("ms"), frame["partition"],
+                                                 frame["offset"], strict=True):
+        row = kafka_row(fields, role, ["topic"], int(id_), key, int(value), int(ms), int(part), int(offset), values)
+        yield int(part), row[0], row[1], ms
 
 
 def refuse_namesakes(entry: str) -> Path:
@@ -227,10 +291,9 @@ def refuse_namesakes(entry: str) -> Path:
     module of its project that bears a name of the harness's packages: one line says so."""
     from chaos.machine.own_packages import clashes
 
-    module_name, _, directory = entry_module(entry)
+    _, _, directory = entry_module(entry)
     project = directory or Path.cwd()
-    source = project / (module_name.split(".")[-1] + ".py") if directory else \
-        project.joinpath(*module_name.split(".")).with_suffix(".py")
+    source = entry_source(entry)
     found = clashes(source, project)
     if found:
         name = found[0]
@@ -313,10 +376,10 @@ def as_ddl(schema) -> str | None:
 
 
 def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tuple | list | None = None,
-            values: list[str] | tuple[str, ...] | None = None) -> str:
-    """A user's job with its schema (DDL, sample record or StructType), sink, key and ``--values``
-    (chaos.jobs.values) folded into the reference scenarios store; catalogue names and Pipeline classes as they
-    are."""
+            values: list[str] | tuple[str, ...] | None = None, kafka: str | None = None) -> str:
+    """A user's job with its schema (DDL, sample record or StructType), sink, key, ``--values``
+    (chaos.jobs.values) and what its Kafka reads (``kafka_source``) folded into the reference scenarios store;
+    catalogue names and Pipeline classes as they are."""
     if ":" not in pipeline or "?" in pipeline or not (schema or sink or key or values or ".py:" in pipeline):
         if values:
             raise UserError(f"--values applies to a job as written (path/to/job.py:function), not {pipeline}")
@@ -325,4 +388,5 @@ def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tupl
     refuse_namesakes(given.entry)
     keys = tuple(k.strip() for k in (key.split(",") if isinstance(key, str) else key or ()) if k.strip())
     return JobSpec(canonical_entry(given.entry), as_ddl(schema) or given.schema, sink or given.sink,
-                   keys or given.key, parse_values(values) or given.values).ref
+                   keys or given.key, parse_values(values) or given.values,
+                   given.kafka if given.kafka and kafka is None else kafka_source(given.entry, kafka)).ref

@@ -28,6 +28,38 @@ READY = "ready"  # written last: a half-made environment (interrupted, failed in
 # Set in a command re-run on another version: where it came from (an upgrade from an added version back to
 # the installed one runs there).
 BASE_PYTHON_VAR, BASE_SPARK_VAR = "STREAMCHAOS_BASE_PYTHON", "STREAMCHAOS_BASE_SPARK"
+# The site-packages of the environment streamchaos is installed in (a virtual environment, as users install it):
+# an added environment's ``--system-site-packages`` reach only the base interpreter's, so a hook in it adds these
+# (after its own, so its own pyspark comes first; their .pth files too: an editable install's finder).
+BASE_SITE_VAR = "STREAMCHAOS_BASE_SITE"
+SITE_HOOK_MODULE = "streamchaos_base_site"
+SITE_HOOK = f"""\"\"\"Adds the site-packages ${BASE_SITE_VAR} names (streamchaos's environment) after this one's.\"\"\"
+import os
+import site
+
+for path in os.environ.get("{BASE_SITE_VAR}", "").split(os.pathsep):
+    if path and os.path.isdir(path):
+        site.addsitedir(path)
+"""
+
+
+def own_site() -> str:
+    """This interpreter's site-packages (purelib, platlib), joined by ``os.pathsep``."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return os.pathsep.join(dict.fromkeys([paths["purelib"], paths["platlib"]]))
+
+
+def with_base_site(version: str) -> None:
+    """An added environment sees the packages of the one that calls it: its hook in place, and this process's
+    site-packages named for it and every process it starts (unless a caller named its own already)."""
+    for site_packages in env_dir(version).glob("lib/python*/site-packages"):
+        for path, text in ((site_packages / f"{SITE_HOOK_MODULE}.py", SITE_HOOK),
+                           (site_packages / f"{SITE_HOOK_MODULE}.pth", f"import {SITE_HOOK_MODULE}\n")):
+            if not path.exists() or path.read_text() != text:
+                path.write_text(text)
+    os.environ.setdefault(BASE_SITE_VAR, own_site())
 
 
 def current_version() -> str:
@@ -92,6 +124,7 @@ def add(version: str, echo=print) -> Path:
         if made.returncode != 0:
             raise UserError(f"{sys.executable} -m venv failed: {last_line(made)} "
                             "(Debian/Ubuntu: apt-get install python3-venv)")
+        with_base_site(version)
         echo(f"installing pyspark {version} into {target} (~450 MB from PyPI, about half a minute)")
         done = subprocess.run([str(python_of(version)), "-m", "pip", "install", "--quiet",
                                "--disable-pip-version-check", f"pyspark=={version}"], capture_output=True, text=True)
@@ -146,6 +179,7 @@ def python_for(version: str) -> Path:
     if python is None:
         raise UserError(f"pyspark {version} is not added: run `streamchaos spark add {version}` first "
                         f"(added: {', '.join(installed()) or 'none'})")
+    with_base_site(version)
     return python
 
 

@@ -99,6 +99,7 @@ class Harness:
         self.source_url = ""
         self.database: PostgresServer | None = None  # first trial that needs it (pgnode on docker)
         self.sink_dsn: str | None = None
+        self.kafka = None  # the Kafka broker (chaos.clusters.kafka.broker), first trial of a job read through it
         self.timings: dict[str, float] = {}
         self._lock = None  # the open lock file of ``workdir`` (``_claim_workdir``)
 
@@ -196,6 +197,9 @@ class Harness:
         self.close()
 
     def close(self) -> None:
+        if self.kafka:
+            self.kafka.stop()
+            self.kafka = None
         if self.database:
             self.database.stop()
             self.database = None
@@ -255,6 +259,22 @@ class Harness:
         elif not self.database.ready():
             self.database.restart()
 
+    def _ensure_kafka(self) -> None:
+        """The broker a job's Kafka source reads through Spark's connector: started once, kept for every trial."""
+        if self.cluster.host != "127.0.0.1":
+            raise UserError(f"a job read through Spark's Kafka connector runs on a local cluster only for now (this "
+                            f"one's drivers run at {self.cluster.host}): give --kafka stand-in")
+        from chaos.clusters.kafka.broker import KafkaBroker
+        from chaos.clusters.kafka.jars import spark_connector_jars
+
+        if self.kafka is None:
+            t0 = time.monotonic()
+            spark_connector_jars(say=self.echo)  # resolved here, once: a driver only reads the cache
+            self.kafka = KafkaBroker(self.owned, self.workdir).start(say=self.echo)
+            self.timings["kafka_start_s"] = round(time.monotonic() - t0, 2)
+        elif not self.kafka.ready():
+            self.kafka.restart()
+
     def trial(self, scenario: Scenario, run_dir: Path, last: bool = False) -> dict:
         """Run one trial into ``run_dir``; ``last``: no trial follows on this harness (no spare is booted)."""
         self.spares.next_trial = not last
@@ -264,12 +284,14 @@ class Harness:
             self.cluster.heal()
         if pipeline.database:
             self._ensure_database()
+        if getattr(pipeline, "kafka", False):
+            self._ensure_kafka()
         services = TrialServices(
             cluster=self.cluster, owned=self.owned, eventlog=self.eventlog, channels=self.channels, spares=self.spares,
             source_url=self.source_url, driver_cwd=self.driver_cwd, standby=self.standby,
             start_settings=self.start_settings(), class_archive=self.class_archive,
             executor_archive=self.executor_archive, boot_spares=self.boot_spares, database=self.database,
-            sink_dsn=self.sink_dsn)
+            sink_dsn=self.sink_dsn, kafka=self.kafka if getattr(pipeline, "kafka", False) else None)
         trial = Trial(services, pipeline, scenario, Path(run_dir).resolve())
         try:
             result = trial.run()

@@ -31,3 +31,4 @@ class TrialServices:
     boot_spares: Callable[..., list]  # the next trial's first driver (and standby), booted now
     database: Any = None  # the sink database, for a pipeline that has one
     sink_dsn: str | None = None  # the sink database through the sink channel's proxy
+    kafka: Any = None  # the Kafka broker, for a job whose Kafka source is Spark's connector

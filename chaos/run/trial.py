@@ -80,6 +80,7 @@ class Trial:
         self.upgraded: str | None = None  # the PySpark every incarnation runs on after stop-driver/upgrade=V
         self.history: History | None = None
         self.config: dict = {}  # driver.json
+        self.kafka_topic: str | None = None  # the trial's topic on the harness's broker (a job read through it)
 
     # -- set-up -------------------------------------------------------------------------------
     def _prepare(self) -> pl.DataFrame:
@@ -95,7 +96,30 @@ class Trial:
         if self.pipeline.database:
             self.pipeline.prepare_database(self.h.database.dsn)
         self.h.eventlog.load(events, self.scenario.partitions)
+        if self.h.kafka is not None:
+            self._produce(events)
         return events
+
+    def _produce(self, events: pl.DataFrame) -> None:
+        """The trial's records into a topic of its own on the harness's broker, all before the first driver starts:
+        Kafka's offsets are then the events' offsets in their partition, and batch N the same records in every
+        replay (chaos.jobs.as_written.kafka_options)."""
+        from chaos.jobs.reference import kafka_records
+
+        broker = self.h.kafka
+        topic = "streamchaos-" + "".join(c if c.isalnum() or c in "._-" else "-" for c in self.dir.name)
+        # Event times start in 2026 and may lie ahead of this machine's clock: no retention by time, any timestamp.
+        broker.create_topic(topic, self.scenario.partitions,
+                            {"retention.ms": "-1", "message.timestamp.after.max.ms": str(2**63 - 1)})
+        broker.produce(topic, kafka_records(self.pipeline.spec, events))
+        ends = broker.end_offsets(topic)
+        counts = {str(p): n for p, n in events.group_by("partition").len().iter_rows()}
+        if {p: n for p, n in ends.items() if n} != counts:
+            raise HarnessError(f"the broker's topic {topic} holds {ends} records per partition, not the trial's "
+                               f"{counts}")
+        self.kafka_topic = topic
+        self.history.add("kafka", topic=topic, partitions=self.scenario.partitions, ends=ends,
+                         bootstrap=broker.bootstrap)
 
     def spawn_driver(self, incarnation: int, standby: bool = False) -> Group:
         argv = driver_argv() + [str(self.dir), str(incarnation)]
@@ -189,6 +213,8 @@ class Trial:
             "partitions": self.scenario.partitions,
             "cores_max": self.scenario.workers,
             "query_conf": self.scenario.conf,
+            "kafka": {"bootstrap": self.h.kafka.bootstrap, "topic": self.kafka_topic,
+                      "max_offsets": self.scenario.events_per_batch} if self.kafka_topic else None,
             **self.h.start_settings,
         }
         if any(f.kind == "decommission" for f in faults):  # two 1-core executors: one has a peer to migrate to
@@ -228,6 +254,11 @@ class Trial:
             self.controller.close()
             if feed is not None:
                 feed.close()
+            if self.kafka_topic is not None:
+                try:
+                    self.h.kafka.delete_topic(self.kafka_topic)
+                except Exception as exc:  # a broker a fault left down: the topic goes with the broker
+                    self.history.add("kafka", deleted=False, error=str(exc)[:200])
         seconds = round(time.monotonic() - started, 2)
         lost = self.h.cluster.lost()
         if lost:
@@ -388,7 +419,22 @@ class Trial:
             "run_dir": str(self.dir),
             "seed": self.scenario.seed,
             "spark": spark_version(),  # the PySpark this trial ran on (``streamchaos --spark VERSION``)
+            "source": self._source(),
         }
+
+    def _source(self) -> dict | None:
+        """For a user's job that reads Kafka: which source ran (``connector``: Spark's Kafka connector on the trial's
+        topic, with the options the harness set; ``stand-in``), None for every other pipeline."""
+        kafka = getattr(getattr(self.pipeline, "spec", None), "kafka", "")
+        if not kafka:
+            return None
+        if kafka != "connector":
+            return {"via": "stand-in"}
+        written = self.dir / "source.json"
+        found = json.loads(written.read_text()) if written.exists() else {"via": "connector", "topic": self.kafka_topic}
+        from chaos.clusters.kafka.jars import connector
+
+        return {**found, "connector": str(connector(spark_version())), "bootstrap": self.h.kafka.bootstrap}
 
     def _raise_if_disk_full(self) -> None:
         """A trial a full disk stopped says nothing of the pipeline: Spark fails its checkpoint or sink writes,

@@ -7,7 +7,8 @@ import json
 
 def read_offsets_file(path: str) -> list[dict]:
     """The source offsets recorded in one offsets/N file (line 1: version, 2: metadata), each as
-    ``{partition: events read}`` whatever the source (ours, the socket source, the rate source).
+    ``{partition: events read}`` whatever the source (ours, Spark's Kafka connector, the socket source, the rate
+    source).
     A damaged file (truncated, not UTF-8, wrong types: ``damage-checkpoint`` makes them) yields only the
     lines that still read as offsets."""
     try:
@@ -21,7 +22,9 @@ def read_offsets_file(path: str) -> list[dict]:
             value = json.loads(line)
         except (ValueError, RecursionError):  # not JSON, or a number too long to convert
             continue
-        if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+        if isinstance(value, dict) and value and all(_is_kafka_topic(v) for v in value.values()):
+            found.append(_kafka_counts(value))
+        elif isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
             try:
                 found.append(_rate_counts(value))
             except (KeyError, TypeError, ValueError):
@@ -41,3 +44,37 @@ def _rate_counts(offset: dict) -> dict:
     """
     parts = len(offset)
     return {p: (int(v["value"]) - int(p)) // parts + 1 for p, v in offset.items()}
+
+
+def _is_kafka_topic(value: object) -> bool:
+    """Spark's Kafka connector writes ``{topic: {partition: next offset}}``: partitions are digit strings, offsets
+    ints (a rate source's inner dict has ``value`` and ``runTimeMs``)."""
+    return isinstance(value, dict) and bool(value) and all(
+        isinstance(p, str) and p.isdigit() and type(o) is int for p, o in value.items())
+
+
+def _kafka_counts(offset: dict) -> dict:
+    """A Kafka offset as records read per partition: a topic the trial made starts at offset 0, so the next offset
+    is the count. One topic's partitions are named by number, as the harness's own source names them; a second
+    topic's are ``topic-partition``."""
+    topics = sorted(offset)
+    if len(topics) == 1:
+        return dict(offset[topics[0]])
+    return {f"{t}-{p}": o for t in topics for p, o in offset[t].items()}
+
+
+def kafka_offsets(path: str) -> dict | None:
+    """The Kafka source's entry of an offsets/N file as Spark wrote it (``{topic: {partition: offset}}``), if any."""
+    try:
+        with open(path, "rb") as fh:
+            lines = fh.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines[2:]:
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict) and value and all(_is_kafka_topic(v) for v in value.values()):
+            return value
+    return None

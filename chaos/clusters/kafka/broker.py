@@ -117,7 +117,7 @@ class KafkaBroker:
     def admin(self):
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient({"bootstrap.servers": self.bootstrap})
+        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
 
     def kill(self) -> int | None:
         """SIGKILL the broker (``kill-broker``)."""
@@ -151,11 +151,12 @@ class KafkaBroker:
         shutil.rmtree(self.home, ignore_errors=True)
 
     # Topics: one set per trial.
-    def create_topic(self, name: str, partitions: int) -> None:
+    def create_topic(self, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
         from confluent_kafka.admin import NewTopic
 
         admin = self.admin()  # held until its futures resolve: a collected client cancels them
-        for future in admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=30).values():
+        topic = NewTopic(name, partitions, 1, config=dict(config or {}))
+        for future in admin.create_topics([topic], request_timeout=30).values():
             future.result(timeout=60)
 
     def delete_topic(self, name: str) -> None:
@@ -169,6 +170,18 @@ class KafkaBroker:
         admin = self.admin()
         for future in admin.create_partitions([NewPartitions(name, total)]).values():
             future.result(timeout=60)
+
+    def end_offsets(self, topic: str) -> dict[str, int]:
+        """The next offset of each partition of ``topic`` (its high watermark), as Spark's offsets name them."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"streamchaos-ends-{uuid.uuid4()}",
+                             "log_level": 3})
+        try:
+            parts = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+            return {str(p): consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
+        finally:
+            consumer.close()
 
     def produce(self, topic: str, records) -> int:
         """``records`` (partition, key bytes or None, value bytes, timestamp ms) into ``topic``, acknowledged by

@@ -120,6 +120,42 @@ def _refusal(what: Coordinates, output: str) -> str:
     return f"Maven could not resolve {what}: {last[0].strip() if last else 'see mvn -X'}; check mvn's settings"
 
 
+REFUSAL_S = 86_400
+_refused: dict[str, str] = {}  # per process: a version Maven did not serve is not asked again
+
+
+def connector_available(spark_version: str | None = None, *, say=None) -> str | None:
+    """None when Spark's Kafka connector for ``spark_version`` (default: the running PySpark's) is cached or
+    resolves now, else the one line saying why not and the way out."""
+    if spark_version is None:
+        import pyspark
+
+        spark_version = pyspark.__version__
+    wanted = connector(spark_version)
+    if cached(wanted):
+        return None
+    # A refusal is kept a day beside the cache: every command asks (``--kafka auto``), Maven answers in seconds.
+    refused = folder_of(wanted).with_name(folder_of(wanted).name + ".refused")
+    if spark_version not in _refused and refused.exists() and time.time() - refused.stat().st_mtime < REFUSAL_S:
+        _refused[spark_version] = refused.read_text().strip()
+    if spark_version not in _refused:
+        try:
+            resolve(wanted, say=say)
+            return None
+        except UserError as exc:
+            _refused[spark_version] = str(exc)
+            root().mkdir(parents=True, exist_ok=True)
+            refused.write_text(str(exc) + "\n")
+    return _refused[spark_version]
+
+
+def spark_connector_jars(*, say=None) -> list[Path]:
+    """The connector's jars for the running PySpark, beside its own jars."""
+    import pyspark
+
+    return connector_jars(pyspark.__version__, Path(pyspark.__file__).parent / "jars", say=say)
+
+
 def broker_classpath(*, say=None) -> str:
     return str(resolve(Coordinates(*BROKER), say=say) / "jars" / "*")
 

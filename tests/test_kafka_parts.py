@@ -1,0 +1,68 @@
+"""The Kafka parts that need no JVM and no network: what the harness resolves from Maven and which connector jars
+join a Spark installation; Spark's Kafka offsets in the checkpoint read as records per partition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chaos.clusters.kafka.jars import _artifact_name, connector, connector_jars, folder_of
+from chaos.store.checkpoint import kafka_offsets, read_offsets_file
+
+
+def test_artifact_names_drop_only_the_version():
+    assert _artifact_name(Path("kafka-clients-3.9.2.jar")) == "kafka-clients"
+    assert _artifact_name(Path("spark-sql-kafka-0-10_2.13-4.2.0.jar")) == "spark-sql-kafka-0-10_2.13"
+    assert _artifact_name(Path("scala-library-2.13.16.jar")) == "scala-library"
+    assert _artifact_name(Path("commons-pool2-2.13.1.jar")) == "commons-pool2"
+
+
+def test_the_connector_leaves_sparks_sql_to_the_cluster_and_is_keyed_by_version():
+    pom = connector("4.2.0").pom()
+    assert "<artifactId>spark-sql-kafka-0-10_2.13</artifactId><version>4.2.0</version>" in pom
+    assert "<exclusion><groupId>org.apache.spark</groupId><artifactId>spark-sql_2.13</artifactId></exclusion>" in pom
+    assert folder_of(connector("4.2.0")) != folder_of(connector("4.1.1"))
+
+
+def test_only_jars_spark_does_not_ship_join_its_class_path(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = folder_of(connector("4.2.0"))
+    (folder / "jars").mkdir(parents=True)
+    for name in ("spark-sql-kafka-0-10_2.13-4.2.0.jar", "kafka-clients-3.9.2.jar", "commons-pool2-2.13.1.jar",
+                 "scala-library-2.13.15.jar", "snappy-java-1.1.10.5.jar"):
+        (folder / "jars" / name).write_bytes(b"")
+    (folder / "ready").write_text("x")
+    spark_jars = tmp_path / "spark-jars"
+    spark_jars.mkdir()
+    for name in ("scala-library-2.13.16.jar", "snappy-java-1.1.10.8.jar", "spark-sql_2.13-4.2.0.jar"):
+        (spark_jars / name).write_bytes(b"")
+    assert [j.name for j in connector_jars("4.2.0", spark_jars)] == [
+        "commons-pool2-2.13.1.jar", "kafka-clients-3.9.2.jar", "spark-sql-kafka-0-10_2.13-4.2.0.jar"]
+
+
+def test_kafka_offsets_in_the_checkpoint_read_as_records_per_partition(tmp_path):
+    conf = '{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{}}'
+    (tmp_path / "4").write_text(f'v1\n{conf}\n{{"orders":{{"0":250,"1":250}}}}')
+    assert read_offsets_file(str(tmp_path / "4")) == [{"0": 250, "1": 250}]
+    assert kafka_offsets(str(tmp_path / "4")) == {"orders": {"0": 250, "1": 250}}
+    (tmp_path / "5").write_text(f'v1\n{conf}\n{{"a":{{"0":3}},"b":{{"0":4}}}}')
+    assert read_offsets_file(str(tmp_path / "5")) == [{"a-0": 3, "b-0": 4}]
+    rate = f'v1\n{conf}\n{{"0":{{"value":9,"runTimeMs":5}},"1":{{"value":10,"runTimeMs":5}}}}'
+    (tmp_path / "6").write_text(rate)  # a rate source's offsets are not Kafka's
+    assert read_offsets_file(str(tmp_path / "6")) == [{"0": 5, "1": 5}] and kafka_offsets(str(tmp_path / "6")) is None
+
+
+def test_a_jobs_kafka_options_stand_but_where_and_from_when_it_reads():
+    from chaos.jobs.kafka_source import kafka_options
+
+    trial = {"bootstrap": "127.0.0.1:9", "topic": "streamchaos-t", "max_offsets": 200}
+    job = {"kafka.bootstrap.servers": "broker:9092", "subscribePattern": "orders.*", "failOnDataLoss": "false",
+           "kafka.security.protocol": "SASL_SSL", "kafka.sasl.jaas.config": "secret", "minPartitions": "4"}
+    opts, changed = kafka_options(job, trial)
+    assert opts == {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "streamchaos-t", "failOnDataLoss": "false",
+                    "minPartitions": "4", "startingOffsets": "earliest", "maxOffsetsPerTrigger": "200"}
+    assert changed["subscribePattern"] is None and changed["kafka.sasl.jaas.config"] is None
+    assert "secret" not in str(changed)  # what was removed is named, never its value
+    own = kafka_options({"subscribe": "orders", "startingOffsets": "earliest", "maxOffsetsPerTrigger": 50}, trial)
+    assert own[0]["maxOffsetsPerTrigger"] == "50" and "maxOffsetsPerTrigger" not in own[1]
+    assert "startingOffsets" not in own[1] and own[1] == {"subscribe": "streamchaos-t",
+                                                        "kafka.bootstrap.servers": "127.0.0.1:9"}
