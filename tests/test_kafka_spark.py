@@ -20,7 +20,7 @@ from chaos.clusters.kafka.jars import connector, connector_jars, resolve
 from chaos.errors import UserError
 from chaos.machine.processes import OWNER_VAR, Owned, reap_orphans, tagged_processes
 from chaos.machine.spark_versions import installed, python_of
-from tests.conftest import REPO, cli, require_java
+from tests.conftest import REPO, cli, left_by, require_java
 from tests.test_trials_spark import ids_of_batch
 
 pytestmark = pytest.mark.spark
@@ -196,4 +196,4 @@ def test_a_jobs_own_kafka_source_runs_through_sparks_connector_and_a_replayed_ba
     last = [o for o in r["offsets"] if o["committed"]][-1]["end"]
     assert last == produced["ends"]  # every record read, counted from the offsets Spark wrote
     assert "streamchaos-" in source["topic"]
-    assert not [p for p in tagged_processes() if "kafka.Kafka" in " ".join(p.cmdline())]
+    assert left_by(run.pid) == []  # the broker went with the harness that started it

@@ -14,8 +14,8 @@
 # Arguments are passed on to pytest (e.g. --chaos-events 2000).
 set -euo pipefail
 
-: "${JOB:?set JOB to your job's entry point, e.g. jobs/orders.py:run}"
-: "${SCHEMA:?set SCHEMA to the payload's fields as Spark DDL, e.g. order_id STRING, amount LONG, ts TIMESTAMP}"
+: "${JOB:?set JOB to the entry point of your job, e.g. jobs/orders.py:run}"
+: "${SCHEMA:?set SCHEMA to the fields of the payload as Spark DDL, e.g. order_id STRING, amount LONG, ts TIMESTAMP}"
 : "${SINK:?set SINK to where the job writes: postgres:TABLE, sqlite:TABLE or parquet}"
 venv="${STREAMCHAOS_VENV:-.venv-streamchaos}"
 test_file="${TEST_FILE:-tests/test_streaming_consistency.py}"
