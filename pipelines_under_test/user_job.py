@@ -73,19 +73,14 @@ class UserJob(Pipeline):
         return hooks_unavailable() if self.file_sink else None
 
     def boot_conf(self) -> dict[str, str]:
-        """A file sink's phases come from a JVM class (chaos/machine/jvm) the driver loads at boot; Spark's Kafka
-        connector joins the application's jars (``spark.jars``: executors fetch them from the driver)."""
-        conf: dict[str, str] = {}
-        if self.kafka:
-            from chaos.clusters.kafka.jars import spark_connector_jars
+        """A file sink's phases come from a JVM class (chaos/machine/jvm) the driver loads at boot. (Spark's Kafka
+        connector is the harness's: every driver it boots after the first such trial has it, spares too.)"""
+        if not self.file_sink:
+            return {}
+        from chaos.machine.jvm import hooks_jar
 
-            conf["spark.jars"] = ",".join(str(j) for j in spark_connector_jars())
-        if self.file_sink:
-            from chaos.machine.jvm import hooks_jar
-
-            jar = str(hooks_jar())
-            conf.update({"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar})
-        return conf
+        jar = str(hooks_jar())
+        return {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar}
 
     def prepare_database(self, dsn: str) -> None:
         """Every table of the trial's database and the oracle's dropped (the job creates its tables, as it does

@@ -134,6 +134,8 @@ def boot(config: dict, incarnation: int = 0):
         builder = builder.config("spark.locality.wait", config["locality_wait"])
     if executor_java_options(config):
         builder = builder.config("spark.executor.extraJavaOptions", executor_java_options(config))
+    if config.get("jars"):  # the harness's (Spark's Kafka connector): executors fetch them from the driver
+        builder = builder.config("spark.jars", config["jars"])
     # The pipeline's JVM settings (class path of its hooks) must be there before the JVM starts.
     boot_conf = resolve(pipeline).boot_conf() if pipeline else {}
     executors = (config.get("cluster_conf") or {}).get(EXECUTOR_CLASS_PATH)

@@ -100,6 +100,9 @@ class Harness:
         self.database: PostgresServer | None = None  # first trial that needs it (pgnode on docker)
         self.sink_dsn: str | None = None
         self.kafka = None  # the Kafka broker (chaos.clusters.kafka.broker), first trial of a job read through it
+        # Jars every driver of this harness adds to its application (spark.jars) from then on: Spark's Kafka
+        # connector once a job read through it ran, so the spares booted for the next trials have it too.
+        self.jars = ""
         self.timings: dict[str, float] = {}
         self._lock = None  # the open lock file of ``workdir`` (``_claim_workdir``)
 
@@ -231,7 +234,8 @@ class Harness:
                 "python_daemon": self.python_daemon, "locality_wait": self.locality_wait, "tmp_dir": str(self.tmp),
                 "interpreted_sql": self.interpreted_sql, "driver_host": self.cluster.host,
                 "cluster_conf": self.cluster.driver_conf or None,
-                "worker_cores": self.worker_cores if self.cluster.owns_workers else None}
+                "worker_cores": self.worker_cores if self.cluster.owns_workers else None,
+                "jars": self.jars or None}
 
     @property
     def standby_spares(self) -> bool:
@@ -269,7 +273,7 @@ class Harness:
 
         if self.kafka is None:
             t0 = time.monotonic()
-            spark_connector_jars(say=self.echo)  # resolved here, once: a driver only reads the cache
+            self.jars = ",".join(str(j) for j in spark_connector_jars(say=self.echo))  # resolved here, once
             self.kafka = KafkaBroker(self.owned, self.workdir).start(say=self.echo)
             self.timings["kafka_start_s"] = round(time.monotonic() - t0, 2)
         elif not self.kafka.ready():

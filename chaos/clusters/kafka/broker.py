@@ -64,8 +64,8 @@ class KafkaBroker:
         # One of 64 such ids starts with "-": given as "--cluster-id=ID", never read as an option.
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         fmt = self.owned.spawn(
-            "kafka-format", [require_java(), "-cp", classpath, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
-                             "-c", str(self.home / "server.properties"), "--standalone"],
+            "kafka-format", [require_java(), "-cp", classpath, "kafka.tools.StorageTool", "format",
+                             f"--cluster-id={cluster_id}", "-c", str(self.home / "server.properties"), "--standalone"],
             log_path=self.home / "format.log", cwd=self.home)
         try:
             rc = fmt.proc.wait(timeout=120)
