@@ -16,7 +16,7 @@ publish is skipped rather than rewritten.
 
 ``api-count-increment`` has no streaming state: each batch is counted inside foreachBatch and added
 to the table (``n = n + delta``). A batch replayed after the sink wrote it is added twice:
-at-least-once (inferred), the counter bug the seeds warn about.
+at-least-once (inferred), the everyday bug of counters fed from a stream.
 """
 
 from __future__ import annotations

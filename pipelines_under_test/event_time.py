@@ -5,7 +5,7 @@ event-time windows with a 5 s watermark, in append mode: a window is written onc
 watermark passes its end, and upserted by ``key@window`` with the ids it counted. The window state
 and the watermark live in the checkpoint (state store version N+1, offsets/N) and are restored
 together, so a replayed batch emits the same windows again and the upsert absorbs it: exactly-once,
-with provenance, and a consistent cut at every batch. The three variants are the seeds' heap,
+with provenance, and a consistent cut at every batch. The three variants mirror Flink's heap,
 RocksDB and incremental (changelog) backends: the HDFS-backed provider, RocksDB snapshots per
 version, and RocksDB with changelog checkpointing; the two RocksDB ones also on Spark 4's state checkpoint
 format v2, where the commit log names each batch's state files by id.

@@ -1,6 +1,6 @@
 """A two-phase-commit streaming sink into PostgreSQL: a Python ``DataSourceStreamWriter``.
 
-The seeds' two-phase commit, in Spark's own sink API:
+A two-phase commit, in Spark's own sink API:
 
 * phase 1, ``write`` (each task, on executors): stage the task's rows in ``staging`` under
   (batch id, partition) — replacing whatever an earlier attempt of the same task staged — and

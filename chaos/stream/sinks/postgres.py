@@ -4,7 +4,7 @@
   (at-least-once).
 * ``upsert-by-batch``: in one transaction, record the batch id in ``sink_batches`` (primary key)
   and insert the rows only if the id was new: a replay finds its id and writes nothing
-  (exactly-once; the transactional sink of the seeds, keyed by Spark's batch id).
+  (exactly-once; a transactional sink keyed by Spark's batch id).
 
 Both record every delivery (batch id, incarnation, rows, written or skipped) in the same
 transaction. Transient connection errors (a cut or reset channel, a killed database) are retried

@@ -1,4 +1,4 @@
-"""foreachBatch sinks of per-key aggregates into SQLite: the counter of seed 003, three ways.
+"""foreachBatch sinks of per-key aggregates into SQLite: an access counter per API key, three ways.
 
 * ``upsert``: the batch holds the new *totals* of the keys it changed (a streaming aggregation in
   update mode); INSERT OR REPLACE by key. Writing a replayed batch again writes the same totals:
@@ -6,7 +6,7 @@
 * ``increment``: the batch holds per-batch *deltas* (a plain ``groupBy`` inside foreachBatch, no
   streaming state); ``n = n + delta``. A replayed batch adds its deltas twice: at-least-once, the
   everyday bug of counters fed from a stream.
-* ``two-phase``: the seeds' two-phase commit in foreachBatch. Pre-commit: stage the batch's totals
+* ``two-phase``: a two-phase commit in foreachBatch. Pre-commit: stage the batch's totals
   under its batch id (replacing an earlier attempt's) in one transaction, then ``sink-write``.
   Commit: in a second transaction, record the batch id and, if it was new, publish the staged
   totals; a batch id already recorded publishes nothing. A crash between the two leaves only
