@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chaos.clusters.kafka.jars import _artifact_name, connector, connector_jars, folder_of
+from chaos.clusters.kafka.jars import connector, connector_jars
+from chaos.machine.maven import artifact_name as _artifact_name
+from chaos.machine.maven import folder_of
 from chaos.store.checkpoint import kafka_offsets, read_offsets_file
 
 

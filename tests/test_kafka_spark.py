@@ -16,8 +16,9 @@ import psutil
 import pytest
 
 from chaos.clusters.kafka.broker import KafkaBroker
-from chaos.clusters.kafka.jars import connector, connector_jars, resolve
+from chaos.clusters.kafka.jars import _refusal, connector, connector_jars
 from chaos.errors import UserError
+from chaos.machine.maven import resolve
 from chaos.machine.processes import OWNER_VAR, Owned, reap_orphans, tagged_processes
 from chaos.machine.spark_versions import installed, python_of
 from tests.conftest import REPO, cli, left_by, require_java
@@ -127,7 +128,7 @@ def test_sparks_own_kafka_connector_reads_the_broker_and_keeps_kafka_offsets_in_
 
 def test_a_connector_the_repositories_do_not_serve_is_one_line_naming_the_way_out():
     with pytest.raises(UserError) as refused:
-        resolve(connector("4.0.99"))
+        resolve(connector("4.0.99"), refusal=_refusal)
     message = str(refused.value)
     assert "\n" not in message and "spark-sql-kafka-0-10_2.13:4.0.99 is not served" in message
     assert "streamchaos spark add" in message and "--kafka stand-in" in message

@@ -238,3 +238,14 @@ def test_values_come_from_a_list_a_range_or_a_files_column_and_travel_in_the_ref
     ref = job_ref("examples/orders_by_region.py:run", schema, "postgres:region_totals", "region",
                   ["account=acc-1,acc-2"], kafka="stand-in")
     assert parse_ref(ref).values == '{"account":["acc-1","acc-2"]}' and parse_ref(ref).validate()
+
+
+def test_a_job_finds_the_trials_database_under_every_name_jobs_read():
+    from chaos.jobs.job_env import DATABASE_VARS, database_env
+
+    env = database_env("postgresql://streamchaos:s%3Acret@127.0.0.1:40123/postgres?connect_timeout=10")
+    assert set(env) == set(DATABASE_VARS)
+    assert env["JDBC_URL"] == "jdbc:postgresql://127.0.0.1:40123/postgres"
+    assert (env["DB_USER"], env["DB_PASSWORD"]) == ("streamchaos", "s:cret") == (env["PGUSER"], env["PGPASSWORD"])
+    assert (env["PGHOST"], env["PGPORT"], env["PGDATABASE"]) == ("127.0.0.1", "40123", "postgres")
+    assert database_env("sqlite:////tmp/run/sink/job.db") == {"DATABASE_URL": "sqlite:////tmp/run/sink/job.db"}

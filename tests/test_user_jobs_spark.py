@@ -43,7 +43,9 @@ def test_an_upsert_job_as_written_is_exactly_once_against_its_batch_query(chaos_
 
 
 @needs_postgres
-@pytest.mark.parametrize("name", ["orders_append", "orders_sink"])  # foreachBatch; a Python data source's writer
+# foreachBatch with psycopg; with Spark's JDBC writer (its driver and JDBC_URL from the harness); a Python data
+# source's writer
+@pytest.mark.parametrize("name", ["orders_append", "orders_jdbc", "orders_sink"])
 def test_an_append_jobs_replayed_batch_is_found_row_by_row_and_attributed(spark_cluster, tmp_path, name):
     run = cli("trial", job(name), "--schema", ORDER, "--sink", "postgres:orders", *KILL,
               "--cluster", spark_cluster.master_url, "--keep", str(tmp_path / "run"), cwd=tmp_path)
@@ -181,3 +183,10 @@ def test_a_pipeline_with_auto_phases_gets_its_sink_phases_without_reporting_them
     r = run.json
     assert all(f["fired"] for f in r["faults"]) and r["verdict"] == "at-least-once", r
     assert r["anomaly_counts"]["duplicated"] == 200 and {d["batch"] for d in r["duplicated"]} == {3}
+
+
+def test_doctor_finds_postgresqls_jdbc_driver_for_sparks_jdbc_writer():
+    from chaos.cli.doctor import check_jdbc
+
+    check = check_jdbc()
+    assert check.status == "ok" and "JDBC driver" in check.detail, check

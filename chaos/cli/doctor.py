@@ -94,28 +94,28 @@ def check_kafka() -> Check:
     do first), so the line says whether the real connector can run here."""
     import pyspark
 
-    from chaos.clusters.kafka.jars import (
-        BROKER,
-        BROKER_VERSION,
-        WAY_OUT,
-        Coordinates,
-        cached,
-        connector,
-        maven,
-        resolve,
-    )
-    from chaos.errors import UserError
+    from chaos.clusters.kafka.jars import BROKER, BROKER_VERSION, WAY_OUT, connector_available
+    from chaos.machine.maven import available
 
-    wanted = [Coordinates(*BROKER), connector(pyspark.__version__)]
-    try:
-        if not all(cached(w) for w in wanted):
-            maven()
-            for w in wanted:
-                resolve(w)
-    except UserError as exc:
-        said = str(exc)
-        return Check("kafka", "warn", said.replace(f": {WAY_OUT}", ""), WAY_OUT if WAY_OUT in said else "")
+    refused = available(BROKER) or connector_available(pyspark.__version__)
+    if refused:
+        return Check("kafka", "warn", refused.replace(f": {WAY_OUT}", ""), WAY_OUT if WAY_OUT in refused else "")
     return Check("kafka", "ok", f"broker {BROKER_VERSION} (KRaft) and Spark's connector {pyspark.__version__} cached")
+
+
+def check_jdbc() -> Check:
+    """PostgreSQL's JDBC driver, which the harness adds to every application for jobs that write with Spark's JDBC
+    writer: cached, or resolved now."""
+    from chaos.clusters.postgres import DEBIAN_JDBC, JDBC_DRIVER
+    from chaos.machine.maven import available
+
+    refused = available(JDBC_DRIVER)
+    if refused is None:
+        return Check("jdbc", "ok", f"PostgreSQL's JDBC driver {JDBC_DRIVER.version} cached (for Spark's JDBC writer)")
+    if DEBIAN_JDBC.is_file():
+        return Check("jdbc", "ok", f"PostgreSQL's JDBC driver {DEBIAN_JDBC} (Debian's)")
+    return Check("jdbc", "warn", f"{refused}: jobs writing with Spark's JDBC writer fail with 'No suitable driver'",
+                 "install Maven (apt-get install maven) or apt-get install libpostgresql-jdbc-java")
 
 
 def check_loopback() -> Check:
@@ -265,6 +265,6 @@ def check_docker() -> list[Check]:
 
 def run_checks(workdir: Path | None = None) -> list[Check]:
     return [check_java(), check_javac(), check_pyspark(), check_worker_imports(), check_spark_versions(),
-            check_postgres(), check_kafka(), check_loopback(),
+            check_postgres(), check_jdbc(), check_kafka(), check_loopback(),
             check_disk(Path(workdir or os.getcwd())), check_memory(), check_leftovers(), check_class_archive(),
             check_chromium(), *check_docker()]

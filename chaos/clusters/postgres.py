@@ -31,6 +31,7 @@ from pathlib import Path
 import psutil
 
 from chaos.errors import HarnessError, UserError
+from chaos.machine.maven import Coordinates, available, folder_of, not_shipped
 from chaos.machine.processes import Group, Owned, wait_until
 
 PG_USER = "streamchaos"
@@ -120,6 +121,23 @@ def require_postgres() -> Path:
         raise UserError("no PostgreSQL server binaries (initdb, postgres) found: install them "
                         "(Debian: apt-get install postgresql) or set PG_BINDIR; the pg-* pipelines need them")
     return found
+
+
+# Spark's JDBC writer (``batch.write.jdbc(...)``, ``format("jdbc")``) needs PostgreSQL's JDBC driver beside the
+# application: from Maven, else Debian's libpostgresql-jdbc-java.
+JDBC_DRIVER = Coordinates("org.postgresql", "postgresql", "42.7.14")
+DEBIAN_JDBC = Path("/usr/share/java/postgresql.jar")
+
+
+def jdbc_driver_jars(*, say=None) -> list[Path]:
+    """PostgreSQL's JDBC driver and what it needs, for every driver's ``spark.jars``: resolved through Maven once
+    per machine, else Debian's, else none (a job writing through JDBC then fails with Spark's "No suitable driver",
+    and ``doctor`` says why)."""
+    import pyspark
+
+    if available(JDBC_DRIVER, say=say) is None:
+        return not_shipped(folder_of(JDBC_DRIVER), Path(pyspark.__file__).parent / "jars")
+    return [DEBIAN_JDBC] if DEBIAN_JDBC.is_file() else []
 
 
 def free_port() -> int:

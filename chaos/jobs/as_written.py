@@ -12,8 +12,8 @@ call anything:
   its part files are written, ``sink-done`` once ``_spark_metadata/N`` is);
 * ``start()`` runs on the trial's checkpoint (a file sink on the trial's sink directory), whatever the job
   says; ``awaitTermination`` and ``spark.stop()`` return at once, so the harness keeps the query;
-* ``DATABASE_URL`` names the harness's PostgreSQL, through the sink channel's proxy (or the trial's SQLite
-  file).
+* ``DATABASE_URL`` (and ``JDBC_URL``, libpq's ``PG*``: chaos.jobs.job_env) names the harness's PostgreSQL,
+  through the sink channel's proxy (or the trial's SQLite file).
 
 The oracle (``run_answer``) runs the same function again over every record the stream served, in one
 micro-batch, with no fault, on a checkpoint and a ``DATABASE_URL`` of its own: what exactly-once output is,
@@ -35,6 +35,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamWriter
 
 from chaos.errors import UserError
+from chaos.jobs.job_env import DATABASE_VARS, database_env
 from chaos.jobs.kafka_source import kafka_options
 from chaos.jobs.reference import JobSpec, as_ddl, import_entry, parse_schema, roles
 from chaos.jobs.stand_ins import JOB_SOURCE_NAME, JobSource
@@ -47,8 +48,13 @@ ANSWER_THREADS_S = 60.0  # how long the oracle waits for the threads a job start
 
 
 def entry_function(spec: JobSpec) -> Callable:
-    """The job's function, imported as a driver imports it."""
+    """The job's function, imported as a driver imports it: afresh at every start, as a job's own process would,
+    so what its module reads at import (``JDBC_URL = os.environ[...]``) is this run's (the oracle's database is
+    not the stream's)."""
+    import sys
+
     module_name, func, _ = entry_module(spec.entry)
+    sys.modules.pop(module_name, None)
     module = import_entry(spec.entry)
     fn = getattr(module, func, None)
     if not callable(fn):
@@ -391,9 +397,9 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
     spark.dataSource.register(JobSource)
     if not _BEFORE_JOBS:
         _BEFORE_JOBS.update(threading.enumerate())
+    if database:  # before the module is imported: a module-level read sees the trial's database
+        os.environ.update(database_env(database))
     fn = entry_function(spec)
-    if database:
-        os.environ["DATABASE_URL"] = database
     started: list = []
     watermarks: list[tuple] = []
     with_watermark = DataFrame.__dict__["withWatermark"]
@@ -464,7 +470,7 @@ def run_answer(spark, spec: JobSpec, eventlog: str, folder: Path, database: str 
     the watermark included, so what it wrote is what an exactly-once stream holds at the same watermark.
     Returns whether the job set a watermark."""
     folder.mkdir(parents=True, exist_ok=True)
-    saved = os.environ.get("DATABASE_URL")
+    saved = {name: os.environ.get(name) for name in DATABASE_VARS}
     options = {"eventlog": eventlog, "checkpoint": str(folder / "checkpoint"),
                **({"late": json.dumps(late)} if late else {}), **({"topic": topic} if topic else {})}
     try:
@@ -476,8 +482,9 @@ def run_answer(spark, spec: JobSpec, eventlog: str, folder: Path, database: str 
             query.stop()
         await_job_threads()
     finally:
-        if saved is None:
-            os.environ.pop("DATABASE_URL", None)
-        else:
-            os.environ["DATABASE_URL"] = saved
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return watermark

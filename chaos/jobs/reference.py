@@ -263,7 +263,7 @@ def kafka_source(entry: str, asked: str | None) -> str:
         return "stand-in"
     from chaos.clusters.kafka.jars import connector_available
 
-    refusal = connector_available()
+    refusal = connector_available(say=lambda _line: None)  # a probe: the harness says what it resolves when it runs
     if refusal is None:
         return "connector"
     if asked == "connector":

@@ -18,7 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from chaos.clusters.base import Cluster
-from chaos.clusters.postgres import PostgresServer, credentials
+from chaos.clusters.postgres import PostgresServer, credentials, jdbc_driver_jars
 from chaos.clusters.registry import make_cluster, reap_every_kind
 from chaos.driver.booted_ahead import Spares
 from chaos.driver.launch import driver_env
@@ -100,8 +100,8 @@ class Harness:
         self.database: PostgresServer | None = None  # first trial that needs it (pgnode on docker)
         self.sink_dsn: str | None = None
         self.kafka = None  # the Kafka broker (chaos.clusters.kafka.broker), first trial of a job read through it
-        # Jars every driver of this harness adds to its application (spark.jars) from then on: Spark's Kafka
-        # connector once a job read through it ran, so the spares booted for the next trials have it too.
+        # Jars every driver of this harness adds to its application (spark.jars): PostgreSQL's JDBC driver, and Spark's
+        # Kafka connector once a job read through it ran, so the spares booted for the next trials have it too.
         self.jars = ""
         self.timings: dict[str, float] = {}
         self._lock = None  # the open lock file of ``workdir`` (``_claim_workdir``)
@@ -136,6 +136,8 @@ class Harness:
             self.channels = Channels(self.toxiproxy, hosts=(host,))
             # Drivers and executors reach the event log only through the source channel's proxy.
             self.source_url = "http://" + self.channels.open("source", urlparse(self.eventlog.url).netloc, host)
+            if host == "127.0.0.1":  # drivers on this machine: jars from its cache (nodes and hosts have their own)
+                self._add_jars(jdbc_driver_jars(say=self.echo))
             self.boot_spares(Scenario.workers)
         except BaseException:
             self.close()
@@ -263,6 +265,11 @@ class Harness:
         elif not self.database.ready():
             self.database.restart()
 
+    def _add_jars(self, jars: list[Path]) -> None:
+        """Jars every driver booted from now on adds to its application (``spark.jars``): the spares too."""
+        known = [j for j in self.jars.split(",") if j]
+        self.jars = ",".join(known + [str(j) for j in jars if str(j) not in known])
+
     def _ensure_kafka(self) -> None:
         """The broker a job's Kafka source reads through Spark's connector: started once, kept for every trial."""
         if self.cluster.host != "127.0.0.1":
@@ -273,7 +280,7 @@ class Harness:
 
         if self.kafka is None:
             t0 = time.monotonic()
-            self.jars = ",".join(str(j) for j in spark_connector_jars(say=self.echo))  # resolved here, once
+            self._add_jars(spark_connector_jars(say=self.echo))  # resolved here, once
             self.kafka = KafkaBroker(self.owned, self.workdir).start(say=self.echo)
             self.timings["kafka_start_s"] = round(time.monotonic() - t0, 2)
         elif not self.kafka.ready():

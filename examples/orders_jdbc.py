@@ -1,0 +1,42 @@
+"""Orders from Kafka appended to PostgreSQL through Spark's JDBC writer, the way most jobs write a database.
+
+The connection comes from the environment, read when the module is imported (``JDBC_URL``, ``DB_USER``,
+``DB_PASSWORD``); each micro-batch is appended with ``batch.write.jdbc``, which creates the table on its first
+write. A driver that dies after a batch's rows were written and before Spark recorded the batch appends them
+again on restart: at-least-once.
+
+    streamchaos trial examples/orders_jdbc.py:run --schema "$ORDER" --sink postgres:orders \\
+        --fault kill-driver@3:sink-done
+"""
+
+import os
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
+JDBC_URL = os.environ.get("JDBC_URL", "jdbc:postgresql://localhost:5432/shop")
+CONNECTION = {"user": os.environ.get("DB_USER", "shop"), "password": os.environ.get("DB_PASSWORD", ""),
+              "driver": "org.postgresql.Driver"}
+
+
+def write_orders(batch, batch_id):
+    batch.write.jdbc(JDBC_URL, "orders", mode="append", properties=CONNECTION)
+
+
+def run(spark=None):
+    spark = spark or SparkSession.builder.appName("orders-jdbc").getOrCreate()
+    orders = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", os.environ.get("KAFKA_BOOTSTRAP", "localhost:9092"))
+        .option("subscribe", "orders")
+        .load()
+        .select(F.from_json(F.col("value").cast("string"), ORDER).alias("order"))
+        .select("order.*")
+    )
+    return (orders.writeStream.foreachBatch(write_orders)
+            .option("checkpointLocation", "/tmp/checkpoints/orders-jdbc").start())
+
+
+if __name__ == "__main__":
+    run()
