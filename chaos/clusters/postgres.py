@@ -215,11 +215,7 @@ class PostgresServer:
 
     def kill(self) -> int | None:
         """SIGKILL the server's process group (the fault ``kill-sink-db``)."""
-        pid = self.group.pid if self.group else None
-        if self.group is not None:
-            self.group.kill()
-            self.owned.forget(self.group)
-            self.group = None
+        pid, self.group = self.owned.end(self.group), None
         return pid
 
     def restart(self) -> None:
@@ -229,10 +225,8 @@ class PostgresServer:
         self.recovery_s = round(time.monotonic() - started, 2)
 
     def stop(self) -> None:
-        if self.group is not None:
-            self.group.terminate(10)
-            self.owned.forget(self.group)
-            self.group = None
+        self.owned.end(self.group, 10)
+        self.group = None
         if self._home is not None:
             shutil.rmtree(self._home, ignore_errors=True)
             self._home = None

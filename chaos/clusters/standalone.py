@@ -142,11 +142,7 @@ class StandaloneCluster(OwnWorkers):
             raise HarnessError(f"Spark worker {i} did not register; see {log}: {log_tail(log)}")
 
     def kill_worker(self, i: int) -> int | None:
-        group = self.worker_list[i]
-        if group is not None:
-            group.kill()
-            self.owned.forget(group)
-        return group.pid if group is not None else None
+        return self.owned.end(self.worker_list[i])
 
     def pause_worker(self, i: int) -> tuple[int | None, Heal]:
         group = self.worker_list[i]

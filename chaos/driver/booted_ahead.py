@@ -70,8 +70,7 @@ class Spares:
             return None
         if spare.fits(config, boot_conf):
             return spare
-        spare.group.terminate(5.0)
-        self.owned.forget(spare.group)
+        self.owned.end(spare.group, 5.0)
         return None
 
     def recycle_driver(self, group: Group, log: Path, grace: float, keep: bool) -> None:
@@ -91,8 +90,7 @@ class Spares:
             self.driver = Spare(group, folder, json.loads((folder / "spare.json").read_text()))
             self.driver.adopt_log(log)
             return
-        group.kill()
-        self.owned.forget(group)
+        self.owned.end(group)
 
     def live_logs(self) -> list[Path]:
         """Logs a process of ours goes on writing after a trial (a recycled driver's)."""

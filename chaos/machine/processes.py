@@ -232,6 +232,18 @@ class Owned:
         if group in self.groups:
             self.groups.remove(group)
 
+    def end(self, group: Group | None, grace: float | None = None) -> int | None:
+        """Stop ``group`` (SIGKILL; with ``grace``, SIGTERM first and that long to exit) and forget it: its pid,
+        None if there was no group."""
+        if group is None:
+            return None
+        if grace is None:
+            group.kill()
+        else:
+            group.terminate(grace)
+        self.forget(group)
+        return group.pid
+
     def stop_all(self) -> None:
         for group in reversed(self.groups):
             group.kill()

@@ -122,11 +122,7 @@ class KafkaBroker:
 
     def kill(self) -> int | None:
         """SIGKILL the broker (``kill-broker``)."""
-        pid = self.group.pid if self.group else None
-        if self.group is not None:
-            self.group.kill()
-            self.owned.forget(self.group)
-            self.group = None
+        pid, self.group = self.owned.end(self.group), None
         return pid
 
     def pause(self) -> None:
@@ -144,11 +140,9 @@ class KafkaBroker:
         self.recovery_s = round(time.monotonic() - started, 2)
 
     def stop(self) -> None:
-        if self.group is not None:
-            self.resume()
-            self.group.terminate(10)
-            self.owned.forget(self.group)
-            self.group = None
+        self.resume()  # a paused broker cannot take its SIGTERM
+        self.owned.end(self.group, 10)
+        self.group = None
         shutil.rmtree(self.home, ignore_errors=True)
 
     # Topics: one set per trial.

@@ -135,8 +135,7 @@ def _archive(path: Path, owned: Owned | None, args: Callable[[str], list[str]]) 
     done = wait_until(lambda: not group.alive() and not group.members() and not _dumping(partial),
                       BUILD_TIMEOUT, 0.2)
     rc = group.proc.returncode
-    group.kill()
-    owned.forget(group)
+    owned.end(group)
     for leftover in path.parent.glob(f"{partial.name}.*"):  # executors' dumps the build did not keep
         leftover.unlink(missing_ok=True)
     if not done or rc != 0 or not partial.exists() or partial.stat().st_size == 0:
