@@ -23,7 +23,6 @@ import os
 import pwd
 import secrets
 import shutil
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ import psutil
 from chaos.errors import HarnessError, UserError
 from chaos.machine.maven import Coordinates, available, folder_of, not_shipped
 from chaos.machine.processes import Group, Owned, wait_until
+from chaos.machine.spark import free_port, spark_home
 
 PG_USER = "streamchaos"
 SEARCH = ("/usr/lib/postgresql/*/bin", "/usr/local/pgsql/bin", "/usr/pgsql-*/bin", "/opt/homebrew/bin")
@@ -133,17 +133,9 @@ def jdbc_driver_jars(*, say=None) -> list[Path]:
     """PostgreSQL's JDBC driver and what it needs, for every driver's ``spark.jars``: resolved through Maven once
     per machine, else Debian's, else none (a job writing through JDBC then fails with Spark's "No suitable driver",
     and ``doctor`` says why)."""
-    import pyspark
-
     if available(JDBC_DRIVER, say=say) is None:
-        return not_shipped(folder_of(JDBC_DRIVER), Path(pyspark.__file__).parent / "jars")
+        return not_shipped(folder_of(JDBC_DRIVER), Path(spark_home()) / "jars")
     return [DEBIAN_JDBC] if DEBIAN_JDBC.is_file() else []
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PostgresServer:

@@ -26,7 +26,7 @@ from pathlib import Path
 from chaos.errors import HarnessError
 from chaos.machine.java import require_java
 from chaos.machine.processes import Group, Owned, wait_until
-from chaos.machine.spark import free_port
+from chaos.machine.spark import free_port, log_tail
 
 from .jars import broker_classpath
 
@@ -72,7 +72,7 @@ class KafkaBroker:
         finally:
             self.owned.forget(fmt)
         if rc != 0:
-            raise HarnessError(f"Kafka's storage format failed (exit {rc}): {last_lines(self.home / 'format.log')}")
+            raise HarnessError(f"Kafka's storage format failed (exit {rc}): {log_tail(self.home / 'format.log')}")
         self._launch(classpath)
         self.start_s = round(time.monotonic() - started, 2)
         return self
@@ -103,7 +103,7 @@ class KafkaBroker:
             alive = self.group.alive()
             self.kill()
             raise HarnessError(f"the Kafka broker did not {'take connections' if alive else 'start'} within "
-                               f"{START_TIMEOUT_S} s; its log ends: {last_lines(self.log_path)}")
+                               f"{START_TIMEOUT_S} s; its log ends: {log_tail(self.log_path)}")
 
     def ready(self) -> bool:
         if self.group is None or not self.group.alive():
@@ -238,10 +238,3 @@ class KafkaBroker:
         finally:
             consumer.close()
 
-
-def last_lines(path: Path, count: int = 3) -> str:
-    try:
-        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return f"(no log at {path})"
-    return " | ".join(lines[-count:]) or "(empty)"

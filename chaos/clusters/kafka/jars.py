@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from chaos.machine.maven import Coordinates, available, first_error, not_served, not_shipped, resolve
+from chaos.machine.spark import spark_home
 
 # The broker: Kafka 4.x runs in KRaft mode only (no ZooKeeper), on Java 17.
 BROKER_VERSION = "4.1.1"
@@ -48,7 +49,7 @@ def spark_connector_jars(*, say=None) -> list[Path]:
     """The connector's jars for the running PySpark that its own jars do not already hold."""
     import pyspark
 
-    return connector_jars(pyspark.__version__, Path(pyspark.__file__).parent / "jars", say=say)
+    return connector_jars(pyspark.__version__, Path(spark_home()) / "jars", say=say)
 
 
 def connector_jars(spark_version: str, spark_jars: Path, *, say=None) -> list[Path]:
