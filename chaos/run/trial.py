@@ -56,6 +56,7 @@ STATE_DUMP_GRACE = 120.0
 # machine or on Docker nodes can outlast a short --recovery-timeout, which is about commits, not boots.
 BOOT_GRACE_S = 120.0
 DISK_FULL_BYTES = 1 << 20  # less than this free where the trial runs: its writes fail, whatever the logs say
+DISK_CHECK_S = 3.0  # no commit for this long on a full disk: the trial stops then, not at the recovery timeout
 
 
 class Trial:
@@ -294,8 +295,11 @@ class Trial:
             if self.controller.booted.is_set():  # the stall clock runs from the boot of the driver
                 self.controller.booted.clear()
                 booting, last_progress = False, time.monotonic()
-            if time.monotonic() - last_progress > (max(timeout, BOOT_GRACE_S) if booting else timeout):
+            idle = time.monotonic() - last_progress
+            if idle > (max(timeout, BOOT_GRACE_S) if booting else timeout):
                 return "stalled", f"no batch committed for {timeout:.0f}s"
+            if idle > DISK_CHECK_S and shutil.disk_usage(self.dir).free < DISK_FULL_BYTES:
+                return "stalled", "the disk is full"  # no need to wait out the timeout: _raise_if_disk_full names it
             if self.driver.alive():
                 continue
             rc = self.driver.proc.returncode
