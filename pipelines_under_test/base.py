@@ -101,6 +101,13 @@ class Pipeline:
     # Its queries may run on Spark's interpreter instead of generated code (chaos.driver.process.INTERPRETED_SQL): the
     # same results for less CPU in a trial's short-lived JVMs. False: Spark's defaults, as in production.
     interpreted_sql: bool = True
+    # Kafka: the trial produces its events into a topic of the harness's broker (``kafka_records``) and hands the
+    # driver its address (``DriverContext.kafka``); ``kafka_sink``: an output topic too, read when the trial ends.
+    kafka: bool = False
+    kafka_sink: bool = False
+    # Phases reported at the query's checkpoint files (chaos/machine/jvm/CheckpointBarrier.java): ``planned`` once
+    # offsets/N is written, ``sink-done`` before commits/N. For a source or sink of Spark's own, no Python in it.
+    checkpoint_phases: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -182,6 +189,10 @@ class Pipeline:
         """The stream as this pipeline's source lays it out (``partition``, ``offset``): the harness's
         event log keeps the generated layout; a source of Spark's own may place ids differently."""
         return events
+
+    def kafka_records(self, events: pl.DataFrame):
+        """The trial's events as records of its topic: (partition, key bytes, value bytes, timestamp ms)."""
+        raise NotImplementedError
 
     def unavailable(self) -> str | None:
         """Why this pipeline cannot run on this machine (a missing tool), or None; campaigns skip it then."""

@@ -46,9 +46,10 @@ class UserJob(Pipeline):
         # JVM commit protocol of a file sink (chaos.jobs.as_written).
         self.file_sink = spec.sink_kind == "parquet"
         # Its Kafka source read through Spark's connector on the harness's broker: no Python runs in the source's
-        # path, so no `planned` or `reading` is reported there.
+        # path; `planned` comes from the checkpoint (offsets/N written), `reading` from nowhere.
         self.kafka = spec.kafka == "connector"
-        self.phases = tuple(p for p in PHASES if p not in ("planned", "reading")) if self.kafka else PHASES
+        self.checkpoint_phases = ("planned",) if self.kafka else ()
+        self.phases = tuple(p for p in PHASES if p != "reading") if self.kafka else PHASES
         self.id_field = id_field(parse_schema(spec.schema)) if spec.schema else None
 
     @property
@@ -66,11 +67,16 @@ class UserJob(Pipeline):
 
         if self.kafka:
             from chaos.clusters.kafka.jars import connector_available
+            from chaos.machine.jvm import checkpoint_barrier_unavailable
 
-            refused = connector_available()
-            if refused:
+            if refused := connector_available() or checkpoint_barrier_unavailable():
                 return refused
         return hooks_unavailable() if self.file_sink else None
+
+    def kafka_records(self, events):
+        from chaos.jobs.reference import kafka_records
+
+        return kafka_records(self.spec, events)
 
     def boot_conf(self) -> dict[str, str]:
         """A file sink's phases come from a JVM class (chaos/machine/jvm) the driver loads at boot. (Spark's Kafka

@@ -30,6 +30,7 @@ from chaos.scenario.faults import PHASES, Fault, parse_fault
 from properties.strategies import (
     ACTION_ORDER,
     ALL_ACTIONS,
+    BROKER_ACTIONS,
     DECOMMISSION_ACTIONS,
     NODE_ACTIONS,
     Schedule,
@@ -43,6 +44,7 @@ FAULT_KINDS: dict[str, tuple[str, ...]] = {
     "channel": tuple(a for a in ACTION_ORDER if a.split("-")[0] in ("delay", "cut", "reset", "down")),
     "checkpoint": ("damage-checkpoint",),
     "db": ("kill-sink-db",),
+    "kafka": BROKER_ACTIONS,  # the harness's Kafka broker killed or frozen (pipelines that read Kafka through it)
     "node": NODE_ACTIONS,  # Docker nodes or hosts: kill, freeze, starve or cut off a whole node
     "decommission": DECOMMISSION_ACTIONS,  # Spark's graceful decommission of an executor or a worker
 }
@@ -85,7 +87,8 @@ def parse_kinds(text: str | Iterable[str] | None) -> tuple[str, ...]:
 
 
 def applicable_actions(kinds: Iterable[str], *, sink_channel: bool, database: bool, source_channel: bool = True,
-                       refused: Callable[[str], bool] = lambda action: False) -> tuple[str, ...]:
+                       refused: Callable[[str], bool] = lambda action: False, kafka: bool = False
+                       ) -> tuple[str, ...]:
     """The actions of ``kinds`` a pipeline and cluster can take, in shrink order. A pipeline with a
     source of its own (socket, rate) has no source channel: a fault there would change nothing. ``refused``:
     the actions the cluster refuses (its kind says which: ``chaos.campaign.stored.refused_by``)."""
@@ -99,6 +102,8 @@ def applicable_actions(kinds: Iterable[str], *, sink_channel: bool, database: bo
         if action.endswith("-source") and not source_channel:
             continue
         if action == "kill-sink-db" and not database:
+            continue
+        if action in BROKER_ACTIONS and not kafka:
             continue
         if refused(action):
             continue

@@ -41,7 +41,9 @@ ACTION_ORDER = (
 NODE_ACTIONS = ("kill-node", "pause-node", "slow-node", "oom-node", "partition")
 # Graceful decommission (never drawn unless asked for): the way a cluster manager drains an executor or a host.
 DECOMMISSION_ACTIONS = ("decommission-executor", "decommission-worker")
-ALL_ACTIONS = ACTION_ORDER + DECOMMISSION_ACTIONS + NODE_ACTIONS  # the shrink order of every action
+# The harness's Kafka broker (never drawn unless asked for, and only for a pipeline that reads through it).
+BROKER_ACTIONS = ("kill-broker", "pause-broker")
+ALL_ACTIONS = ACTION_ORDER + BROKER_ACTIONS + DECOMMISSION_ACTIONS + NODE_ACTIONS  # the shrink order of every action
 # Actions every pipeline can take (sink channel faults need a database sink).
 NO_SINK_CHANNEL = tuple(a for a in ACTION_ORDER if "sink" not in a)
 PAUSE_DURATIONS = ("2s", "5s", "10s")

@@ -9,6 +9,7 @@ from chaos.clusters.kafka.jars import connector, connector_jars
 from chaos.machine.maven import artifact_name as _artifact_name
 from chaos.machine.maven import folder_of
 from chaos.store.checkpoint import kafka_offsets, read_offsets_file
+from tests.conftest import cli
 
 
 def test_artifact_names_drop_only_the_version():
@@ -68,3 +69,9 @@ def test_a_jobs_kafka_options_stand_but_where_and_from_when_it_reads():
     assert own[0]["maxOffsetsPerTrigger"] == "50" and "maxOffsetsPerTrigger" not in own[1]
     assert "startingOffsets" not in own[1] and own[1] == {"subscribe": "streamchaos-t",
                                                         "kafka.bootstrap.servers": "127.0.0.1:9"}
+
+
+def test_a_broker_fault_on_a_pipeline_without_kafka_is_one_line(tmp_path):
+    run = cli("trial", "passthrough-append", "--fault", "kill-broker@2:planned", cwd=tmp_path)
+    assert run.rc == 2 and "Traceback" not in run.stderr
+    assert "reads no Kafka through the harness's broker" in run.stderr.strip().splitlines()[-1]

@@ -38,6 +38,9 @@ ROWS = (
         "chaos: a reader that ignores _spark_metadata sees the part files of a replayed batch twice"),
     Row("foreach sink (Python ForeachWriter)", "foreach-writer", "at-least-once",
         DOCS + "apis-on-dataframes-and-datasets.html#output-sinks"),
+    Row("Kafka sink (Spark's connector), Kafka source", "kafka-passthrough", "at-least-once",
+        DOCS + "structured-streaming-kafka-integration.html#writing-data-to-kafka (Kafka only supports at least "
+        "once write semantics)"),
     Row("foreachBatch, plain append", "passthrough-append", "at-least-once",
         DOCS + "apis-on-dataframes-and-datasets.html#foreachbatch"),
     Row("foreachBatch, idempotent by batch id", "passthrough-idempotent", "exactly-once",

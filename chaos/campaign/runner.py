@@ -218,6 +218,7 @@ class Runner:
         expected = self.c.spec.expect or resolved.guarantee
         actions = applicable_actions(self.c.spec.kinds, sink_channel=resolved.sink_channel,
                                      database=resolved.database, source_channel=not resolved.own_source,
+                                     kafka=resolved.kafka,
                                      refused=self.c.spec.refused())
         candidates = self.c.spec.shrink_trials
         if self.c.spec.time_budget_s is not None:

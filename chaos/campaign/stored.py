@@ -183,7 +183,8 @@ class Campaign:
                 skipped.append({"pipeline": name, "reason": reason})
                 continue
             actions = applicable_actions(spec.kinds, sink_channel=pipeline.sink_channel, database=pipeline.database,
-                                         source_channel=not pipeline.own_source, refused=refused)
+                                         source_channel=not pipeline.own_source, refused=refused,
+                                         kafka=pipeline.kafka)
             fixed = (spec.schedules or {}).get(name)
             if not actions and not spec.examples and fixed is None:
                 skipped.append({"pipeline": name, "reason": f"no fault of kind(s) {','.join(spec.kinds)} applies"})

@@ -193,6 +193,20 @@ def warm_up(spark, wait: float = 15.0, read: bool = True, until=lambda: False) -
     return True
 
 
+def checkpoint_barrier(spark, phases: tuple[str, ...], config: dict, incarnation: int) -> None:
+    """The query's checkpoint files through chaos/machine/jvm/CheckpointBarrier.java, which reports ``phases`` of
+    the trial's checkpoint (session settings: Spark copies them into the Hadoop configuration it hands the class)."""
+    from chaos.machine.jvm import CHECKPOINT_BARRIER_CLASS
+
+    settings = {"spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_BARRIER_CLASS,
+                "spark.streamchaos.checkpoint.controller": config["controller"],
+                "spark.streamchaos.checkpoint.incarnation": str(incarnation),
+                "spark.streamchaos.checkpoint.phases": ",".join(phases),
+                "spark.streamchaos.checkpoint.root": config["checkpoint"]}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+
+
 def tell(spark, config: dict, event: str, incarnation: int) -> None:
     """A driver event for the harness's controller (recorded in the history)."""
     host, port = config["controller"].rsplit(":", 1)
@@ -290,6 +304,8 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     def phase(batch: int, name: str, **detail) -> None:
         barrier.report(controller, batch, name, incarnation=incarnation, **detail)
 
+    if pipeline.checkpoint_phases:
+        checkpoint_barrier(spark, pipeline.checkpoint_phases, config, incarnation)
     # Registered before the query starts: batch 0's faults may need this app's executors.
     tell(spark, config, "booted", incarnation)
     ctx = DriverContext(spark, source, config["checkpoint"], Path(config["sink_dir"]), incarnation, phase,

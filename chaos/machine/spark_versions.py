@@ -33,13 +33,20 @@ BASE_PYTHON_VAR, BASE_SPARK_VAR = "STREAMCHAOS_BASE_PYTHON", "STREAMCHAOS_BASE_S
 # (after its own, so its own pyspark comes first; their .pth files too: an editable install's finder).
 BASE_SITE_VAR = "STREAMCHAOS_BASE_SITE"
 SITE_HOOK_MODULE = "streamchaos_base_site"
-SITE_HOOK = f"""\"\"\"Adds the site-packages ${BASE_SITE_VAR} names (streamchaos's environment) after this one's.\"\"\"
+SITE_HOOK = f"""\"\"\"Adds the site-packages ${BASE_SITE_VAR} names (streamchaos's environment) after this one's,
+ahead of the interpreter's own: another streamchaos installed there must not shadow the one that runs.\"\"\"
 import os
 import site
+import sys
 
-for path in os.environ.get("{BASE_SITE_VAR}", "").split(os.pathsep):
-    if path and os.path.isdir(path):
-        site.addsitedir(path)
+_path, _meta = list(sys.path), list(sys.meta_path)
+for _dir in os.environ.get("{BASE_SITE_VAR}", "").split(os.pathsep):
+    if _dir and os.path.isdir(_dir):
+        site.addsitedir(_dir)
+_here = os.path.dirname(os.path.abspath(__file__))
+_at = _path.index(_here) + 1 if _here in _path else len(_path)
+sys.path[:] = _path[:_at] + [p for p in sys.path if p not in _path] + _path[_at:]
+sys.meta_path[:] = [f for f in sys.meta_path if f not in _meta] + _meta  # editable installs' finders
 """
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from chaos.clusters.base import Cluster, stop_processes
+from chaos.clusters.kafka.broker import KafkaBroker
 from chaos.clusters.postgres import PostgresServer
 from chaos.machine.processes import Group
 from chaos.nemesis.channels import Channels
@@ -26,6 +27,7 @@ from chaos.scenario.faults import CHANNEL_DEFAULT_DURATION, UNTIL_MAX_S, Fault
 
 DEFAULT_WORKER_DOWNTIME = 2.0
 DEFAULT_DB_DOWNTIME = 2.0
+DEFAULT_BROKER_DOWNTIME = 3.0  # a broker's restart: its log recovery and the controller's election add ~3 s more
 DEFAULT_DECOMMISSION_DOWNTIME = 5.0  # a decommissioned worker is replaced this long after its executors left
 # The application of a trial with a decommission fault: executors take SIGPWR as a decommission and hand their
 # cached and shuffle blocks to a peer, and there is a peer: two 1-core executors instead of one with both cores.
@@ -49,6 +51,7 @@ class Nemesis:
         history: History,
         channels: Channels | None = None,
         database: PostgresServer | None = None,
+        broker: KafkaBroker | None = None,
     ) -> None:
         self.cluster = cluster
         self.driver = driver
@@ -57,6 +60,7 @@ class Nemesis:
         self.history = history
         self.channels = channels
         self.database = database
+        self.broker = broker
         self._until: list[tuple[Fault, threading.Event]] = []
         self.heals: list[threading.Thread] = []
         self.driver_kill: Fault | None = None  # the fault that killed the current driver, if any
@@ -98,6 +102,11 @@ class Nemesis:
             raise LookupError("no live executor of this application")
         return live[0]
 
+    def _broker(self) -> KafkaBroker:
+        if self.broker is None or self.broker.group is None:
+            raise LookupError("no running Kafka broker: this pipeline reads no Kafka, or a kill left it down")
+        return self.broker
+
     def _live_driver(self) -> Group:
         group = self.driver()
         if group is None or not group.alive():
@@ -106,6 +115,12 @@ class Nemesis:
 
     # -- actions -------------------------------------------------------------------------------
     def _kill(self, fault: Fault, detail: dict) -> dict:
+        if fault.target == "broker":
+            broker = self._broker()
+            pid = broker.kill()
+            downtime = fault.duration if fault.duration is not None else DEFAULT_BROKER_DOWNTIME
+            self._heal_later(fault, downtime, broker.restart, broker=pid)
+            return {"done": True, "pid": pid, "downtime": downtime}
         if fault.target == "sink-db":
             if self.database is None:
                 raise LookupError("this pipeline has no sink database")
@@ -143,7 +158,11 @@ class Nemesis:
 
     def _pause(self, fault: Fault, detail: dict) -> dict:
         duration = fault.duration or 0.0
-        if fault.target == "driver":
+        if fault.target == "broker":
+            broker = self._broker()
+            broker.pause()
+            what, resume = {"broker": broker.group.pid}, broker.resume
+        elif fault.target == "driver":
             group = self._live_driver()
             what, resume = {"pid": group.pid}, stop_processes(group.members())
         elif fault.target == "executor":

@@ -18,6 +18,9 @@ def first_upgrade(schedule: list[Fault]) -> Fault | None:
 def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
     """Reject faults the pipeline cannot take (no cluster needed: called before anything starts)."""
     for fault in scenario.faults:
+        if fault.target == "broker" and not pipeline.kafka:
+            raise UserError(f"{fault.spec}: {pipeline.name} reads no Kafka through the harness's broker; use a "
+                            "kafka-* pipeline or a job read with --kafka connector")
         if fault.target == "sink-db" and not pipeline.database:
             raise UserError(f"{fault.spec}: {pipeline.name} has no sink database; use a pg-* pipeline")
         if fault.channel and fault.target == "sink" and not pipeline.sink_channel:

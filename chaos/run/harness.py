@@ -295,14 +295,18 @@ class Harness:
             self.cluster.heal()
         if pipeline.database:
             self._ensure_database()
-        if getattr(pipeline, "kafka", False):
+        if pipeline.kafka:
             self._ensure_kafka()
+        if pipeline.checkpoint_phases:  # its phases come from a JVM hook every driver's application must hold
+            from chaos.machine.jvm import hooks_jar
+
+            self._add_jars([hooks_jar()])
         services = TrialServices(
             cluster=self.cluster, owned=self.owned, eventlog=self.eventlog, channels=self.channels, spares=self.spares,
             source_url=self.source_url, driver_cwd=self.driver_cwd, standby=self.standby,
             start_settings=self.start_settings(), class_archive=self.class_archive,
             executor_archive=self.executor_archive, boot_spares=self.boot_spares, database=self.database,
-            sink_dsn=self.sink_dsn, kafka=self.kafka if getattr(pipeline, "kafka", False) else None)
+            sink_dsn=self.sink_dsn, kafka=self.kafka if pipeline.kafka else None)
         trial = Trial(services, pipeline, scenario, Path(run_dir).resolve())
         try:
             result = trial.run()

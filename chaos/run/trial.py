@@ -56,6 +56,7 @@ STATE_DUMP_GRACE = 120.0
 # machine or on Docker nodes can outlast a short --recovery-timeout, which is about commits, not boots.
 BOOT_GRACE_S = 120.0
 DISK_FULL_BYTES = 1 << 20  # less than this free where the trial runs: its writes fail, whatever the logs say
+OUTPUT_TOPIC = "-out"  # the trial's output topic: its topic's name and this (a pipeline with a Kafka sink)
 DISK_CHECK_S = 3.0  # no commit for this long on a full disk: the trial stops then, not at the recovery timeout
 
 
@@ -105,14 +106,14 @@ class Trial:
         """The trial's records into a topic of its own on the harness's broker, all before the first driver starts:
         Kafka's offsets are then the events' offsets in their partition, and batch N the same records in every
         replay (chaos.jobs.as_written.kafka_options)."""
-        from chaos.jobs.reference import kafka_records
-
         broker = self.h.kafka
         topic = "streamchaos-" + "".join(c if c.isalnum() or c in "._-" else "-" for c in self.dir.name)
         # Event times start in 2026 and may lie ahead of this machine's clock: no retention by time, any timestamp.
         broker.create_topic(topic, self.scenario.partitions,
                             {"retention.ms": "-1", "message.timestamp.after.max.ms": str(2**63 - 1)})
-        broker.produce(topic, kafka_records(self.pipeline.spec, events))
+        broker.produce(topic, self.pipeline.kafka_records(events))
+        if self.pipeline.kafka_sink:  # made ahead with the same partitions: Spark's sink writes into it
+            broker.create_topic(topic + OUTPUT_TOPIC, self.scenario.partitions, {"retention.ms": "-1"})
         ends = broker.end_offsets(topic)
         counts = {str(p): n for p, n in events.group_by("partition").len().iter_rows()}
         if {p: n for p, n in ends.items() if n} != counts:
@@ -189,7 +190,7 @@ class Trial:
         checkpoint = self.dir / "checkpoint"
         self.h.channels.reset()
         self.nemesis = Nemesis(self.h.cluster, lambda: self.driver, lambda: self.controller.app_id,
-                               checkpoint, self.history, self.h.channels, self.h.database)
+                               checkpoint, self.history, self.h.channels, self.h.database, self.h.kafka)
         self.controller = Controller(self.history, faults, self.nemesis.fire, host=self.h.cluster.host,
                                      peers=self.h.cluster.peers_in_reports)
         self.controller.listeners.append(self.nemesis.on_phase)
@@ -215,6 +216,7 @@ class Trial:
             "cores_max": self.scenario.workers,
             "query_conf": self.scenario.conf,
             "kafka": {"bootstrap": self.h.kafka.bootstrap, "topic": self.kafka_topic,
+                      "output": self.kafka_topic + OUTPUT_TOPIC if self.pipeline.kafka_sink else None,
                       "max_offsets": self.scenario.events_per_batch} if self.kafka_topic else None,
             **self.h.start_settings,
         }
@@ -256,10 +258,7 @@ class Trial:
             if feed is not None:
                 feed.close()
             if self.kafka_topic is not None:
-                try:
-                    self.h.kafka.delete_topic(self.kafka_topic)
-                except Exception as exc:  # a broker a fault left down: the topic goes with the broker
-                    self.history.add("kafka", deleted=False, error=str(exc)[:200])
+                self._end_topics(export=finished)
         seconds = round(time.monotonic() - started, 2)
         lost = self.h.cluster.lost()
         if lost:
@@ -439,6 +438,21 @@ class Trial:
         from chaos.clusters.kafka.jars import connector
 
         return {**found, "connector": str(connector(spark_version())), "bootstrap": self.h.kafka.bootstrap}
+
+    def _end_topics(self, export: bool) -> None:
+        """The output topic's records into the run directory (what the verdict is judged from), then the trial's
+        topics deleted."""
+        from chaos.clusters.kafka.broker import OUTPUT_RECORDS
+
+        broker = self.h.kafka
+        topics = [self.kafka_topic] + ([self.kafka_topic + OUTPUT_TOPIC] if self.pipeline.kafka_sink else [])
+        if export and self.pipeline.kafka_sink:
+            broker.export(topics[1], self.dir / "sink" / OUTPUT_RECORDS)
+        for topic in topics:
+            try:
+                broker.delete_topic(topic)
+            except Exception as exc:  # a broker a fault left down: the topic goes with the broker
+                self.history.add("kafka", deleted=False, topic=topic, error=str(exc)[:200])
 
     def _raise_if_disk_full(self) -> None:
         """A trial a full disk stopped says nothing of the pipeline: Spark fails its checkpoint or sink writes,

@@ -36,6 +36,8 @@ DAMAGE_MODES = (
 ACTIONS = (
     *(f"kill-{t}" for t in TARGETS),
     "kill-sink-db",
+    "kill-broker",  # the harness's Kafka broker: SIGKILL, restarted on its data after the downtime
+    "pause-broker",  # SIGSTOP of the broker for the duration
     *(f"pause-{t}" for t in TARGETS),
     *(f"{k}-{c}" for k in CHANNEL_KINDS for c in CHANNELS),
     "damage-checkpoint",

@@ -18,3 +18,13 @@ def write_text(path: Path, text: str) -> Path:
 
 def write_json(path: Path, data) -> Path:
     return write_text(path, json.dumps(data, indent=2, default=str))
+
+
+def write_parquet(frame, path: Path) -> Path:
+    """A polars frame into ``path`` the same way: beside it first, then renamed into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    frame.write_parquet(tmp)
+    tmp.replace(path)
+    return path

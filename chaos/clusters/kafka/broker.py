@@ -30,6 +30,7 @@ from chaos.machine.spark import free_port, log_tail
 
 from .jars import broker_classpath
 
+OUTPUT_RECORDS = "output-topic.parquet"  # a trial's output topic, exported into its sink directory at the end
 HEAP = "-Xmx512m"  # a test broker's topics are small; Kafka's default 1 GiB would double the budget it adds
 START_TIMEOUT_S = 90
 
@@ -234,7 +235,25 @@ class KafkaBroker:
                     position = consumer.position([TopicPartition(topic, p)])[0].offset
                     if position >= ends[p]:
                         done.add(p)
+            if len(done) < len(parts):  # evidence cut short would read as loss: say so instead
+                raise HarnessError(f"reading topic {topic} from the broker at {self.bootstrap} did not reach its end "
+                                   f"offsets {ends} in 120 s")
             return rows
         finally:
             consumer.close()
+
+    def export(self, topic: str, path: Path) -> int:
+        """Every record of ``topic`` into a Parquet file (partition, offset, key, value, and ``committed``: in the
+        read-committed view too), written whole or not at all; how many records."""
+        import polars as pl
+
+        from chaos.store.atomic import write_parquet
+
+        committed = {(p, o) for p, o, _, _ in self.read(topic, committed_only=True)}
+        rows = self.read(topic)
+        frame = pl.DataFrame([(p, o, k, v, (p, o) in committed) for p, o, k, v in rows],
+                             schema={"partition": pl.Int32, "offset": pl.Int64, "key": pl.Binary,
+                                     "value": pl.Binary, "committed": pl.Boolean}, orient="row")
+        write_parquet(frame.sort("partition", "offset"), path)
+        return frame.height
 

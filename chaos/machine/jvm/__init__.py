@@ -1,7 +1,8 @@
 """JVM-side hooks the harness compiles on first use (no binary in the repository, no download).
 
 ``hooks_jar`` builds every ``*.java`` here (``Barrier``, the file sink's ``BarrierCommitProtocol``, the
-console sink's ``ConsoleBarrier``) against the PySpark installation's own jars with the JDK's ``javac``
+console sink's ``ConsoleBarrier``, the checkpoint's ``CheckpointBarrier``) against the PySpark installation's own
+jars with the JDK's ``javac`` (a source whose ``// requires:`` class this Spark lacks is left out)
 and caches the jar under ``~/.cache/streamchaos`` (``XDG_CACHE_HOME``), keyed by the sources and the
 Spark version, so it is built once per machine and Spark upgrade.
 """
@@ -20,6 +21,7 @@ from chaos.errors import UserError
 
 SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 COMMIT_PROTOCOL_CLASS = "streamchaos.BarrierCommitProtocol"
+CHECKPOINT_BARRIER_CLASS = "streamchaos.CheckpointBarrier"
 
 
 def cache_dir() -> Path:
@@ -48,6 +50,40 @@ def hooks_unavailable() -> str | None:
     return None
 
 
+def _required(source: Path) -> str | None:
+    """The Spark class a hook's source names in a ``// requires:`` line (one that moved between versions)."""
+    for line in source.read_text().splitlines()[:5]:
+        if line.startswith("// requires: "):
+            return line.removeprefix("// requires: ").strip()
+    return None
+
+
+def _sources(jars: Path) -> list[Path]:
+    """The hooks this Spark's jars can build (``spark-sql``'s classes checked for each one's requirement)."""
+    sql = next(iter(sorted(jars.glob("spark-sql_*.jar"))), None)
+    names = set(zipfile.ZipFile(sql).namelist()) if sql else set()
+    return [s for s in SOURCES if (_required(s) or "") in names | {""}]
+
+
+def has_hook(class_name: str) -> bool:
+    """Whether this Spark's hooks jar holds ``class_name`` (``streamchaos.X``)."""
+    import pyspark
+
+    wanted = class_name.removeprefix("streamchaos.") + ".java"
+    return any(s.name == wanted for s in _sources(Path(pyspark.__file__).parent / "jars"))
+
+
+def checkpoint_barrier_unavailable() -> str | None:
+    """Why the phases at the checkpoint's files (``CheckpointBarrier``: a Kafka source or sink of Spark's own)
+    cannot be reported here, or None."""
+    if refused := hooks_unavailable():
+        return refused
+    if not has_hook(CHECKPOINT_BARRIER_CLASS):
+        return ("phases at the checkpoint's files need Spark 4.1 or later (its checkpoint file manager moved "
+                "there): run on a newer one with `streamchaos --spark VERSION` (`streamchaos spark add VERSION`)")
+    return None
+
+
 def hooks_jar() -> Path:
     import pyspark
 
@@ -58,7 +94,7 @@ def hooks_jar() -> Path:
         return jar
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="streamchaos-javac-") as tmp:
-        done = subprocess.run([javac(), "-nowarn", "-cp", f"{jars}/*", "-d", tmp, *map(str, SOURCES)],
+        done = subprocess.run([javac(), "-nowarn", "-cp", f"{jars}/*", "-d", tmp, *map(str, _sources(jars))],
                               capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             raise UserError(f"javac could not build the JVM hooks against {jars}: "
