@@ -20,7 +20,12 @@ from pipelines_under_test.event_time import (
 from pipelines_under_test.expiry import KEYED_STATE_EXPIRY
 from pipelines_under_test.files import PASSTHROUGH_FILE, PASSTHROUGH_FILE_RAW
 from pipelines_under_test.join import JOIN_WINDOW_COUNT, STREAM_JOIN, STREAM_JOIN_OUTER
-from pipelines_under_test.kafka import KAFKA_PASSTHROUGH, KAFKA_WINDOWED_COUNT
+from pipelines_under_test.kafka import (
+    KAFKA_PASSTHROUGH,
+    KAFKA_TRANSACTIONAL,
+    KAFKA_TRANSACTIONAL_ID,
+    KAFKA_WINDOWED_COUNT,
+)
 from pipelines_under_test.keyed_state import (
     KEYED_STATE_EVOLVE,
     KEYED_STATE_LIST,
@@ -49,7 +54,7 @@ CATALOGUE: dict[str, Pipeline] = {
                         KEYED_STATE_LIST, KEYED_STATE_MAP, STREAM_JOIN, SOCKET_SOURCE, RESCALE, CONTINUOUS_MAP,
                         QUERY_BATCH_DEDUP, DEDUP_WINDOW_COUNT, KEYED_STATE_TIMERS, KEYED_STATE_TTL, KEYED_STATE_EVOLVE,
                         STREAM_JOIN_OUTER, KEYED_STATE_EXPIRY, JOIN_WINDOW_COUNT,
-                        KAFKA_PASSTHROUGH, KAFKA_WINDOWED_COUNT)
+                        KAFKA_PASSTHROUGH, KAFKA_WINDOWED_COUNT, KAFKA_TRANSACTIONAL, KAFKA_TRANSACTIONAL_ID)
 }
 
 __all__ = ["CATALOGUE", "DriverContext", "Pipeline", "for_run", "resolve"]

@@ -55,6 +55,17 @@ def read_topic_rows(sink_dir: Path, committed_only: bool = False) -> pl.DataFram
     return pl.DataFrame([(r["id"], r["key"], r["value"]) for r in rows], schema=schema, orient="row")
 
 
+def topic_findings(sink_dir: Path) -> dict | None:
+    """The output topic beyond the judged rows: how many records it holds, how many a read_committed consumer sees
+    (the rest are aborted or open transactions' records, which a read_uncommitted consumer counts too)."""
+    path = Path(sink_dir) / OUTPUT_RECORDS
+    if not path.exists():
+        return None
+    committed = pl.read_parquet(path, columns=["committed"])["committed"]
+    return {"output_topic": {"records": committed.len(), "committed": int(committed.sum()),
+                             "not_committed": int((~committed).sum())}}
+
+
 class KafkaSourced:
     """A pipeline that reads the trial's topic through Spark's Kafka connector (mixed in ahead of its base): the
     trial produces its events there, ``planned`` comes from the checkpoint, no ``reading`` is reported."""
@@ -111,6 +122,9 @@ class KafkaPassthrough(KafkaSourced, RowPassthrough):
     def read_output(self, sink_dir: Path) -> pl.DataFrame:
         return read_topic_rows(sink_dir)
 
+    def sink_findings(self, sink_dir: Path) -> dict | None:
+        return topic_findings(sink_dir)
+
     def read_deliveries(self, sink_dir: Path) -> None:
         return None  # Spark's sink writes per task: no batch-level deliveries view
 
@@ -141,4 +155,39 @@ KAFKA_WINDOWED_COUNT = KafkaWindowedCount(
     "kafka-windowed-count", "hdfs",
     "windowed-count on Spark's Kafka source: 10 s windows per key, 5 s watermark, append mode, upserted by window "
     "into SQLite (exactly-once: Kafka's offsets are replayed with the state).",
+)
+
+
+class KafkaTransactional(KafkaSourced, RowPassthrough):
+    """Every record of the trial's topic to its output topic from a foreachBatch, one Kafka transaction per batch
+    (chaos/stream/sinks/kafka_transactional.py), judged on what a read_committed consumer sees."""
+
+    kafka_sink = True
+    phases = ("planned", "sink-write", "sink-done", "committed")  # the sink phases: its foreachBatch reports them
+
+    def start(self, ctx: DriverContext):
+        from chaos.stream.sinks.kafka_transactional import TransactionalKafkaSink
+
+        k = ctx.kafka or {}
+        sink = TransactionalKafkaSink(k["bootstrap"], k["output"], f"{self.query_name}-{k['topic']}", self.mode,
+                                      ctx.phase)
+        return self.start_foreach_batch(ctx, self.transform(self.read_kafka(ctx)), sink)
+
+    def read_output(self, sink_dir: Path) -> pl.DataFrame:
+        return read_topic_rows(sink_dir, committed_only=True)
+
+    def sink_findings(self, sink_dir: Path) -> dict | None:
+        return topic_findings(sink_dir)
+
+
+KAFKA_TRANSACTIONAL = KafkaTransactional(
+    "kafka-transactional", "marker", "exactly-once",
+    "foreachBatch writing each batch in one Kafka transaction (transactional id: query and batch id) that also "
+    "commits the batch id as a consumer group's offset; a batch whose offset is there is skipped. Judged on "
+    "committed reads.",
+)
+KAFKA_TRANSACTIONAL_ID = KafkaTransactional(
+    "kafka-transactional-id", "batch-id", "at-least-once",
+    "the same transaction per batch without the marker: a replay fences and aborts an open transaction, but a "
+    "batch committed before the driver died is committed again. Judged on committed reads.",
 )

@@ -239,3 +239,22 @@ def test_kafka_windowed_count_is_exactly_once_through_a_broker_kill_and_a_replay
     cut = r["consistent_cut"]
     assert cut["ok"] is True and len(cut["batches_checked"]) >= 5, cut
     assert left_by(run.pid) == []
+
+
+def test_conformance_of_the_kafka_sinks_agrees_with_what_is_documented(tmp_path):
+    """Spark's Kafka sink is at-least-once as its guide says; a transaction per batch is exactly-once on committed
+    reads only with the batch id committed inside it, and at-least-once without. One harness and broker for all."""
+    if CONNECTOR_SPARK not in installed():
+        assert cli("spark", "add", CONNECTOR_SPARK, cwd=tmp_path).rc == 0
+    out = tmp_path / "conf"
+    run = cli("--spark", CONNECTOR_SPARK, "conformance", "--trials", "1", "--only", "kafka-passthrough",
+              "--only", "kafka-transactional", "--only", "kafka-transactional-id", "--out", str(out), cwd=tmp_path,
+              timeout=1200)
+    assert run.rc == 0, run.stderr[-3000:]
+    rows = {r["pipeline"]: r for r in json.loads((out / "conformance.json").read_text())["rows"]}
+    measured = {name: (row["measured"], row["agrees"]) for name, row in rows.items()}
+    assert measured == {"kafka-passthrough": ("at-least-once", True), "kafka-transactional": ("exactly-once", True),
+                        "kafka-transactional-id": ("at-least-once", True)}, rows
+    verdicts = {p.parent.name.rsplit("-", 1)[0]: json.loads(p.read_text()) for p in out.glob("trials/*/verdict.json")}
+    assert verdicts["kafka-transactional"]["sink"]["output_topic"]["not_committed"] > 0  # the aborted batch
+    assert left_by(run.pid) == []
