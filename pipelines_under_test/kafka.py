@@ -74,6 +74,7 @@ class KafkaSourced:
     source_frame = False
     own_source = True  # Spark's connector reads: the harness's source reports nothing
     checkpoint_phases: tuple[str, ...] = ("planned",)
+    fail_on_data_loss: bool | None = None  # the source's failOnDataLoss; None: Spark's default (true)
 
     def unavailable(self) -> str | None:
         from chaos.clusters.kafka.jars import connector_available
@@ -91,8 +92,10 @@ class KafkaSourced:
         k = ctx.kafka or {}
         raw = (ctx.spark.readStream.format("kafka").option("kafka.bootstrap.servers", k["bootstrap"])
                .option("subscribe", k["topic"]).option("startingOffsets", "earliest")
-               .option("maxOffsetsPerTrigger", str(k["max_offsets"])).load())
-        return raw.select(F.from_json(F.col("value").cast("string"), EVENT_DDL).alias("e")).select("e.*")
+               .option("maxOffsetsPerTrigger", str(k["max_offsets"])))
+        if self.fail_on_data_loss is not None:
+            raw = raw.option("failOnDataLoss", str(self.fail_on_data_loss).lower())
+        return raw.load().select(F.from_json(F.col("value").cast("string"), EVENT_DDL).alias("e")).select("e.*")
 
 
 class KafkaPassthrough(KafkaSourced, RowPassthrough):

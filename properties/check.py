@@ -92,6 +92,7 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
     if pipeline.spark_oracle and expected is None and result.get("outcome") == "drained":
         raise UserError(f"{run_dir} has no oracle/ (the job's answer over every record, written by the trial's last "
                         "driver): see its last driver log, re-run the trial")
+    events, source_lost = split_source_loss(pipeline, events, output, history)
     judged = judge(pipeline, events, output, expected)
     if isinstance(judged, Classification):
         c = judged
@@ -122,6 +123,7 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
         "left_out": list(getattr(expected, "left_out", ())),
         "effect": effect,
         "lost": lost,
+        "source_lost": source_lost,
         "duplicated": duplicated,
         "unexpected": effect["unexpected"],
         "deliveries": deliveries_view(result.get("deliveries"), dup_batches),
@@ -136,6 +138,29 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
         report["effect"]["note"] = f"Spark refused the query as configured: {result.get('reason', '')}"
     write_json(run_dir / "verdict.json", report)
     return report
+
+
+def split_source_loss(pipeline: Pipeline, events: pl.DataFrame, output: pl.DataFrame,
+                      history: list[dict]) -> tuple[pl.DataFrame, dict | None]:
+    """Records a ``delete-records`` fault took from the topic before the query read them never reached Spark: data
+    the source lost, not the sink. They leave the events the sink is judged on and are reported apart (ids in
+    the sink stay: a deleted record the query had read counts like any other)."""
+    deleted = [h["detail"] for h in history if h.get("kind") == "fault"
+               and str(h.get("detail", {}).get("spec", "")).startswith("delete-records@") and h["detail"].get("done")]
+    if not deleted or not pipeline.provenance:
+        return events, None
+    bounds: dict[int, int] = {}
+    for d in deleted:
+        for part, offset in d.get("deleted_before", {}).items():
+            bounds[int(part)] = max(bounds.get(int(part), 0), int(offset))
+    gone = pl.lit(False)
+    for part, offset in bounds.items():
+        gone = gone | ((pl.col("partition") == part) & (pl.col("offset") < offset))
+    seen = set(pipeline.observed_ids(output).drop_nulls().to_list()) if output.height else set()
+    lost = events.filter(gone & ~pl.col("id").is_in(list(seen)))
+    report = {"ids": lost.height, "sample": sorted(lost["id"].to_list())[:SAMPLE],
+              "faults": [d["spec"] for d in deleted], "deleted_before": {str(p): o for p, o in sorted(bounds.items())}}
+    return events.filter(~pl.col("id").is_in(lost["id"].to_list())), report
 
 
 def _late_writes(pipeline: Pipeline, run_dir: Path, judged: pl.DataFrame) -> dict | None:

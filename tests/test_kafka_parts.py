@@ -75,3 +75,21 @@ def test_a_broker_fault_on_a_pipeline_without_kafka_is_one_line(tmp_path):
     run = cli("trial", "passthrough-append", "--fault", "kill-broker@2:planned", cwd=tmp_path)
     assert run.rc == 2 and "Traceback" not in run.stderr
     assert "reads no Kafka through the harness's broker" in run.stderr.strip().splitlines()[-1]
+
+
+def test_delete_records_takes_a_count_and_only_a_pipeline_that_reads_the_broker():
+    import pytest
+
+    from chaos.errors import UserError
+    from chaos.run.admission import validate_schedule
+    from chaos.scenario.faults import parse_fault
+    from chaos.scenario.scenario import Scenario
+    from pipelines_under_test import resolve
+
+    fault = parse_fault("delete-records@2:planned/300")
+    assert (fault.kind, fault.target, fault.count) == ("delete", "records", 300)
+    assert parse_fault("delete-records@0:planned").count is None  # a batch's worth
+    assert parse_fault("kill-executor@1:reading/1").count is None
+    with pytest.raises(UserError, match="reads no Kafka through the harness's broker"):
+        validate_schedule(Scenario(pipeline="passthrough-append", faults=[fault]), resolve("passthrough-append"))
+    validate_schedule(Scenario(pipeline="kafka-passthrough", faults=[fault]), resolve("kafka-passthrough"))

@@ -201,29 +201,6 @@ def test_a_jobs_own_kafka_source_runs_through_sparks_connector_and_a_replayed_ba
     assert left_by(run.pid) == []  # the broker went with the harness that started it
 
 
-def test_kafka_passthrough_duplicates_the_batch_a_driver_replays_and_rides_out_a_broker_kill(tmp_path):
-    """Spark's Kafka source and sink, no Python in either: ``planned`` and ``sink-done`` come from the checkpoint's
-    files (chaos/machine/jvm/CheckpointBarrier.java). A driver killed at batch 1's ``planned`` loses and repeats
-    nothing; one killed after batch 3 reached the output topic, before ``commits/3``, has batch 3 written twice
-    (at-least-once, as Spark documents its Kafka sink); the broker killed at batch 4 and restarted on its data
-    changes nothing."""
-    if CONNECTOR_SPARK not in installed():
-        assert cli("spark", "add", CONNECTOR_SPARK, cwd=tmp_path).rc == 0
-    run = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-passthrough", "--events", "1200",
-              "--fault", "kill-driver@1:planned", "--fault", "kill-driver@3:sink-done",
-              "--fault", "kill-broker@4:planned/2s", "--json", "--keep", str(tmp_path / "run"), cwd=tmp_path,
-              timeout=900)
-    assert run.rc == 0, run.stderr[-3000:]  # at-least-once: what the catalogue declares
-    r = run.json
-    assert r["verdict"] == "at-least-once" and r["lost"] == [] and all(f["fired"] for f in r["faults"])
-    assert {(d["batch"], d["fault"]) for d in r["duplicated"]} == {(3, "kill-driver@3:sink-done")}
-    assert {d["id"] for d in r["duplicated"]} <= ids_of_batch(r, 3)
-    output = pl.read_parquet(tmp_path / "run" / "sink" / "output-topic.parquet")
-    assert output.height == 1200 + len(ids_of_batch(r, 3)) and output["committed"].all()
-    assert left_by(run.pid) == []
-
-
-
 def test_kafka_windowed_count_is_exactly_once_through_a_broker_kill_and_a_replayed_batch(tmp_path):
     """The window state and Kafka's offsets are saved together in the checkpoint, and the upsert by window makes
     a replay overwrite itself: the broker killed at batch 3 and the driver killed after batch 4's write change
@@ -257,4 +234,45 @@ def test_conformance_of_the_kafka_sinks_agrees_with_what_is_documented(tmp_path)
                         "kafka-transactional-id": ("at-least-once", True)}, rows
     verdicts = {p.parent.name.rsplit("-", 1)[0]: json.loads(p.read_text()) for p in out.glob("trials/*/verdict.json")}
     assert verdicts["kafka-transactional"]["sink"]["output_topic"]["not_committed"] > 0  # the aborted batch
+    # Spark's Kafka sink, no Python in it: the driver killed after batch 1 reached the output topic, before
+    # commits/1 (sink-done from the checkpoint's file manager), has batch 1 written twice, every record of it.
+    [passthrough] = out.glob("trials/kafka-passthrough-*")
+    result = json.loads((passthrough / "result.json").read_text())
+    assert {(d["batch"], d["fault"]) for d in verdicts["kafka-passthrough"]["duplicated"]} == {
+        (1, "kill-driver@1:sink-done")}
+    output = pl.read_parquet(passthrough / "sink" / "output-topic.parquet")
+    assert output.height == result["events"] + len(ids_of_batch(result, 1)) and output["committed"].all()
     assert left_by(run.pid) == []
+
+
+LOSSY = '''
+from pipelines_under_test.kafka import KafkaPassthrough
+
+LOSSY = KafkaPassthrough("kafka-passthrough-lossy", "kafka", "at-least-once", "failOnDataLoss=false")
+LOSSY.fail_on_data_loss = False
+'''
+
+
+def test_records_deleted_before_the_query_read_them_fail_it_or_are_the_sources_loss(tmp_path):
+    """``delete-records@0:planned/200``: batch 0's records and 200 more leave the topic before any task fetched
+    them. Spark's default (failOnDataLoss=true) fails the query with Kafka's message, every restart again: an
+    inconclusive trial that says why. With failOnDataLoss=false the query skips them: the harness reports them as
+    what the source lost and judges the sink on the rest (exactly-once)."""
+    if CONNECTOR_SPARK not in installed():
+        assert cli("spark", "add", CONNECTOR_SPARK, cwd=tmp_path).rc == 0
+    fault = ["--fault", "delete-records@0:planned/200", "--events", "1000", "--json"]
+    strict = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-passthrough", *fault, cwd=tmp_path, timeout=900)
+    assert strict.rc == 3, strict.stderr[-3000:]  # inconclusive
+    r = strict.json
+    assert r["outcome"] == "failed" and "Some data may have been lost" in r["reason"], r["reason"]
+    (tmp_path / "lossy.py").write_text(LOSSY)
+    lossy = cli("--spark", CONNECTOR_SPARK, "trial", "lossy:LOSSY", *fault, cwd=tmp_path, timeout=900)
+    assert lossy.rc == 0, lossy.stderr[-3000:]
+    r = lossy.json
+    deleted = r["faults"][0]["detail"]["deleted_before"]
+    assert r["verdict"] == "exactly-once" and r["lost"] == []
+    # Every record below the new start offsets (batch 0's ~200 and 200 more), none of them in the sink.
+    assert r["source_lost"]["ids"] == sum(deleted.values()) >= 390
+    assert r["source_lost"]["faults"] == ["delete-records@0:planned/200"]
+    assert r["multiplicity"]["1"] == 1000 - r["source_lost"]["ids"]
+    assert left_by(lossy.pid) == []

@@ -86,6 +86,9 @@ def print_verdict(v: dict) -> None:
     if v.get("multiplicity"):
         m = v["multiplicity"]
         out.print(f"  ids in sink: {m['0']} missing, {m['1']} once, {m['>1']} more than once")
+    if lost := v.get("source_lost"):
+        out.print(f"  source lost: {lost['ids']} ids the topic no longer held when the query came to read them "
+                  f"({', '.join(lost['faults'])}); not the sink's, judged without them", markup=False)
     if v.get("keys") and compared:
         k = v["keys"]
         out.print(f"  {compared} (inferred, no provenance): {k['exact']} exact, {k['over']} over, {k['under']} under, "

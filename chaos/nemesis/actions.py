@@ -61,6 +61,8 @@ class Nemesis:
         self.channels = channels
         self.database = database
         self.broker = broker
+        self.kafka_topic: str | None = None  # the trial's topic on the broker (set once produced)
+        self.batch_records = 0  # a batch's records (--events-per-batch): delete-records' default count
         self._until: list[tuple[Fault, threading.Event]] = []
         self.heals: list[threading.Thread] = []
         self.driver_kill: Fault | None = None  # the fault that killed the current driver, if any
@@ -80,6 +82,7 @@ class Nemesis:
             "slow": self._slow,
             "oom": self._oom,
             "decommission": self._decommission,
+            "delete": self._delete_records,
         }[fault.kind]
         return handler(fault, detail)
 
@@ -202,6 +205,26 @@ class Nemesis:
         squeezed = self.cluster.squeeze_memory(index)
         self._heal_later(fault, fault.duration or 0.0, lambda: self.cluster.release_memory(index), node=index)
         return {"done": True, "node": index, "duration": fault.duration, **squeezed}
+
+    def _delete_records(self, fault: Fault, detail: dict) -> dict:
+        """Kafka's retention beating the consumer: every record of the trial's topic before batch B's end offsets
+        (``offsets/B``, else the newest offsets file) and N more (default: a batch's worth, spread over the
+        partitions) deleted; what the query had not read yet of them is gone for it."""
+        from chaos.store.checkpoint import kafka_offsets
+
+        broker, topic = self._broker(), self.kafka_topic
+        if topic is None:
+            raise LookupError("no topic of this trial on the broker")
+        logs = sorted((p for p in (self.checkpoint / "offsets").glob("[0-9]*") if int(p.name) <= fault.batch),
+                      key=lambda p: int(p.name))
+        planned = (kafka_offsets(str(logs[-1])) or {}).get(topic, {}) if logs else {}
+        ends = {int(p): n for p, n in broker.end_offsets(topic).items()}
+        more = fault.count if fault.count is not None else self.batch_records
+        each = -(-more // max(len(ends), 1))
+        before = {p: min(end, int(planned.get(str(p), 0)) + each) for p, end in ends.items()}
+        deleted = broker.delete_records(topic, before)
+        return {"done": True, "topic": topic, "planned": planned, "deleted_before": {str(p): o for p, o in
+                                                                                     sorted(deleted.items())}}
 
     def _decommission(self, fault: Fault, detail: dict) -> dict:
         """Spark's graceful decommission: an executor (``spark.decommission.enabled``) finishes its tasks, migrates

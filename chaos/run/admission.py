@@ -18,7 +18,10 @@ def first_upgrade(schedule: list[Fault]) -> Fault | None:
 def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
     """Reject faults the pipeline cannot take (no cluster needed: called before anything starts)."""
     for fault in scenario.faults:
-        if fault.target == "broker" and not pipeline.kafka:
+        if fault.action == "delete-records" and pipeline.spark_oracle:
+            raise UserError(f"{fault.spec}: {pipeline.name} is judged against Spark's answer over every record, "
+                            "which deleted records would change; use a kafka-* pipeline")
+        if fault.target in ("broker", "records") and not pipeline.kafka:
             raise UserError(f"{fault.spec}: {pipeline.name} reads no Kafka through the harness's broker; use a "
                             "kafka-* pipeline or a job read with --kafka connector")
         if fault.target == "sink-db" and not pipeline.database:

@@ -30,6 +30,7 @@ def verdict_fields(v: dict) -> dict:
     """What a trial's result shows of its verdict (``trial --json``, the printed result)."""
     return {
         "verdict": v["verdict"], "meets": v["meets"], "lost": v["lost"], "duplicated": v["duplicated"],
+        "source_lost": v.get("source_lost"),
         "unexpected": v["unexpected"], "anomaly_counts": v["effect"]["counts"],
         "multiplicity": v["effect"].get("multiplicity"), "inferred": v.get("inferred", False),
         "keys": v["effect"].get("keys"), "compared": v.get("compared"),

@@ -191,6 +191,7 @@ class Trial:
         self.h.channels.reset()
         self.nemesis = Nemesis(self.h.cluster, lambda: self.driver, lambda: self.controller.app_id,
                                checkpoint, self.history, self.h.channels, self.h.database, self.h.kafka)
+        self.nemesis.kafka_topic, self.nemesis.batch_records = self.kafka_topic, self.scenario.events_per_batch
         self.controller = Controller(self.history, faults, self.nemesis.fire, host=self.h.cluster.host,
                                      peers=self.h.cluster.peers_in_reports)
         self.controller.listeners.append(self.nemesis.on_phase)
@@ -477,5 +478,9 @@ class Trial:
 
     def _log_tail(self, lines: list[str] | None = None) -> str:
         lines = self._log_lines() if lines is None else lines
-        errors = [ln for ln in lines if "Error" in ln or "Exception" in ln]
+        failed = [ln for ln in lines if ln.startswith("streamchaos: query failed: ")]  # the query's own words
+        if failed:
+            return failed[-1].removeprefix("streamchaos: ")[:300]
+        errors = [ln for ln in lines if ("Error" in ln or "Exception" in ln)  # the message, not a stack frame
+                  and not ln.lstrip().startswith(("at ", "... "))]
         return (errors or lines or ["(empty log)"])[-1][:300]

@@ -38,6 +38,9 @@ ACTIONS = (
     "kill-sink-db",
     "kill-broker",  # the harness's Kafka broker: SIGKILL, restarted on its data after the downtime
     "pause-broker",  # SIGSTOP of the broker for the duration
+    # Kafka's retention beating the consumer: the records of the trial's topic before batch B's end plus N more
+    # (default: one batch's worth) are deleted, those the query has not read yet with them.
+    "delete-records",
     *(f"pause-{t}" for t in TARGETS),
     *(f"{k}-{c}" for k in CHANNEL_KINDS for c in CHANNELS),
     "damage-checkpoint",
@@ -159,6 +162,11 @@ class Fault:
             if (match := _NODE.match(arg)) and match["index"].isdigit():
                 return int(match["index"])
         return None
+
+    @property
+    def count(self) -> int | None:
+        """``/N`` of delete-records: how many records past the batch's end offsets go too."""
+        return self.index if self.action == "delete-records" else None
 
     @property
     def peer(self) -> tuple[str, str] | None:

@@ -167,6 +167,16 @@ class KafkaBroker:
         for future in admin.create_partitions([NewPartitions(name, total)]).values():
             future.result(timeout=60)
 
+    def delete_records(self, topic: str, before: dict[int, int]) -> dict[int, int]:
+        """Every record of ``topic`` below ``before[partition]`` deleted (the log start offset moved there, as
+        retention does); the new log start offsets."""
+        from confluent_kafka import TopicPartition
+
+        admin = self.admin()  # kept until the answers are in: a dropped client never completes its futures
+        futures = admin.delete_records([TopicPartition(topic, p, o) for p, o in sorted(before.items())],
+                                       request_timeout=30)
+        return {tp.partition: future.result(30).low_watermark for tp, future in futures.items()}
+
     def end_offsets(self, topic: str) -> dict[str, int]:
         """The next offset of each partition of ``topic`` (its high watermark), as Spark's offsets name them."""
         from confluent_kafka import Consumer, TopicPartition
