@@ -120,6 +120,12 @@ class Pipeline:
         self._ref = value
 
     @property
+    def source_channel(self) -> bool:
+        """Its source's connections go through the source channel's proxy: the harness's event log, or the Kafka
+        broker's listener for the job (chaos.clusters.kafka.broker)."""
+        return not self.own_source or self.kafka
+
+    @property
     def phases(self) -> tuple[str, ...]:
         """The phases this pipeline's batches pass through: only there are faults planned and accepted.
 

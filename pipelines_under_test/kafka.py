@@ -102,6 +102,7 @@ class KafkaPassthrough(KafkaSourced, RowPassthrough):
     """Every record of the trial's topic to its output topic, through Spark's Kafka source and sink."""
 
     kafka_sink = True
+    sink_channel = True  # Spark's producers reach the broker through the sink channel's proxy
     checkpoint_phases = ("planned", "sink-done")
     phases = ("planned", "sink-done", "committed")
     # The standard mix's windows at the phases it has (chaos/campaign/conformance.py), the broker's kill too.
@@ -115,7 +116,8 @@ class KafkaPassthrough(KafkaSourced, RowPassthrough):
         k = ctx.kafka or {}
         rows = self.transform(self.read_kafka(ctx))
         out = rows.select(F.col("key"), F.to_json(F.struct("id", "key", "value")).alias("value"))
-        return (out.writeStream.format("kafka").option("kafka.bootstrap.servers", k["bootstrap"])
+        bootstrap = k.get("sink_bootstrap") or k["bootstrap"]
+        return (out.writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
                 .option("topic", k["output"]).option("checkpointLocation", ctx.checkpoint)
                 .queryName(self.query_name).start())
 
@@ -166,14 +168,15 @@ class KafkaTransactional(KafkaSourced, RowPassthrough):
     (chaos/stream/sinks/kafka_transactional.py), judged on what a read_committed consumer sees."""
 
     kafka_sink = True
+    sink_channel = True
     phases = ("planned", "sink-write", "sink-done", "committed")  # the sink phases: its foreachBatch reports them
 
     def start(self, ctx: DriverContext):
         from chaos.stream.sinks.kafka_transactional import TransactionalKafkaSink
 
         k = ctx.kafka or {}
-        sink = TransactionalKafkaSink(k["bootstrap"], k["output"], f"{self.query_name}-{k['topic']}", self.mode,
-                                      ctx.phase)
+        sink = TransactionalKafkaSink(k.get("sink_bootstrap") or k["bootstrap"], k["output"],
+                                      f"{self.query_name}-{k['topic']}", self.mode, ctx.phase)
         return self.start_foreach_batch(ctx, self.transform(self.read_kafka(ctx)), sink)
 
     def read_output(self, sink_dir: Path) -> pl.DataFrame:

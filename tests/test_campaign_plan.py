@@ -135,7 +135,7 @@ def test_no_planned_fault_at_a_phase_its_pipeline_never_reports(name):
     stateless query never reaches state-commit, a source of its own never reports planned/reading)."""
     pipeline = CATALOGUE[name]
     actions = applicable_actions(FAULT_KINDS, sink_channel=pipeline.sink_channel, database=pipeline.database,
-                                 refused=STANDALONE, source_channel=not pipeline.own_source)
+                                 refused=STANDALONE, source_channel=pipeline.source_channel)
     stateful = pipeline.state or pipeline.state_store
     assert ("state-commit" in pipeline.phases) == bool(stateful)
     assert ("planned" in pipeline.phases) == (not pipeline.own_source or "planned" in pipeline.checkpoint_phases)
@@ -153,7 +153,7 @@ def test_weaker_pipelines_get_their_revealing_windows_in_the_first_trial(name):
     trial kills the driver after the sink wrote, at both sink phases (the Spark test runs it)."""
     pipeline = CATALOGUE[name]
     actions = applicable_actions(["kill"], sink_channel=pipeline.sink_channel, database=pipeline.database,
-                                 refused=STANDALONE, source_channel=not pipeline.own_source)
+                                 refused=STANDALONE, source_channel=pipeline.source_channel)
     for seed in range(1, 6):
         plan = plan_schedules(10, actions, 3, seed=stable_seed(seed, name), phases=pipeline.phases)
         sink = {f"kill-driver:{p}" for p in ("sink-done", "sink-write") if p in pipeline.phases}  # Kafka's: done

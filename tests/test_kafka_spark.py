@@ -276,3 +276,65 @@ def test_records_deleted_before_the_query_read_them_fail_it_or_are_the_sources_l
     assert r["source_lost"]["faults"] == ["delete-records@0:planned/200"]
     assert r["multiplicity"]["1"] == 1000 - r["source_lost"]["ids"]
     assert left_by(lossy.pid) == []
+
+
+TOXIPROXY = "github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0"
+
+
+@pytest.fixture(scope="module")
+def real_toxiproxy(tmp_path_factory):
+    """The real Toxiproxy server, built once per machine with ``go install`` from its Go module (the module proxy
+    ``go`` is set up for), on a free loopback port for this module."""
+    import shutil
+
+    gobin = Path.home() / ".cache" / "streamchaos" / "go-bin"
+    server = gobin / "server"
+    if not server.exists():
+        if shutil.which("go") is None:
+            pytest.fail("the real Toxiproxy builds with Go: install it (apt-get install golang-go)")
+        built = subprocess.run(["go", "install", TOXIPROXY], env={**os.environ, "GOBIN": str(gobin)},
+                               capture_output=True, text=True, timeout=600)
+        assert built.returncode == 0, built.stderr[-2000:]
+    from chaos.machine.spark import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([str(server), "-host", "127.0.0.1", "-port", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        from chaos.machine.processes import wait_until
+
+        assert wait_until(lambda: _answers(port), 30, 0.2), "Toxiproxy did not start"
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _answers(port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("toxiproxy", ["embedded", "real"])
+def test_channel_faults_reach_the_connections_to_the_broker(tmp_path, toxiproxy, request):
+    """The job's Kafka source and sink reach the broker through listeners of their own, advertised as the source
+    and sink channels' proxies: a cut source channel holds batch 1 for its duration, a reset and a delayed channel
+    are ridden out, nothing lost or repeated. With the harness's embedded Toxiproxy-API server and with the real
+    Toxiproxy (``--toxiproxy``)."""
+    if CONNECTOR_SPARK not in installed():
+        assert cli("spark", "add", CONNECTOR_SPARK, cwd=tmp_path).rc == 0
+    proxy = ["--toxiproxy", request.getfixturevalue("real_toxiproxy")] if toxiproxy == "real" else []
+    run = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-passthrough", *proxy, "--events", "1000",
+              "--fault", "cut-source@1:planned/4s", "--fault", "reset-sink@2:planned/3s",
+              "--fault", "delay-source@3:planned/latency=800/3s", "--json", cwd=tmp_path, timeout=900)
+    assert run.rc == 0, run.stderr[-3000:]
+    r = run.json
+    assert r["verdict"] == "exactly-once" and all(f["fired"] for f in r["faults"]), r["faults"]
+    at = {f["spec"].split("@")[0]: f["t"] for f in r["faults"]}
+    assert at["reset-sink"] - at["cut-source"] >= 4.0  # batch 1 waited out the cut source channel
+    assert left_by(run.pid) == []

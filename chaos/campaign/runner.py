@@ -217,7 +217,7 @@ class Runner:
         resolved = resolve(pipeline)
         expected = self.c.spec.expect or resolved.guarantee
         actions = applicable_actions(self.c.spec.kinds, sink_channel=resolved.sink_channel,
-                                     database=resolved.database, source_channel=not resolved.own_source,
+                                     database=resolved.database, source_channel=resolved.source_channel,
                                      kafka=resolved.kafka,
                                      refused=self.c.spec.refused())
         candidates = self.c.spec.shrink_trials

@@ -183,7 +183,7 @@ class Campaign:
                 skipped.append({"pipeline": name, "reason": reason})
                 continue
             actions = applicable_actions(spec.kinds, sink_channel=pipeline.sink_channel, database=pipeline.database,
-                                         source_channel=not pipeline.own_source, refused=refused,
+                                         source_channel=pipeline.source_channel, refused=refused,
                                          kafka=pipeline.kafka)
             fixed = (spec.schedules or {}).get(name)
             if not actions and not spec.examples and fixed is None:

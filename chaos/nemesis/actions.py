@@ -63,6 +63,7 @@ class Nemesis:
         self.broker = broker
         self.kafka_topic: str | None = None  # the trial's topic on the broker (set once produced)
         self.batch_records = 0  # a batch's records (--events-per-batch): delete-records' default count
+        self.channel_routes: dict[str, str] = {}  # a channel's proxy when not its own name (Kafka's listeners)
         self._until: list[tuple[Fault, threading.Event]] = []
         self.heals: list[threading.Thread] = []
         self.driver_kill: Fault | None = None  # the fault that killed the current driver, if any
@@ -248,7 +249,7 @@ class Nemesis:
     def _channel(self, fault: Fault) -> dict:
         if self.channels is None:
             raise LookupError("no fault proxy in this harness")
-        heal = self.channels.apply(fault)
+        heal = self.channels.apply(fault, self.channel_routes.get(fault.target))
         return {"done": True, **self._heal_after(fault, heal, channel=fault.target), **fault.attributes}
 
     def _heal_after(self, fault: Fault, heal: Callable[[], None], **what) -> dict:

@@ -74,9 +74,10 @@ class Channels:
         """Between trials: every proxy enabled, no toxics."""
         self.api().reset()
 
-    def apply(self, fault: Fault) -> Callable[[], None]:
-        """Carry out a channel fault now; return its heal."""
-        name = fault.target
+    def apply(self, fault: Fault, proxy_name: str | None = None) -> Callable[[], None]:
+        """Carry out a channel fault now (on the proxy ``proxy_name``, else the one its channel names); return its
+        heal."""
+        name = proxy_name or fault.target
         proxy = self.proxies.get(name)
         if proxy is None:
             raise LookupError(f"this pipeline has no {name} channel")

@@ -29,7 +29,7 @@ def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
         if fault.channel and fault.target == "sink" and not pipeline.sink_channel:
             raise UserError(f"{fault.spec}: {pipeline.name} writes to a local file, it has no sink channel; "
                             "use a pipeline with a database sink")
-        if fault.channel and fault.target == "source" and pipeline.own_source:
+        if fault.channel and fault.target == "source" and not pipeline.source_channel:
             raise UserError(f"{fault.spec}: {pipeline.name} reads a source of its own, not the harness's event log "
                             "through the source channel; use a pipeline that reads the event log")
         if fault.phase not in pipeline.phases:

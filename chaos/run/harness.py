@@ -281,7 +281,8 @@ class Harness:
         if self.kafka is None:
             t0 = time.monotonic()
             self._add_jars(spark_connector_jars(say=self.echo))  # resolved here, once
-            self.kafka = KafkaBroker(self.owned, self.workdir).start(say=self.echo)
+            self.kafka = KafkaBroker(self.owned, self.workdir).start(
+                say=self.echo, proxy=lambda name, upstream: self.channels.open(name, upstream, self.cluster.host))
             self.timings["kafka_start_s"] = round(time.monotonic() - t0, 2)
         elif not self.kafka.ready():
             self.kafka.restart()

@@ -192,6 +192,8 @@ class Trial:
         self.nemesis = Nemesis(self.h.cluster, lambda: self.driver, lambda: self.controller.app_id,
                                checkpoint, self.history, self.h.channels, self.h.database, self.h.kafka)
         self.nemesis.kafka_topic, self.nemesis.batch_records = self.kafka_topic, self.scenario.events_per_batch
+        if self.pipeline.kafka:  # its source (and Kafka sink) channel is the broker's listener, not the event log's
+            self.nemesis.channel_routes = {"source": "kafka-source", "sink": "kafka-sink"}
         self.controller = Controller(self.history, faults, self.nemesis.fire, host=self.h.cluster.host,
                                      peers=self.h.cluster.peers_in_reports)
         self.controller.listeners.append(self.nemesis.on_phase)
@@ -216,7 +218,9 @@ class Trial:
             "partitions": self.scenario.partitions,
             "cores_max": self.scenario.workers,
             "query_conf": self.scenario.conf,
-            "kafka": {"bootstrap": self.h.kafka.bootstrap, "topic": self.kafka_topic,
+            # The job's connections go through the source and sink channels' proxies (chaos.clusters.kafka.broker).
+            "kafka": {"bootstrap": self.h.kafka.source_bootstrap, "sink_bootstrap": self.h.kafka.sink_bootstrap,
+                      "topic": self.kafka_topic,
                       "output": self.kafka_topic + OUTPUT_TOPIC if self.pipeline.kafka_sink else None,
                       "max_offsets": self.scenario.events_per_batch} if self.kafka_topic else None,
             **self.h.start_settings,
@@ -438,7 +442,7 @@ class Trial:
         found = json.loads(written.read_text()) if written.exists() else {"via": "connector", "topic": self.kafka_topic}
         from chaos.clusters.kafka.jars import connector
 
-        return {**found, "connector": str(connector(spark_version())), "bootstrap": self.h.kafka.bootstrap}
+        return {**found, "connector": str(connector(spark_version())), "bootstrap": self.h.kafka.source_bootstrap}
 
     def _end_topics(self, export: bool) -> None:
         """The output topic's records into the run directory (what the verdict is judged from), then the trial's

@@ -21,6 +21,7 @@ import signal
 import socket
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from chaos.errors import HarnessError
@@ -43,6 +44,12 @@ class KafkaBroker:
         self.home = Path(work_dir) / "kafka"
         self.port = 0
         self.controller_port = 0
+        # The job's own connections (Spark's source and sink) reach the broker on listeners of their own, each
+        # advertised as the address of a fault proxy in front of it (``start(proxy=...)``): the source and sink
+        # channels' faults act on them, never on the harness's own producer, admin and reads.
+        self.source_bootstrap = ""
+        self.sink_bootstrap = ""
+        self._listeners: dict[str, tuple[int, str]] = {}  # SOURCE/SINK: (port, advertised address)
         self.group: Group | None = None
         self.recovery_s: float | None = None
 
@@ -55,12 +62,19 @@ class KafkaBroker:
     def log_path(self) -> Path:
         return self.home / "broker.log"
 
-    def start(self, *, say=None) -> KafkaBroker:
+    def start(self, *, say=None, proxy: Callable[[str, str], str] | None = None) -> KafkaBroker:
+        """``proxy(name, upstream)``: a fault proxy named ``name`` in front of ``upstream``, its listen address."""
         classpath = broker_classpath(say=say)
         started = time.monotonic()
         shutil.rmtree(self.home, ignore_errors=True)
         (self.home / "data").mkdir(parents=True)
         self.port, self.controller_port = free_port(), free_port()
+        self._listeners = {}
+        for name in ("SOURCE", "SINK"):
+            port = free_port()
+            upstream = f"{self.address}:{port}"
+            self._listeners[name] = (port, proxy(f"kafka-{name.lower()}", upstream) if proxy else upstream)
+        self.source_bootstrap, self.sink_bootstrap = (self._listeners[n][1] for n in ("SOURCE", "SINK"))
         (self.home / "server.properties").write_text(self._properties())
         # One of 64 such ids starts with "-": given as "--cluster-id=ID", never read as an option.
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -79,13 +93,17 @@ class KafkaBroker:
         return self
 
     def _properties(self) -> str:
-        listeners = f"PLAINTEXT://{self.address}:{self.port},CONTROLLER://{self.address}:{self.controller_port}"
+        own = {name: (f"{self.address}:{port}", advertised) for name, (port, advertised) in self._listeners.items()}
+        listeners = ",".join([f"PLAINTEXT://{self.address}:{self.port}", *(f"{n}://{a}" for n, (a, _) in own.items()),
+                              f"CONTROLLER://{self.address}:{self.controller_port}"])
+        advertised = ",".join([f"PLAINTEXT://{self.address}:{self.port}", *(f"{n}://{a}" for n, (_, a) in own.items())])
+        protocols = ",".join(f"{n}:PLAINTEXT" for n in ("PLAINTEXT", "CONTROLLER", *own))
         return "\n".join([
             "process.roles=broker,controller", "node.id=1",
             f"controller.quorum.bootstrap.servers={self.address}:{self.controller_port}",
-            f"listeners={listeners}", f"advertised.listeners=PLAINTEXT://{self.address}:{self.port}",
+            f"listeners={listeners}", f"advertised.listeners={advertised}",
             "controller.listener.names=CONTROLLER", "inter.broker.listener.name=PLAINTEXT",
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            f"listener.security.protocol.map={protocols}",
             f"log.dirs={self.home / 'data'}",
             "num.partitions=1", "offsets.topic.replication.factor=1", "offsets.topic.num.partitions=4",
             "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1",
