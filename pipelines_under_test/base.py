@@ -108,6 +108,9 @@ class Pipeline:
     # Phases reported at the query's checkpoint files (chaos/machine/jvm/CheckpointBarrier.java): ``planned`` once
     # offsets/N is written, ``sink-done`` before commits/N. For a source or sink of Spark's own, no Python in it.
     checkpoint_phases: tuple[str, ...] = ()
+    # Phases reported as its tasks start (chaos/machine/jvm/ReadingBarrier.java, an executor plugin): ``reading``
+    # for a source of Spark's own.
+    task_phases: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:

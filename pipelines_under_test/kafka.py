@@ -74,6 +74,7 @@ class KafkaSourced:
     source_frame = False
     own_source = True  # Spark's connector reads: the harness's source reports nothing
     checkpoint_phases: tuple[str, ...] = ("planned",)
+    task_phases: tuple[str, ...] = ("reading",)
     fail_on_data_loss: bool | None = None  # the source's failOnDataLoss; None: Spark's default (true)
 
     def unavailable(self) -> str | None:
@@ -104,7 +105,7 @@ class KafkaPassthrough(KafkaSourced, RowPassthrough):
     kafka_sink = True
     sink_channel = True  # Spark's producers reach the broker through the sink channel's proxy
     checkpoint_phases = ("planned", "sink-done")
-    phases = ("planned", "sink-done", "committed")
+    phases = ("planned", "reading", "sink-done", "committed")
     # The standard mix's windows at the phases it has (chaos/campaign/conformance.py), the broker's kill too.
     conformance_mix = ("kill-driver@1:sink-done kill-driver@3:planned",
                        "kill-driver@1:planned kill-executor@2:sink-done kill-driver@3:committed",
@@ -145,7 +146,7 @@ class KafkaWindowedCount(KafkaSourced, WindowedCount):
     """``windowed-count`` on Spark's Kafka source: the watermark, the window state and the upsert by window are
     the same; the offsets in the checkpoint are Kafka's."""
 
-    phases = tuple(p for p in PHASES if p != "reading")
+    phases = PHASES
     conformance_mix = ("kill-driver@1:sink-done kill-driver@3:sink-write",
                        "kill-driver@1:state-commit kill-executor@2:sink-write kill-driver@3:committed",
                        "kill-broker@1:planned/2s kill-driver@2:planned kill-driver@4:sink-done")
@@ -169,7 +170,7 @@ class KafkaTransactional(KafkaSourced, RowPassthrough):
 
     kafka_sink = True
     sink_channel = True
-    phases = ("planned", "sink-write", "sink-done", "committed")  # the sink phases: its foreachBatch reports them
+    phases = ("planned", "reading", "sink-write", "sink-done", "committed")  # its foreachBatch: the sink phases
 
     def start(self, ctx: DriverContext):
         from chaos.stream.sinks.kafka_transactional import TransactionalKafkaSink

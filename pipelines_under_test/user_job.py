@@ -46,10 +46,11 @@ class UserJob(Pipeline):
         # JVM commit protocol of a file sink (chaos.jobs.as_written).
         self.file_sink = spec.sink_kind == "parquet"
         # Its Kafka source read through Spark's connector on the harness's broker: no Python runs in the source's
-        # path; `planned` comes from the checkpoint (offsets/N written), `reading` from nowhere.
+        # path; `planned` comes from the checkpoint (offsets/N written), `reading` from its tasks' start.
         self.kafka = spec.kafka == "connector"
         self.checkpoint_phases = ("planned",) if self.kafka else ()
-        self.phases = tuple(p for p in PHASES if p != "reading") if self.kafka else PHASES
+        self.task_phases = ("reading",) if self.kafka else ()
+        self.phases = PHASES
         self.id_field = id_field(parse_schema(spec.schema)) if spec.schema else None
 
     @property

@@ -136,6 +136,8 @@ def boot(config: dict, incarnation: int = 0):
         builder = builder.config("spark.executor.extraJavaOptions", executor_java_options(config))
     if config.get("jars"):  # the harness's (Spark's Kafka connector): executors fetch them from the driver
         builder = builder.config("spark.jars", config["jars"])
+    if config.get("plugins"):  # chaos/machine/jvm/ReadingBarrier.java, from those jars
+        builder = builder.config("spark.plugins", config["plugins"])
     # The pipeline's JVM settings (class path of its hooks) must be there before the JVM starts.
     boot_conf = resolve(pipeline).boot_conf() if pipeline else {}
     executors = (config.get("cluster_conf") or {}).get(EXECUTOR_CLASS_PATH)
@@ -306,6 +308,9 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
 
     if pipeline.checkpoint_phases:
         checkpoint_barrier(spark, pipeline.checkpoint_phases, config, incarnation)
+    if "reading" in pipeline.task_phases:  # on this thread, which starts the query: its tasks carry them
+        spark.sparkContext.setLocalProperty("streamchaos.reading.controller", config["controller"])
+        spark.sparkContext.setLocalProperty("streamchaos.reading.incarnation", str(incarnation))
     # Registered before the query starts: batch 0's faults may need this app's executors.
     tell(spark, config, "booted", incarnation)
     ctx = DriverContext(spark, source, config["checkpoint"], Path(config["sink_dir"]), incarnation, phase,

@@ -30,7 +30,7 @@ from chaos.store.atomic import write_json
 # What a spare boots with; chaos.driver.process checks them again at the hand-over.
 SPARE_KEYS = ("master", "java_options", "class_path", "class_archive", "executor_archive", "python_daemon",
               "locality_wait", "cores_max", "tmp_dir", "worker_cores", "interpreted_sql",
-              "driver_host", "cluster_conf", "jars")
+              "driver_host", "cluster_conf", "jars", "plugins")
 
 
 def recycle_folder(root: str | Path, pid: int) -> Path:

@@ -100,6 +100,7 @@ class Harness:
         self.database: PostgresServer | None = None  # first trial that needs it (pgnode on docker)
         self.sink_dsn: str | None = None
         self.kafka = None  # the Kafka broker (chaos.clusters.kafka.broker), first trial of a job read through it
+        self.plugins = ""  # spark.plugins of every driver booted from now on (chaos.machine.jvm.ReadingBarrier)
         # Jars every driver of this harness adds to its application (spark.jars): PostgreSQL's JDBC driver, and Spark's
         # Kafka connector once a job read through it ran, so the spares booted for the next trials have it too.
         self.jars = ""
@@ -237,7 +238,7 @@ class Harness:
                 "interpreted_sql": self.interpreted_sql, "driver_host": self.cluster.host,
                 "cluster_conf": self.cluster.driver_conf or None,
                 "worker_cores": self.worker_cores if self.cluster.owns_workers else None,
-                "jars": self.jars or None}
+                "jars": self.jars or None, "plugins": self.plugins or None}
 
     @property
     def standby_spares(self) -> bool:
@@ -298,10 +299,12 @@ class Harness:
             self._ensure_database()
         if pipeline.kafka:
             self._ensure_kafka()
-        if pipeline.checkpoint_phases:  # its phases come from a JVM hook every driver's application must hold
-            from chaos.machine.jvm import hooks_jar
+        if pipeline.checkpoint_phases or pipeline.task_phases:  # JVM hooks every driver's application must hold
+            from chaos.machine.jvm import READING_BARRIER_CLASS, hooks_jar
 
             self._add_jars([hooks_jar()])
+            if pipeline.task_phases:  # a plugin of every application from now on: a no-op for other queries
+                self.plugins = READING_BARRIER_CLASS
         services = TrialServices(
             cluster=self.cluster, owned=self.owned, eventlog=self.eventlog, channels=self.channels, spares=self.spares,
             source_url=self.source_url, driver_cwd=self.driver_cwd, standby=self.standby,

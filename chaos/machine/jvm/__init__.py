@@ -22,6 +22,7 @@ from chaos.errors import UserError
 SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 COMMIT_PROTOCOL_CLASS = "streamchaos.BarrierCommitProtocol"
 CHECKPOINT_BARRIER_CLASS = "streamchaos.CheckpointBarrier"
+READING_BARRIER_CLASS = "streamchaos.ReadingBarrier"  # spark.plugins: the reading phase of Spark's own sources
 
 
 def cache_dir() -> Path:
