@@ -14,13 +14,13 @@ from tests.conftest import cli, left_by
 
 pytestmark = pytest.mark.spark
 
-OPTIONS = ["--pipeline", "passthrough-append", "--trials", "6", "--seed", "3", "--events", "600", "--no-shrink",
+OPTIONS = ["--pipeline", "passthrough-append", "--trials", "3", "--seed", "3", "--events", "600", "--no-shrink",
            "--max-faults", "1"]
 
 
 def test_three_shards_merge_into_the_unsharded_plan_with_every_verdict(spark_cluster, tmp_path):
     cluster = ["--cluster", spark_cluster.master_url]
-    whole = Campaign.create(tmp_path / "whole", CampaignSpec(pipelines=["passthrough-append"], trials=6, seed=3,
+    whole = Campaign.create(tmp_path / "whole", CampaignSpec(pipelines=["passthrough-append"], trials=3, seed=3,
                                                              events=600, shrink=False, max_faults=1,
                                                              cluster=spark_cluster.master_url))
     for i in (1, 2, 3):
@@ -35,13 +35,13 @@ def test_three_shards_merge_into_the_unsharded_plan_with_every_verdict(spark_clu
     assert data["plan_hash"] == whole.data["plan_hash"] and data["plan"] == whole.plan
     assert data["windows"] == whole.data["windows"]
     summary = json.loads((tmp_path / "all" / "summary.json").read_text())
-    assert summary["planned"] == summary["finished"] == 6 and summary["missing"] == []
+    assert summary["planned"] == summary["finished"] == 3 and summary["missing"] == []
     for entry in whole.plan:
         verdict = json.loads((tmp_path / "all" / "trials" / entry["id"] / "verdict.json").read_text())
         assert verdict["verdict"] in ("exactly-once", "at-least-once"), verdict
     assert (tmp_path / "all" / "report.html").exists()
     analyzed = cli("analyze", "all", cwd=tmp_path)
-    assert analyzed.rc == merged.rc and "re-checked 6 trial(s): 6 unchanged" in analyzed.stdout
+    assert analyzed.rc == merged.rc and "re-checked 3 trial(s): 3 unchanged" in analyzed.stdout
 
     partial = cli("campaign", "merge", "partial", "s1", "s3", cwd=tmp_path)
     missing = [e["id"] for e in Campaign.load(tmp_path / "s2").share]
