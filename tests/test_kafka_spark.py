@@ -31,6 +31,17 @@ pytestmark = pytest.mark.spark
 CONNECTOR_SPARK = "4.2.0"
 
 
+def added_connector_spark(tmp_path: Path) -> None:
+    """The PySpark whose Kafka connector Maven serves, added once per machine (``streamchaos spark add``)."""
+    if CONNECTOR_SPARK not in installed():
+        assert cli("spark", "add", CONNECTOR_SPARK, cwd=tmp_path).rc == 0
+
+
+def fired_at(result: dict) -> dict[str, float]:
+    """When each of a trial's faults fired (seconds into the trial), by action."""
+    return {f["spec"].split("@")[0]: f["t"] for f in result["faults"]}
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     require_java()
@@ -88,8 +99,7 @@ def test_a_broker_of_a_sigkilled_harness_is_reaped_at_the_next_start(tmp_path):
 def test_sparks_own_kafka_connector_reads_the_broker_and_keeps_kafka_offsets_in_the_checkpoint(broker, tmp_path):
     """A job as users write it: ``readStream.format("kafka")`` with its own options, through the connector at the
     running Spark's version; each batch's end offsets per partition land in ``offsets/N``."""
-    if CONNECTOR_SPARK not in installed():
-        assert cli("spark", "add", CONNECTOR_SPARK, cwd=tmp_path).rc == 0
+    added_connector_spark(tmp_path)
     python = python_of(CONNECTOR_SPARK)
     spark_home = subprocess.run([str(python), "-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"],
                                 capture_output=True, text=True, check=True).stdout.strip()
@@ -172,8 +182,7 @@ def test_a_jobs_own_kafka_source_runs_through_sparks_connector_and_a_replayed_ba
     ``readStream.format("kafka")`` through Spark's connector, the batch the killed driver replays found twice and
     attributed from the Kafka offsets Spark wrote to ``offsets/N``; an executor killed as batch 1's tasks start
     reading (the executor plugin's ``reading``) changes nothing."""
-    if CONNECTOR_SPARK not in installed():
-        assert cli("spark", "add", CONNECTOR_SPARK, cwd=tmp_path).rc == 0
+    added_connector_spark(tmp_path)
     job = f"{REPO}/examples/orders_append.py:run"
     run = cli("--spark", CONNECTOR_SPARK, "trial", job, "--schema", ORDER, "--sink", "postgres:orders",
               "--events", "1200", "--fault", "kill-executor@1:reading", "--fault", "kill-driver@3:sink-done", "--json",
@@ -203,15 +212,14 @@ def test_kafka_windowed_count_is_exactly_once_through_a_broker_kill_and_a_replay
     """The window state and Kafka's offsets are saved together in the checkpoint, and the upsert by window makes
     a replay overwrite itself: the source channel to the broker cut at batch 1, the broker killed at batch 3 and
     the driver killed after batch 4's write change nothing; the consistent cut holds at every committed batch."""
-    if CONNECTOR_SPARK not in installed():
-        assert cli("spark", "add", CONNECTOR_SPARK, cwd=tmp_path).rc == 0
+    added_connector_spark(tmp_path)
     run = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-windowed-count", "--events", "1200",
               "--late-fraction", "0.05", "--fault", "cut-source@1:planned/4s", "--fault", "kill-broker@3:planned/2s",
               "--fault", "kill-driver@4:sink-done", "--json", cwd=tmp_path, timeout=900)
     assert run.rc == 0, run.stderr[-3000:]
     r = run.json
     assert r["verdict"] == "exactly-once" and all(f["fired"] for f in r["faults"]), r["faults"]
-    at = {f["spec"].split("@")[0]: f["t"] for f in r["faults"]}
+    at = fired_at(r)
     assert at["kill-broker"] - at["cut-source"] >= 4.0  # the connector waited out the cut (embedded proxy)
     cut = r["consistent_cut"]
     assert cut["ok"] is True and len(cut["batches_checked"]) >= 5, cut
@@ -221,8 +229,7 @@ def test_kafka_windowed_count_is_exactly_once_through_a_broker_kill_and_a_replay
 def test_conformance_of_the_kafka_sinks_agrees_with_what_is_documented(tmp_path):
     """Spark's Kafka sink is at-least-once as its guide says; a transaction per batch is exactly-once on committed
     reads only with the batch id committed inside it, and at-least-once without. One harness and broker for all."""
-    if CONNECTOR_SPARK not in installed():
-        assert cli("spark", "add", CONNECTOR_SPARK, cwd=tmp_path).rc == 0
+    added_connector_spark(tmp_path)
     out = tmp_path / "conf"
     run = cli("--spark", CONNECTOR_SPARK, "conformance", "--trials", "1", "--only", "kafka-passthrough",
               "--only", "kafka-transactional", "--only", "kafka-transactional-id", "--out", str(out), cwd=tmp_path,
@@ -258,8 +265,7 @@ def test_records_deleted_before_the_query_read_them_fail_it_or_are_the_sources_l
     them. Spark's default (failOnDataLoss=true) fails the query with Kafka's message, every restart again: an
     inconclusive trial that says why. With failOnDataLoss=false the query skips them: the harness reports them as
     what the source lost and judges the sink on the rest (exactly-once)."""
-    if CONNECTOR_SPARK not in installed():
-        assert cli("spark", "add", CONNECTOR_SPARK, cwd=tmp_path).rc == 0
+    added_connector_spark(tmp_path)
     fault = ["--fault", "delete-records@0:planned/200", "--events", "1000", "--json"]
     strict = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-passthrough", *fault, cwd=tmp_path, timeout=900)
     assert strict.rc == 3, strict.stderr[-3000:]  # inconclusive
@@ -325,14 +331,13 @@ def test_channel_faults_reach_the_connections_to_the_broker_through_the_real_tox
     and sink channels' proxies: a cut source channel holds batch 1 for its duration, a reset and a delayed channel
     are ridden out, nothing lost or repeated. With the real Toxiproxy (``--toxiproxy``); the windowed count's
     test above cuts the source channel on the harness's embedded one."""
-    if CONNECTOR_SPARK not in installed():
-        assert cli("spark", "add", CONNECTOR_SPARK, cwd=tmp_path).rc == 0
+    added_connector_spark(tmp_path)
     run = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-passthrough", "--toxiproxy", real_toxiproxy,
               "--events", "1000", "--fault", "cut-source@1:planned/4s", "--fault", "reset-sink@2:planned/3s",
               "--fault", "delay-source@3:planned/latency=800/3s", "--json", cwd=tmp_path, timeout=900)
     assert run.rc == 0, run.stderr[-3000:]
     r = run.json
     assert r["verdict"] == "exactly-once" and all(f["fired"] for f in r["faults"]), r["faults"]
-    at = {f["spec"].split("@")[0]: f["t"] for f in r["faults"]}
+    at = fired_at(r)
     assert at["reset-sink"] - at["cut-source"] >= 4.0  # batch 1 waited out the cut source channel
     assert left_by(run.pid) == []

@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+
+
+def _into_place(path: Path, write: Callable[[Path], object]) -> Path:
+    """``write`` a file beside ``path``, then rename it into place (creating the parent directory)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    write(tmp)
+    tmp.replace(path)
+    return path
 
 
 def write_text(path: Path, text: str) -> Path:
     """Write ``text`` beside ``path`` and rename it into place (creating the parent directory)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return _into_place(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def write_json(path: Path, data) -> Path:
@@ -22,9 +28,4 @@ def write_json(path: Path, data) -> Path:
 
 def write_parquet(frame, path: Path) -> Path:
     """A polars frame into ``path`` the same way: beside it first, then renamed into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    frame.write_parquet(tmp)
-    tmp.replace(path)
-    return path
+    return _into_place(path, frame.write_parquet)

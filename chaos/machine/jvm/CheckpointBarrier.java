@@ -12,12 +12,12 @@ import org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileMana
 
 /**
  * Phase barriers at the query's own checkpoint files (spark.sql.streaming.checkpointFileManagerClass), for
- * sources and sinks of Spark's own where no Python code runs: Spark's Kafka source and sink, Delta's sink.
+ * sources and sinks of Spark's own where no Python code runs (Spark's Kafka source and sink).
  *
  * Every micro-batch writes offsets/N before any of its tasks runs and commits/N once its sink returned. Those
  * two writes go through this file manager (it hands every other file to Spark's default one unchanged), so it
- * reports "planned" when offsets/N is complete and "sink-done" when commits/N is about to be written (Kafka's
- * producers flushed, a Delta transaction committed), each waiting for the harness like the Python hooks do.
+ * reports "planned" when offsets/N is complete and "sink-done" when commits/N is about to be written (the sink's
+ * addBatch returned: Kafka's producers flushed), each waiting for the harness like the Python hooks do.
  * Which of the two it reports, to which controller, for which checkpoint: the session's settings
  * spark.streamchaos.checkpoint.{phases,controller,incarnation,root}, copied into Hadoop's configuration.
  */

@@ -9,6 +9,7 @@ Spark version, so it is built once per machine and Spark upgrade.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -59,11 +60,13 @@ def _required(source: Path) -> str | None:
     return None
 
 
-def _sources(jars: Path) -> list[Path]:
-    """The hooks this Spark's jars can build (``spark-sql``'s classes checked for each one's requirement)."""
+@functools.cache
+def _sources(jars: Path) -> tuple[Path, ...]:
+    """The hooks this Spark's jars can build (``spark-sql``'s classes checked for each one's requirement): read
+    once per process, though every Kafka pipeline's ``unavailable`` asks."""
     sql = next(iter(sorted(jars.glob("spark-sql_*.jar"))), None)
     names = set(zipfile.ZipFile(sql).namelist()) if sql else set()
-    return [s for s in SOURCES if (_required(s) or "") in names | {""}]
+    return tuple(s for s in SOURCES if (_required(s) or "") in names | {""})
 
 
 def has_hook(class_name: str) -> bool:
