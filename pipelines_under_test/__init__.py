@@ -73,6 +73,13 @@ def resolve(name: str) -> Pipeline:
     job as written, ``module:function?schema=...&sink=...`` (``chaos.jobs.reference``)."""
     if name in CATALOGUE:
         return CATALOGUE[name]
+    from chaos.scenario.names import is_script
+
+    if is_script(name.partition("?")[0]):  # a script, run as __main__ (chaos.jobs.as_written)
+        from chaos.jobs.reference import parse_ref
+        from pipelines_under_test.user_job import UserJob
+
+        return UserJob(parse_ref(name))
     if ":" in name:
         from chaos.jobs.reference import import_entry, parse_ref
         from chaos.scenario.names import entry_module

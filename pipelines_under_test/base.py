@@ -60,6 +60,7 @@ class Pipeline:
     name: str = ""
     _ref: str = ""  # set by ``resolve`` for a user's pipeline (see ``ref``)
     description: str = ""
+    notes: tuple[str, ...] = ()  # what the trial says in its first lines (a user's job: the databases it reroutes)
     guarantee: str = "exactly-once"
     provenance: bool = True
     state: bool = False

@@ -23,6 +23,8 @@ ORACLE_DATABASE = "streamchaos_oracle"
 ON_TIME_DATABASE = "streamchaos_oracle_on_time"
 AGAIN_DATABASE = "streamchaos_oracle_again"  # the answer's second run: which columns no two runs share
 ORACLE_DATABASES = (ORACLE_DATABASE, ON_TIME_DATABASE, AGAIN_DATABASE)
+# The sink table's columns the database fills itself (identity, serial, now() defaults), read from its definition.
+FILLED_FILE = "filled_by_database.json"
 SQLITE_FILE = "job.db"  # a sqlite:TABLE job's database, in the trial's sink directory (and the oracle's)
 
 
@@ -52,6 +54,9 @@ class UserJob(Pipeline):
         self.task_phases = ("reading",) if self.kafka else ()
         self.phases = PHASES
         self.id_field = id_field(parse_schema(spec.schema)) if spec.schema else None
+        named = _named_databases(spec.entry)  # one of a kind with no server here is one line, before any JVM
+        if self.database and named:
+            self.notes = tuple(f"the job's database {url} is the trial's (its tables kept)" for url in named)
 
     @property
     def compare_key(self) -> tuple[str, ...]:
@@ -112,9 +117,11 @@ class UserJob(Pipeline):
         return other_database(dsn, ORACLE_DATABASE) if self.database else None
 
     def export_database(self, dsn: str, sink_dir: Path) -> None:
-        from chaos.clusters.postgres import export_table, other_database
+        from chaos.clusters.postgres import export_table, filled_by_database, other_database
+        from chaos.store.atomic import write_json
 
         export_table(dsn, self.spec.table, Path(sink_dir) / "output.parquet")
+        write_json(Path(sink_dir) / FILLED_FILE, filled_by_database(dsn, self.spec.table))
         oracle = Path(sink_dir).parent / "oracle"
         if not (oracle / "meta.json").exists():  # the last driver did not get to run it (a stalled trial)
             return
@@ -156,7 +163,9 @@ class UserJob(Pipeline):
         on_time = self._read(oracle / "on_time") if meta.get("watermark") else None
         rows = self._read(oracle)
         left_out = varying_columns(rows, self._read(oracle / "again")) if (oracle / "again").is_dir() else ()
-        return BatchAnswer(rows, on_time, left_out)
+        filled = Path(run_dir) / "sink" / FILLED_FILE
+        by_db = tuple(json.loads(filled.read_text())) if filled.exists() else ()
+        return BatchAnswer(rows, on_time, tuple(c for c in left_out if c not in by_db), by_db)
 
     # -- the driver side ------------------------------------------------------------------------
     def start(self, ctx):
@@ -194,10 +203,28 @@ class UserJob(Pipeline):
                                           "final_watermark_ms": max((wm for _, wm in marks), default=None)})
 
 
+def _named_databases(entry: str) -> list[str]:
+    from chaos.jobs.databases import named_databases
+    from chaos.jobs.reference import entry_source
+
+    try:
+        text = entry_source(entry).read_text(errors="replace")
+    except OSError:
+        return []
+    return named_databases(text)
+
+
 def _empty(conn) -> None:
-    """A database with no table of anyone's: its public schema dropped and made again."""
-    conn.execute("DROP SCHEMA IF EXISTS public CASCADE")
-    conn.execute("CREATE SCHEMA public")
+    """A database with no table of anyone's, whatever its schema (``raw.events`` as much as ``public.orders``):
+    every schema of a user's dropped and made again, empty, so a job that expects its schema finds it."""
+    schemas = [name for (name,) in conn.execute(
+        "SELECT nspname FROM pg_namespace WHERE nspname NOT IN ('pg_catalog', 'information_schema') "
+        "AND nspname NOT LIKE 'pg\\_%'").fetchall()]
+    from psycopg import sql
+
+    for name in sorted({*schemas, "public"}):
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
 
 
 def _read_sqlite(path: Path, table: str) -> pl.DataFrame:

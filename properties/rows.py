@@ -42,6 +42,9 @@ class BatchAnswer:
     # Columns two runs of the answer disagree on (``varying_columns``): stamps such as current_timestamp() or
     # uuid(), which no two runs share; rows are compared without them.
     left_out: tuple[str, ...] = ()
+    # Columns the database fills itself (``id BIGSERIAL``, ``inserted_at DEFAULT now()``): not the job's output, and
+    # a replayed row gets a new value in them; rows are compared without them too.
+    filled: tuple[str, ...] = ()
 
 
 def varying_columns(first: pl.DataFrame, second: pl.DataFrame) -> tuple[str, ...]:
@@ -82,8 +85,8 @@ def infer_from_rows(expected: pl.DataFrame | BatchAnswer, observed: pl.DataFrame
     ``ids``: the event a row came from, if its columns name one; each anomaly then lists ``ids`` (the checker
     attributes them to batches and faults as it does provenance)."""
     answer = expected if isinstance(expected, BatchAnswer) else BatchAnswer(expected)
-    if answer.left_out:  # compared without the columns no two runs share; a key made of them is no key
-        gone = list(answer.left_out)
+    if answer.left_out or answer.filled:  # compared without the columns no two runs share; a key of them is none
+        gone = [*answer.left_out, *answer.filled]
         key = tuple(k for k in key if k not in gone)
         answer = BatchAnswer(answer.rows.drop(gone, strict=False),
                              None if answer.on_time is None else answer.on_time.drop(gone, strict=False))

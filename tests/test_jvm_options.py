@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chaos.driver.process import driver_java_options, executor_java_options
+from chaos.driver.jvm_options import driver_java_options, executor_java_options
 from chaos.machine.jvm.archive import archive_path, driver_archive, executor_archive
 from chaos.machine.spark import APP_HEAP_START, QUICK_JVM_OPTIONS, spark_env
 

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.spark
 
 def test_hypothesis_finds_and_shrinks_a_duplicating_schedule_that_replays(chaos_harness, spark_cluster, tmp_path):
     """The search runs on the session's shared harness; its replay command, in a process of its own."""
-    stream = StreamSpec(events=600, seed=1, events_per_batch=200)
+    stream = StreamSpec(events=400, seed=1, events_per_batch=200)
     found = search_violation(
         resolve("passthrough-append"), "exactly-once", stream,
         harness_runner(chaos_harness, tmp_path / "search", resolve("passthrough-append")),

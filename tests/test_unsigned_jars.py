@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyspark
 
-from chaos.driver.process import class_path_first
+from chaos.driver.jvm_options import class_path_first
 from chaos.machine.jvm.unsigned import is_signed, quick_class_path, unsign, unsigned_copies
 
 SIGNED_MANIFEST = (b"Manifest-Version: 1.0\r\nCreated-By: test\r\n\r\n"

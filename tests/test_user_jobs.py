@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime
@@ -18,6 +19,7 @@ from chaos.jobs.reference import (
     canonical_entry,
     event_id,
     id_field,
+    job_ref,
     kafka_row,
     parse_ref,
     parse_schema,
@@ -249,3 +251,55 @@ def test_a_job_finds_the_trials_database_under_every_name_jobs_read():
     assert (env["DB_USER"], env["DB_PASSWORD"]) == ("streamchaos", "s:cret") == (env["PGUSER"], env["PGPASSWORD"])
     assert (env["PGHOST"], env["PGPORT"], env["PGDATABASE"]) == ("127.0.0.1", "40123", "postgres")
     assert database_env("sqlite:////tmp/run/sink/job.db") == {"DATABASE_URL": "sqlite:////tmp/run/sink/job.db"}
+
+
+def test_a_job_writing_a_database_of_a_kind_with_no_server_here_is_one_line_before_any_jvm(tmp_path):
+    job = tmp_path / "orders_mysql.py"
+    job.write_text((REPO / "examples" / "orders_jdbc.py").read_text().replace(
+        '"jdbc:postgresql://localhost:5432/shop"', '"jdbc:mysql://db:3306/shop"'))
+    run = cli("trial", f"{job}:run", "--schema", "order_id STRING", "--sink", "postgres:orders", cwd=tmp_path)
+    assert run.rc == 2 and run.stderr.count("\n") == 1, run.stderr
+    assert "jdbc:mysql://db:3306/shop" in run.stderr and "PostgreSQL only" in run.stderr
+
+
+def test_the_databases_a_jobs_code_names_are_found_and_its_connections_take_the_trials():
+    from chaos.jobs.databases import _rerouted_connect, named_databases
+
+    text = (REPO / "examples" / "orders_raw_jdbc.py").read_text()
+    assert named_databases(text) == ["jdbc:postgresql://postgres:5432/shop"]
+    assert named_databases('DSN = "postgresql://etl:pw@db:5432/shop"\nURL = "jdbc:postgresql://db/shop"') == [
+        "jdbc:postgresql://db/shop", "postgresql://etl:pw@db:5432/shop"]
+    with pytest.raises(UserError, match="jdbc:sqlserver://sql:1433"):
+        named_databases('url = "jdbc:sqlserver://sql:1433;databaseName=shop"')
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    calls = []
+    connect = _rerouted_connect(lambda *a, **kw: calls.append((a, kw)), conninfo_to_dict)
+    trial = {"PGHOST": "127.0.0.1", "PGPORT": "41234", "PGDATABASE": "postgres", "PGUSER": "chaos",
+             "PGPASSWORD": "s3cret"}
+    saved = {k: os.environ.get(k) for k in trial}
+    os.environ.update(trial)
+    try:
+        connect("host=postgres port=5432 dbname=shop user=etl password=etl application_name=orders",
+                autocommit=True)
+        connect(host="localhost", dbname="events", user="etl", sslmode="require")
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+    where = {"host": "127.0.0.1", "port": "41234", "dbname": "postgres", "user": "chaos", "password": "s3cret"}
+    assert calls == [((), {"application_name": "orders", "autocommit": True, **where}), ((), where)]
+
+
+def test_a_scripts_arguments_travel_in_its_reference_and_go_to_scripts_only(tmp_path):
+    script = REPO / "examples" / "trades_script.py"
+    ref = job_ref(str(script), "trade_id STRING", "parquet", args=["--input", "x y", "--min-qty", "10"])
+    spec = parse_ref(ref)
+    assert spec.entry == str(script) and spec.args == ("--input", "x y", "--min-qty", "10")
+    assert resolve(ref).spec == spec and parse_ref(spec.ref) == spec
+    with pytest.raises(UserError, match="arguments after -- go to a script"):
+        job_ref("passthrough-append", args=["--input", "x"])
+    with pytest.raises(UserError, match="JSON list of strings"):
+        parse_ref(f"{script}?sink=parquet&args=--input")
+    run = cli("trial", "missing_job.py", "--sink", "parquet", cwd=tmp_path)
+    assert run.rc == 2 and run.stderr.count("\n") == 1 and "missing_job.py does not exist" in run.stderr

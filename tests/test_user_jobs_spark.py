@@ -9,6 +9,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 import polars as pl
 import pytest
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.spark
 needs_postgres = pytest.mark.skipif(find_bindir() is None, reason="no PostgreSQL server binaries on this machine")
 
 ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
+TRADE = "trade_id STRING, symbol STRING, qty LONG, price DOUBLE, ts TIMESTAMP"
 KILL = ["--events", "1000", "--fault", "kill-driver@3:sink-done", "--json"]
 
 
@@ -65,6 +67,55 @@ def test_an_append_jobs_replayed_batch_is_found_row_by_row_and_attributed(spark_
                     cwd=tmp_path)
         assert meant.rc == 0, meant.stderr[-2000:]
         assert meant.json["verdict"] == "at-least-once" and meant.json["expected"] == "at-least-once"
+
+
+@needs_postgres
+def test_a_job_naming_its_own_database_writes_the_trials_and_its_serial_columns_are_not_compared(chaos_harness,
+                                                                                                  tmp_path):
+    """examples/orders_raw_jdbc.py as written: a docker-compose host in its JDBC URL and psycopg connection, a table
+    in schema ``raw`` with ``id BIGSERIAL`` and ``inserted_at DEFAULT now()``. The replayed batch gets new ids and
+    times: compared on the job's columns, it is batch 3's 200 rows twice, nothing else."""
+    from pipelines_under_test import resolve
+
+    r = trial(chaos_harness, tmp_path, job("orders_raw_jdbc"), "--schema", ORDER, "--sink", "postgres:raw.orders",
+              "--expect", "at-least-once", *KILL)
+    assert r["verdict"] == "at-least-once" and r["filled_by_database"] == ["id", "inserted_at"], r
+    assert r["anomaly_counts"] == {"lost": 0, "duplicated": 200, "unexpected": 0}
+    assert {i for d in r["duplicated"] for i in d["ids"]} <= ids_of_batch(r, 3)
+    written = pl.read_parquet(Path(r["run_dir"]) / "sink" / "output.parquet")
+    assert written.height == 1200 and written["id"].n_unique() == 1200  # the database numbered every row
+    assert resolve(r["pipeline"]).notes == ("the job's database jdbc:postgresql://postgres:5432/shop is the trial's "
+                                            "(its tables kept)",)
+    # Between trials every schema is emptied, not only public: raw is there, with no table left in it.
+    resolve(r["pipeline"]).prepare_database(chaos_harness.database.dsn)
+    import psycopg
+
+    with psycopg.connect(chaos_harness.database.dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'raw'").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'raw'").fetchone()[0] == 0
+
+
+def test_a_script_with_argparse_and_a_module_level_query_runs_unchanged(chaos_harness, tmp_path):
+    """examples/trades_script.py as spark-submit runs it: argparse options after --, its query at module level,
+    awaitTermination, spark.stop() and sys.exit(0) after it."""
+    r = trial(chaos_harness, tmp_path, f"{REPO}/examples/trades_script.py", "--schema", TRADE, "--sink", "parquet",
+              *KILL, "--", "--input", "/data/trades", "--output", "/data/large-trades", "--min-qty", "10")
+    assert all(f["fired"] for f in r["faults"]) and r["recoveries"], r["faults"]
+    assert r["verdict"] == "exactly-once" and r["meets"] is True
+    assert r["pipeline"].endswith("&args=" + quote('["--input", "/data/trades", "--output", "/data/large-trades", '
+                                                   '"--min-qty", "10"]', safe=" :,()"))
+    from pipelines_under_test import resolve
+
+    expected = resolve(r["pipeline"]).expected_output(Path(r["run_dir"])).rows
+    assert expected.columns == ["trade_id", "symbol", "qty", "notional", "ts"] and expected.height > 0
+    assert expected["qty"].min() >= 10  # its own option reached it
+    # Without its required options it exits before any query: the user's mistake, in argparse's own words.
+    from chaos.errors import UserError
+
+    with pytest.raises(UserError, match=r"exited with 2: trades_script.py: error: the following arguments are "
+                                        r"required: --input, --output"):
+        trial(chaos_harness, tmp_path, f"{REPO}/examples/trades_script.py", "--schema", TRADE, "--sink", "parquet",
+              "--events", "400", name="no-options")
 
 
 @needs_postgres

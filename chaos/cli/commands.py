@@ -68,6 +68,8 @@ JobKafka = Annotated[str | None, typer.Option(
     "--kafka", help="your job's Kafka source: connector (Spark's Kafka connector on the harness's broker), stand-in "
                     "(the harness's own source shaped as Kafka's) or auto (the connector where Maven serves it for "
                     "this Spark; default)")]
+ScriptArgs = Annotated[list[str] | None, typer.Argument(
+    help="your script's own arguments, after -- (trial job.py --sink parquet -- --input x)", show_default=False)]
 Ray = Annotated[str | None, typer.Option(
     help="run the trials on a Ray cluster, one harness per node: its address HOST:PORT, or auto (docs/scale.md)")]
 Expect = Annotated[str | None, typer.Option(
@@ -86,7 +88,9 @@ def _options(
 
 @app.command(epilog="\b\nExample: streamchaos trial passthrough-append --events 2000 --fault kill-driver@3:sink-done")
 def trial(
-    pipeline: Annotated[str, typer.Argument(help="catalogue name or module:attribute")],
+    pipeline: Annotated[str, typer.Argument(help="catalogue name, module:attribute, your job's module:function or "
+                                                 "its script path/to/job.py")],
+    args: ScriptArgs = None,
     events: Annotated[int, typer.Option(help="events in the stream")] = EVENTS,
     seed: Annotated[int, typer.Option(help="seed of the event stream")] = 0,
     fault: Annotated[list[str] | None, typer.Option(help="ACTION@BATCH:PHASE[/ARG...], or ACTION@SECONDSs[/ARG...] "
@@ -125,8 +129,12 @@ def trial(
     check_expect(expect)
     scenario = trial_scenario(pipeline, events, seed, fault, events_per_batch, partitions, keys, skew,
                               max_disorder_ms, late_fraction, resent_fraction, cluster, workers, downtime,
-                              recovery_timeout, conf, image, schema, sink, key, values, kafka)
+                              recovery_timeout, conf, image, schema, sink, key, values, kafka, args)
     run_dir = keep or Path("runs") / time.strftime("trial-%Y%m%d-%H%M%S")
+    from pipelines_under_test import resolve
+
+    for note in resolve(scenario.pipeline).notes:  # what the trial does to the job's own settings
+        err.print(note, markup=False)
     with Harness(cluster=scenario.cluster, workers=workers, workdir=run_dir.parent, toxiproxy=toxiproxy,
                  standby=standby, echo=err.print) as harness:
         if not as_json:

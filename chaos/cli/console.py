@@ -96,6 +96,9 @@ def print_verdict(v: dict) -> None:
     if v.get("left_out"):
         out.print(f"  compared without column(s) {', '.join(v['left_out'])}: two runs of Spark's answer over the same "
                   "records differ in them (a timestamp, a random id)", markup=False)
+    if v.get("filled_by_database"):
+        out.print(f"  compared without column(s) {', '.join(v['filled_by_database'])}: filled by the database",
+                  markup=False)
     if v.get("keys") and not compared:
         k = v["keys"]
         out.print(f"  keys (inferred, no provenance): {k['exact']} exact, {k['over']} over-counted, "

@@ -21,6 +21,7 @@ import atexit
 import glob
 import os
 import pwd
+import re
 import secrets
 import shutil
 import tempfile
@@ -257,3 +258,26 @@ def export_table(dsn: str, table: str, path: Path) -> None:
     frame = pl.DataFrame(rows, schema=columns, orient="row", infer_schema_length=None) if rows else \
         pl.DataFrame({c: [] for c in columns})
     frame.write_parquet(path)
+
+
+# A default that is a constant (``'new'::text``, ``0``, ``true``, ``NULL``) is a value the job could as well have
+# written; anything else (``nextval(...)``, ``now()``, ``CURRENT_TIMESTAMP``, ``gen_random_uuid()``) differs between
+# two databases given the same rows.
+_CONSTANT_DEFAULT = re.compile(
+    r"^(?:'(?:[^']|'')*'(?:::[\w .\[\]\"]+)?|-?\d+(?:\.\d+)?(?:::[\w ]+)?|true|false|NULL.*)$", re.IGNORECASE)
+
+
+def filled_by_database(dsn: str, table: str) -> list[str]:
+    """The columns of ``table`` the database fills itself: identity and serial columns, generated columns, and
+    defaults computed at insert (``now()``, a sequence, a random id). Two runs of a job that write the same rows get
+    different values in them, so they are not the job's output; an empty list if the table does not exist."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT a.attname, a.attidentity, a.attgenerated, pg_get_expr(d.adbin, d.adrelid) "
+            "FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum "
+            "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+            (table,)).fetchall()
+    return [name for name, identity, generated, default in rows
+            if identity or generated or (default is not None and not _CONSTANT_DEFAULT.match(default.strip()))]

@@ -34,47 +34,11 @@ import traceback
 from contextlib import ExitStack
 from pathlib import Path
 
-from chaos.machine.spark import APP_HEAP_START, driver_scratch, scratch_option
+from chaos.driver.jvm_options import EXECUTOR_CLASS_PATH, class_path_first, driver_java_options, executor_java_options
+from chaos.errors import UserError
+from chaos.machine.spark import driver_scratch
 from chaos.nemesis import barrier
 from chaos.store.atomic import write_json
-
-
-def quick_heap(config: dict) -> str:
-    """With the quick JVM flags, a driver's or an executor's heap starts at ``APP_HEAP_START`` instead of
-    their 16 MiB (chaos.machine.spark.QUICK_JVM_OPTIONS): both hold 60-100 MiB once a query runs, and growing to
-    that from 16 MiB took a dozen full collections per JVM, ~1 CPU-s each."""
-    return APP_HEAP_START if config.get("java_options") else ""
-
-
-def driver_java_options(config: dict) -> str:
-    """A deep stack for Spark's plan recursion, the harness's JVM flags and temporary directory, its class
-    archive if built."""
-    options = ["-Xss16m", config.get("java_options") or "", quick_heap(config), scratch_option(config.get("tmp_dir"))]
-    if config.get("class_archive"):
-        options.append(f"-XX:SharedArchiveFile={config['class_archive']}")
-    return " ".join(o for o in options if o)
-
-
-def executor_java_options(config: dict) -> str:
-    """The harness's JVM flags and temporary directory, and the executors' class archive, if built."""
-    options = [config.get("java_options") or "", quick_heap(config), scratch_option(config.get("tmp_dir"))]
-    if config.get("executor_archive"):
-        options.append(f"-XX:SharedArchiveFile={config['executor_archive']}")
-    return " ".join(o for o in options if o)
-
-
-EXECUTOR_CLASS_PATH = "spark.executor.extraClassPath"
-CLASS_PATH_KEYS = ("spark.driver.extraClassPath", EXECUTOR_CLASS_PATH)
-
-
-def class_path_first(class_path: str, conf: dict[str, str]) -> dict[str, str]:
-    """``conf`` with the harness's class path (chaos/machine/jvm/unsigned.py) ahead of any extra class path it sets."""
-    if not class_path:
-        return conf
-    merged = dict(conf)
-    for key in CLASS_PATH_KEYS:
-        merged[key] = os.pathsep.join(p for p in (class_path, conf.get(key, "")) if p)
-    return merged
 
 
 def boot(config: dict, incarnation: int = 0):
@@ -455,6 +419,11 @@ def spare_main(spare_dir: Path) -> int:
         config, incarnation, as_standby = handed
         source = stand_by(spark, config, incarnation, signals, 2, warm_read=not warm) if as_standby else None
         return serve(spark, config, incarnation, source)
+    except UserError as exc:  # the job's own mistake, not the harness's: one line, no retry (chaos.run.trial)
+        from chaos.scenario.variants import JOB_ERROR, JOB_ERROR_RC
+
+        print(f"{JOB_ERROR}{exc}", file=sys.stderr, flush=True)
+        return JOB_ERROR_RC
     except Exception:
         traceback.print_exc()
         return 1
@@ -490,6 +459,11 @@ def main(argv: list[str]) -> int:
         spark = boot(config, incarnation)  # imports the pipeline's module too (a standby: not after the kill)
         source = stand_by(spark, config, incarnation, signals, 1) if signals is not None else None
         return serve(spark, config, incarnation, source)
+    except UserError as exc:  # the job's own mistake, not the harness's: one line, no retry (chaos.run.trial)
+        from chaos.scenario.variants import JOB_ERROR, JOB_ERROR_RC
+
+        print(f"{JOB_ERROR}{exc}", file=sys.stderr, flush=True)
+        return JOB_ERROR_RC
     except Exception:
         traceback.print_exc()
         return 1

@@ -13,7 +13,8 @@ call anything:
 * ``start()`` runs on the trial's checkpoint (a file sink on the trial's sink directory), whatever the job
   says; ``awaitTermination`` and ``spark.stop()`` return at once, so the harness keeps the query;
 * ``DATABASE_URL`` (and ``JDBC_URL``, libpq's ``PG*``: chaos.jobs.job_env) names the harness's PostgreSQL,
-  through the sink channel's proxy (or the trial's SQLite file).
+  through the sink channel's proxy (or the trial's SQLite file); a JDBC URL or psycopg connection written in the
+  job's code is rerouted there too (chaos.jobs.databases).
 
 The oracle (``run_answer``) runs the same function again over every record the stream served, in one
 micro-batch, with no fault, on a checkpoint and a ``DATABASE_URL`` of its own: what exactly-once output is,
@@ -35,12 +36,14 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamWriter
 
 from chaos.errors import UserError
+from chaos.jobs.databases import reroute
 from chaos.jobs.job_env import DATABASE_VARS, database_env
 from chaos.jobs.kafka_source import kafka_options
 from chaos.jobs.reference import JobSpec, as_ddl, import_entry, parse_schema, roles
+from chaos.jobs.scripts import script_runner
 from chaos.jobs.stand_ins import JOB_SOURCE_NAME, JobSource
 from chaos.jobs.values import value_lists
-from chaos.scenario.names import entry_module
+from chaos.scenario.names import entry_module, is_script
 from chaos.stream.source import logged_offsets
 
 FILE_FORMATS = ("json", "parquet", "csv", "orc")
@@ -53,6 +56,8 @@ def entry_function(spec: JobSpec) -> Callable:
     not the stream's)."""
     import sys
 
+    if is_script(spec.entry):
+        return script_runner(spec)
     module_name, func, _ = entry_module(spec.entry)
     sys.modules.pop(module_name, None)
     module = import_entry(spec.entry)
@@ -399,6 +404,7 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
         _BEFORE_JOBS.update(threading.enumerate())
     if database:  # before the module is imported: a module-level read sees the trial's database
         os.environ.update(database_env(database))
+        reroute()  # a database the job's code names is the trial's too (chaos.jobs.databases)
     fn = entry_function(spec)
     started: list = []
     watermarks: list[tuple] = []

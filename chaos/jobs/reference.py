@@ -23,7 +23,7 @@ from urllib.parse import parse_qsl, quote
 
 from chaos.errors import UserError
 from chaos.jobs.values import parse_values, pick, value_lists
-from chaos.scenario.names import entry_module
+from chaos.scenario.names import entry_module, is_script
 
 # Spark's DDL type names the generator can fill, by the Python value a row holds.
 _TYPES = {
@@ -182,11 +182,13 @@ class JobSpec:
     # What its readStream.format("kafka") reads: "connector" (Spark's Kafka connector on the harness's broker),
     # "stand-in" or "" (the harness's own source shaped as Kafka's; "" also for a job that reads no Kafka).
     kafka: str = ""
+    args: tuple[str, ...] = ()  # a script's command-line arguments (``trial job.py -- ARGS``)
 
     @property
     def ref(self) -> str:
         query = [(k, v) for k, v in (("schema", self.schema), ("sink", self.sink), ("key", ",".join(self.key)),
-                                     ("values", self.values), ("kafka", self.kafka)) if v]
+                                     ("values", self.values), ("kafka", self.kafka),
+                                     ("args", json.dumps(list(self.args)) if self.args else "")) if v]
         return self.entry + ("?" + "&".join(f"{k}={quote(v, safe=' :,()')}" for k, v in query) if query else "")
 
     @property
@@ -219,15 +221,23 @@ def parse_ref(ref: str) -> JobSpec:
     """The job a pipeline reference names (``entry?schema=...&sink=...&key=...&values=...``)."""
     entry, _, query = ref.partition("?")
     opts = dict(parse_qsl(query, keep_blank_values=True))
-    unknown = set(opts) - {"schema", "sink", "key", "values", "kafka"}
+    unknown = set(opts) - {"schema", "sink", "key", "values", "kafka", "args"}
     if unknown:
         raise UserError(f"{ref!r}: unknown job option(s) {', '.join(sorted(unknown))}: use schema, sink, key, values, "
-                        "kafka")
+                        "kafka, args")
     if opts.get("kafka", "") not in ("", *KAFKA_SOURCES):
         raise UserError(f"{ref!r}: kafka={opts['kafka']}: use one of {', '.join(KAFKA_SOURCES)}")
     key = tuple(k.strip() for k in opts.get("key", "").split(",") if k.strip())
+    try:
+        args = json.loads(opts["args"]) if opts.get("args") else []
+    except ValueError:
+        args = None
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise UserError(f"{ref!r}: args={opts['args']}: give the script's arguments as a JSON list of strings")
+    if args and not is_script(entry):
+        raise UserError(f"{entry}: arguments go to a script (path/to/job.py), not to a function")
     return JobSpec(entry, opts.get("schema") or None, opts.get("sink", ""), key, opts.get("values", ""),
-                   opts.get("kafka", ""))
+                   opts.get("kafka", ""), tuple(args))
 
 
 KAFKA_SOURCES = ("connector", "stand-in")
@@ -324,7 +334,12 @@ def import_entry(entry: str, what: str = "the job's module"):
 
 
 def canonical_entry(entry: str) -> str:
-    """A file path under the working directory as a dotted module (drivers import it from there)."""
+    """A file path under the working directory as a dotted module (drivers import it from there); a script as its
+    absolute path (drivers run it from wherever they start)."""
+    if is_script(entry):
+        if not Path(entry).is_file():
+            raise UserError(f"{entry} does not exist: give the job's script relative to this directory")
+        return str(Path(entry).resolve())
     module, func, directory = entry_module(entry)
     target = entry.rpartition(":")[0]
     if directory is not None:
@@ -376,17 +391,25 @@ def as_ddl(schema) -> str | None:
 
 
 def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tuple | list | None = None,
-            values: list[str] | tuple[str, ...] | None = None, kafka: str | None = None) -> str:
+            values: list[str] | tuple[str, ...] | None = None, kafka: str | None = None,
+            args: list[str] | tuple[str, ...] | None = None) -> str:
     """A user's job with its schema (DDL, sample record or StructType), sink, key, ``--values``
-    (chaos.jobs.values) and what its Kafka reads (``kafka_source``) folded into the reference scenarios store;
-    catalogue names and Pipeline classes as they are."""
-    if ":" not in pipeline or "?" in pipeline or not (schema or sink or key or values or ".py:" in pipeline):
+    (chaos.jobs.values), what its Kafka reads (``kafka_source``) and a script's arguments folded into the
+    reference scenarios store; catalogue names and Pipeline classes as they are."""
+    script = is_script(pipeline.partition("?")[0])
+    if not script and (":" not in pipeline or "?" in pipeline
+                       or not (schema or sink or key or values or ".py:" in pipeline)):
         if values:
             raise UserError(f"--values applies to a job as written (path/to/job.py:function), not {pipeline}")
+        if args:
+            raise UserError(f"arguments after -- go to a script (path/to/job.py), not to {pipeline}")
+        return pipeline
+    if script and "?" in pipeline:
         return pipeline
     given = parse_ref(pipeline)
     refuse_namesakes(given.entry)
     keys = tuple(k.strip() for k in (key.split(",") if isinstance(key, str) else key or ()) if k.strip())
     return JobSpec(canonical_entry(given.entry), as_ddl(schema) or given.schema, sink or given.sink,
                    keys or given.key, parse_values(values) or given.values,
-                   given.kafka if given.kafka and kafka is None else kafka_source(given.entry, kafka)).ref
+                   given.kafka if given.kafka and kafka is None else kafka_source(given.entry, kafka),
+                   tuple(args) if args else given.args).ref

@@ -34,6 +34,7 @@ def verdict_fields(v: dict) -> dict:
         "unexpected": v["unexpected"], "anomaly_counts": v["effect"]["counts"],
         "multiplicity": v["effect"].get("multiplicity"), "inferred": v.get("inferred", False),
         "keys": v["effect"].get("keys"), "compared": v.get("compared"),
+        "left_out": v.get("left_out") or [], "filled_by_database": v.get("filled_by_database") or [],
         "redelivered": (v["deliveries"] or {}).get("redelivered"),
         "consistent_cut": v.get("consistent_cut"),
         "late_writes": v.get("late_writes"),

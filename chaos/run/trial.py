@@ -31,7 +31,7 @@ import polars as pl
 
 from chaos.driver.launch import driver_argv, driver_env
 from chaos.driver.spare import Spare
-from chaos.errors import HarnessError
+from chaos.errors import HarnessError, UserError
 from chaos.machine import interrupt
 from chaos.machine.processes import Group
 from chaos.machine.spark_versions import current_version as spark_version
@@ -42,7 +42,7 @@ from chaos.run.services import TrialServices
 from chaos.run.standby import Standbys
 from chaos.run.watcher import CheckpointWatcher
 from chaos.scenario.scenario import Scenario, generate_events
-from chaos.scenario.variants import REFUSED_RC
+from chaos.scenario.variants import JOB_ERROR, JOB_ERROR_RC, REFUSED_RC
 from chaos.store.atomic import write_json
 from chaos.store.evidence import freeze, judged_sink
 from chaos.store.result import batch_offsets, recoveries
@@ -313,6 +313,10 @@ class Trial:
                 return "drained", ""
             if fault is None and rc == REFUSED_RC:
                 return "refused", self._refusal()
+            if fault is None and rc == JOB_ERROR_RC:  # the job cannot start: the user's to fix, not a verdict
+                said = [ln for ln in self._log_lines() if ln.startswith(JOB_ERROR)]
+                raise UserError((said[-1].removeprefix(JOB_ERROR) if said else self._log_tail())
+                                + f" (its output: {self.dir / 'logs'})")
             if fault is None:
                 unplanned += 1
                 if unplanned > MAX_UNPLANNED_EXITS:

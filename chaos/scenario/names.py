@@ -22,7 +22,8 @@ def short_name(name: str) -> str:
         module, func, _ = entry_module(head.partition("?")[0])
     except UserError:  # no module:function: a catalogue name
         return name
-    return f"{module.rpartition('.')[2]}:{func}" + (bracket + variant if bracket else "")
+    short = f"{module.rpartition('.')[2]}:{func}" if func else f"{module}.py"
+    return short + (bracket + variant if bracket else "")
 
 
 def display_names(names: Iterable[str]) -> dict[str, str]:
@@ -32,8 +33,20 @@ def display_names(names: Iterable[str]) -> dict[str, str]:
     return {n: short_name(n) if shared[short_name(n)] == 1 else n for n in names}
 
 
+SCRIPT = ""  # the function of a script's entry (``path/job.py``): none, the file runs as ``__main__``
+
+
+def is_script(entry: str) -> bool:
+    """``path/to/job.py`` with no ``:function``: a script, run as ``spark-submit job.py ARGS`` runs it."""
+    return entry.endswith(".py")
+
+
 def entry_module(entry: str) -> tuple[str, str, Path | None]:
-    """``(module, function, directory to put on sys.path or None)`` of an entry point."""
+    """``(module, function, directory to put on sys.path or None)`` of an entry point; a script's function is
+    ``SCRIPT`` and its directory its own."""
+    if is_script(entry):
+        path = Path(entry).resolve()
+        return path.stem, SCRIPT, path.parent
     target, _, func = entry.rpartition(":")
     if not target or not func:
         raise UserError(f"{entry!r}: name the job's entry point as module:function or path/to/job.py:function")

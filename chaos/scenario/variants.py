@@ -20,6 +20,10 @@ from contextlib import contextmanager
 from chaos.errors import UserError
 
 TRIGGER = "trigger"
+# A driver's exit code when the job itself cannot start (a script that exits or raises before its query starts,
+# a job that starts none): the trial ends as the user's mistake, in the one line the driver logged (JOB_ERROR).
+JOB_ERROR_RC = 65
+JOB_ERROR = "streamchaos: job error: "
 REFUSED_RC = 78  # a driver's exit code when Spark refuses the trial's variant (EX_CONFIG): the verdict ``refused``
 _TRIGGER = re.compile(r"processingTime:(\d+(?:\.\d+)?)(ms|s|m)?|availableNow|once")
 

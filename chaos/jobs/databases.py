@@ -1,0 +1,179 @@
+"""A database the job names itself is the trial's: JDBC URLs and psycopg connections written in its code.
+
+Jobs are written against their own database: ``batch.write.jdbc("jdbc:postgresql://localhost:5432/events", ...)``,
+``.format("jdbc").option("url", "jdbc:postgresql://postgres:5432/shop")`` (a docker-compose host), or
+``psycopg2.connect(host="localhost", dbname="events", user="etl", password=...)``. Run as written, those writes
+would go to a server the trial does not own. As the Kafka source, the file sink and the checkpoint are, they are
+rerouted: the URL or connection parameters are replaced by the trial's database (``JDBC_URL``, libpq's ``PG*``
+from chaos.jobs.job_env, read at the moment of the call, so the oracle's run reaches its own), the job's table
+names, modes and other options kept. The job's code is not changed.
+
+Before any JVM starts the job's module is read for the databases it names (``named_databases``): one of a kind the
+harness has no server for (MySQL, SQL Server) is one line, and the trial says which it reroutes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from chaos.errors import UserError
+
+# ``jdbc:SUBPROTOCOL:...`` and ``postgres(ql)://...`` written in the job's source.
+JDBC_LITERAL = re.compile(r"""jdbc:([A-Za-z0-9]+):[^\s"'`]*""")
+POSTGRES_URL = re.compile(r"""(?<![:\w])postgres(?:ql)?://[^\s"'`]+""")
+SERVED = ("postgresql",)
+
+
+def named_databases(source_text: str) -> list[str]:
+    """The database URLs the job's code names; one of a kind the harness has no server for is one line."""
+    found: list[str] = []
+    for match in JDBC_LITERAL.finditer(source_text):
+        kind = match.group(1).lower()
+        if kind not in SERVED:
+            raise UserError(f"the job writes to {match.group(0)}: streamchaos runs PostgreSQL only for a job's "
+                            "database (jdbc:postgresql://...); point the job at PostgreSQL or write to a file sink")
+        if match.group(0) not in found:
+            found.append(match.group(0))
+    for match in POSTGRES_URL.finditer(source_text):
+        if match.group(0) not in found:
+            found.append(match.group(0))
+    return found
+
+
+def _trial_jdbc() -> tuple[str, str, str] | None:
+    """The trial's JDBC URL, user and password at this moment (the oracle's run sets its own)."""
+    url = os.environ.get("JDBC_URL")
+    if not url:
+        return None
+    return url, os.environ.get("DB_USER", ""), os.environ.get("DB_PASSWORD", "")
+
+
+def _jdbc_properties(properties: dict | None) -> dict:
+    trial = _trial_jdbc()
+    props = dict(properties or {})
+    if trial is not None:
+        props["user"], props["password"] = trial[1], trial[2]
+        props.setdefault("driver", "org.postgresql.Driver")
+    return props
+
+
+def _refuse_other(url: str) -> None:
+    kind = url.split(":")[1].lower() if url.startswith("jdbc:") and url.count(":") > 1 else ""
+    if kind and kind not in SERVED:
+        raise UserError(f"the job writes to {url}: streamchaos runs PostgreSQL only for a job's database")
+
+
+def _reroute_writer() -> None:
+    """``DataFrameWriter.jdbc(url, table, ...)`` and ``.format("jdbc")...save()`` write the trial's database."""
+    from pyspark.sql.readwriter import DataFrameWriter
+
+    if getattr(DataFrameWriter, "_streamchaos_rerouted", False):
+        return
+    jdbc, save = DataFrameWriter.__dict__["jdbc"], DataFrameWriter.__dict__["save"]
+    fmt, option, options = (DataFrameWriter.__dict__[n] for n in ("format", "option", "options"))
+
+    def rerouted_jdbc(self, url, table, mode=None, properties=None):
+        _refuse_other(url)
+        trial = _trial_jdbc()
+        return jdbc(self, trial[0] if trial else url, table, mode, _jdbc_properties(properties))
+
+    def noted_format(self, source):
+        self.__dict__["_streamchaos_format"] = source
+        return fmt(self, source)
+
+    def rerouted_save(self, path=None, format=None, mode=None, partitionBy=None, **opts):  # noqa: A002, N803
+        if (format or self.__dict__.get("_streamchaos_format") or "").lower() == "jdbc":
+            trial = _trial_jdbc()
+            if trial is not None:
+                for key in ("url", "user", "password"):
+                    opts.pop(key, None)
+                option(self, "url", trial[0])
+                option(self, "user", trial[1])
+                option(self, "password", trial[2])
+        return save(self, path, format, mode, partitionBy, **opts)
+
+    def checked_option(self, key, value):
+        if str(key).lower() == "url":
+            _refuse_other(str(value))
+        return option(self, key, value)
+
+    def checked_options(self, **opts):
+        if "url" in opts:
+            _refuse_other(str(opts["url"]))
+        return options(self, **opts)
+
+    DataFrameWriter.jdbc = rerouted_jdbc
+    DataFrameWriter.save = rerouted_save
+    DataFrameWriter.format = noted_format
+    DataFrameWriter.option = checked_option
+    DataFrameWriter.options = checked_options
+    DataFrameWriter._streamchaos_rerouted = True
+
+
+# Connection parameters that name a server, its database and credentials: the trial's replace them; the job's other
+# parameters (application_name, options, autocommit) are kept.
+_WHERE = ("host", "hostaddr", "port", "dbname", "database", "user", "password", "passfile", "service", "sslmode")
+
+
+def _trial_params() -> dict[str, str] | None:
+    if not os.environ.get("PGHOST"):
+        return None
+    return {"host": os.environ["PGHOST"], "port": os.environ.get("PGPORT", "5432"),
+            "dbname": os.environ.get("PGDATABASE", "postgres"), "user": os.environ.get("PGUSER", ""),
+            "password": os.environ.get("PGPASSWORD", "")}
+
+
+def _from_the_job() -> bool:
+    """The caller is the job's code (or a library it calls), not the harness's own connections."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not module.startswith(("psycopg", "chaos.jobs.databases")):
+            return not module.startswith(("chaos.", "pipelines_under_test.", "properties."))
+        frame = frame.f_back
+    return True
+
+
+def _rerouted_connect(connect: Callable, parse: Callable[[str], dict]) -> Callable:
+    def rerouted(dsn: str | None = None, *args: Any, **kwargs: Any) -> Any:
+        trial = _trial_params()
+        if trial is None or not _from_the_job():
+            return connect(dsn, *args, **kwargs) if dsn is not None else connect(*args, **kwargs)
+        given = parse(dsn) if dsn else {}
+        kept = {k: v for k, v in {**given, **kwargs}.items() if k not in _WHERE}
+        return connect(*args, **kept, **trial)
+
+    rerouted.__wrapped__ = connect  # type: ignore[attr-defined]
+    return rerouted
+
+
+def _reroute_psycopg() -> None:
+    """``psycopg.connect`` and ``psycopg2.connect`` (whichever the job has) reach the trial's database."""
+    try:
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict
+
+        if not hasattr(psycopg.connect, "__wrapped__"):
+            psycopg.connect = _rerouted_connect(psycopg.connect, conninfo_to_dict)
+    except ImportError:
+        pass
+    try:
+        import psycopg2
+        from psycopg2.extensions import parse_dsn
+
+        if not hasattr(psycopg2.connect, "__wrapped__"):
+            psycopg2.connect = _rerouted_connect(psycopg2.connect, parse_dsn)
+    except ImportError:
+        pass
+
+
+def reroute() -> None:
+    """From now on in this driver, a database the job names is the trial's (or the oracle's run's): installed
+    before the job's module is imported, so ``from psycopg import connect`` binds the rerouted one. The writes
+    happen in the job's foreachBatch, long after its start returned: this stays for the driver's life."""
+    _reroute_writer()
+    _reroute_psycopg()
