@@ -1,6 +1,6 @@
-"""Large trades from a directory of JSON files to parquet: a script, as jobs in repositories are written and
-started (``spark-submit trades_script.py --input DIR --output DIR``), its query built at module level from
-argparse options.
+"""Large trades from a directory of JSON files to parquet partitioned by day and symbol: a script, as jobs in
+repositories are written and started (``spark-submit trades_script.py --input DIR --output DIR``), its query
+built at module level from argparse options.
 
 Spark's file sink commits each batch's files in ``_spark_metadata`` with the batch: exactly-once. Run as written,
 its arguments after ``--``:
@@ -28,8 +28,10 @@ spark = SparkSession.builder.appName("large-trades").getOrCreate()
 trades = spark.readStream.schema(TRADE).json(args.input)
 large = (trades.where(F.col("qty") >= args.min_qty)
          .withColumn("notional", F.col("qty") * F.col("price"))
-         .select("trade_id", "symbol", "qty", "notional", "ts"))
+         .withColumn("date", F.to_date("ts"))
+         .select("trade_id", "symbol", "qty", "notional", "ts", "date"))
 query = (large.writeStream.format("parquet")
+         .partitionBy("date", "symbol")
          .option("path", args.output)
          .option("checkpointLocation", args.checkpoint)
          .start())

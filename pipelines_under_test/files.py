@@ -46,8 +46,32 @@ def log_files(table: Path) -> list[Path]:
             if line.strip():
                 entry = json.loads(line)
                 files[entry["path"]] = entry.get("action", "add") == "add"
-    # The log holds absolute URIs; a stored run may have moved since: the file's name in this table counts.
-    return [Path(table) / path.rsplit("/", 1)[-1] for path, added in files.items() if added]
+    # The log holds absolute URIs; a stored run may have moved since: the file's place in this table counts, its
+    # name and the partition directories above it (``date=2026-01-01/symbol=A/part-...``, a ``partitionBy`` sink).
+    return [Path(table).joinpath(*in_table(path)) for path, added in files.items() if added]
+
+
+def in_table(uri: str) -> list[str]:
+    """A part file's path under its table: its name and the ``column=value`` directories above it."""
+    parts = uri.split("/")
+    kept = [parts[-1]]
+    for part in reversed(parts[:-1]):
+        if "=" not in part:
+            break
+        kept.insert(0, part)
+    return kept
+
+
+def partition_values(path: Path, table: Path) -> dict[str, str | None]:
+    """The ``partitionBy`` columns of a part file, from its directories under ``table`` (as Spark writes them:
+    escaped, ``__HIVE_DEFAULT_PARTITION__`` for null)."""
+    from urllib.parse import unquote
+
+    values: dict[str, str | None] = {}
+    for part in path.relative_to(table).parts[:-1]:
+        name, _, value = part.partition("=")
+        values[unquote(name)] = None if value == "__HIVE_DEFAULT_PARTITION__" else unquote(value)
+    return values
 
 
 def _read(paths: list[Path]) -> pl.DataFrame:

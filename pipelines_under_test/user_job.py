@@ -16,7 +16,7 @@ import polars as pl
 from chaos.jobs.reference import JobSpec, event_id, id_field, parse_schema
 from chaos.scenario.faults import PHASES
 from pipelines_under_test.base import Pipeline
-from pipelines_under_test.files import log_files
+from pipelines_under_test.files import log_files, partition_values
 from properties.rows import BatchAnswer, varying_columns
 
 ORACLE_DATABASE = "streamchaos_oracle"
@@ -53,10 +53,15 @@ class UserJob(Pipeline):
         self.checkpoint_phases = ("planned",) if self.kafka else ()
         self.task_phases = ("reading",) if self.kafka else ()
         self.phases = PHASES
-        self.id_field = id_field(parse_schema(spec.schema)) if spec.schema else None
+        self.id_field = id_field(parse_schema(spec.schema), spec.id) if spec.schema else None
+        notes = []
+        if self.id_field is not None:
+            notes.append(f"the event id is {self.id_field.name}" + ("" if spec.id else
+                         " (by its name; --id FIELD names another)"))
         named = _named_databases(spec.entry)  # one of a kind with no server here is one line, before any JVM
-        if self.database and named:
-            self.notes = tuple(f"the job's database {url} is the trial's (its tables kept)" for url in named)
+        if self.database:
+            notes += [f"the job's database {url} is the trial's (its tables kept)" for url in named]
+        self.notes = tuple(notes)
 
     @property
     def compare_key(self) -> tuple[str, ...]:
@@ -142,7 +147,10 @@ class UserJob(Pipeline):
             return pl.read_parquet(path) if path.exists() else pl.DataFrame()
         if kind == "sqlite":
             return _read_sqlite(folder / SQLITE_FILE, self.spec.table)
-        frames = [pl.read_parquet(p) for p in log_files(folder / "files")]  # the files its _spark_metadata commits
+        table = folder / "files"
+        frames = [pl.read_parquet(p).with_columns(pl.lit(v, dtype=pl.Utf8).alias(k)
+                                                  for k, v in partition_values(p, table).items())
+                  for p in log_files(table)]  # the files its _spark_metadata commits, partition columns from the path
         return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
 
     def _url(self, folder: Path, dsn: str | None) -> str | None:

@@ -303,3 +303,27 @@ def test_a_scripts_arguments_travel_in_its_reference_and_go_to_scripts_only(tmp_
         parse_ref(f"{script}?sink=parquet&args=--input")
     run = cli("trial", "missing_job.py", "--sink", "parquet", cwd=tmp_path)
     assert run.rc == 2 and run.stderr.count("\n") == 1 and "missing_job.py does not exist" in run.stderr
+
+
+def test_id_names_the_event_id_field_and_the_default_guess_takes_id_suffixes(tmp_path):
+    schema = "TransactionID STRING, order_id STRING, amount LONG, ts TIMESTAMP"
+    guessed = resolve(job_ref(f"{REPO}/examples/orders_append.py:run", schema, "postgres:orders"))
+    assert guessed.id_field.name == "TransactionID" and "by its name" in guessed.notes[0]
+    named = resolve(job_ref(f"{REPO}/examples/orders_append.py:run", schema, "postgres:orders",
+                            id_name="TransactionID"))
+    assert named.spec.id == "TransactionID" and named.notes[0] == "the event id is TransactionID"
+    assert roles(parse_schema(schema), "TransactionID") == {"TransactionID": "id", "order_id": "key",
+                                                            "amount": "value", "ts": "event_time"}
+    # 2,000 transactions are 2,000 ids, not the 20 keys: every record its own.
+    fields = parse_schema(schema)
+    ids = {record(fields, roles(fields, "TransactionID"), i, f"k{i % 20:03d}", 5, 0)["TransactionID"]
+           for i in range(2000)}
+    assert len(ids) == 2000
+    for bad, said in (("Nope", "no such field"), ("amount", None), ("ts", "string or an integer")):
+        if said is None:
+            job_ref(f"{REPO}/examples/orders_append.py:run", schema, "postgres:orders", id_name=bad)
+            continue
+        with pytest.raises(UserError, match=said):
+            job_ref(f"{REPO}/examples/orders_append.py:run", schema, "postgres:orders", id_name=bad)
+    run = cli("trial", "passthrough-append", "--id", "x", cwd=tmp_path)
+    assert run.rc == 2 and "--id applies to a job as written" in run.stderr

@@ -84,8 +84,9 @@ def test_a_job_naming_its_own_database_writes_the_trials_and_its_serial_columns_
     assert {i for d in r["duplicated"] for i in d["ids"]} <= ids_of_batch(r, 3)
     written = pl.read_parquet(Path(r["run_dir"]) / "sink" / "output.parquet")
     assert written.height == 1200 and written["id"].n_unique() == 1200  # the database numbered every row
-    assert resolve(r["pipeline"]).notes == ("the job's database jdbc:postgresql://postgres:5432/shop is the trial's "
-                                            "(its tables kept)",)
+    assert resolve(r["pipeline"]).notes == ("the event id is order_id (by its name; --id FIELD names another)",
+                                            "the job's database jdbc:postgresql://postgres:5432/shop is the trial's "
+                                            "(its tables kept)")
     # Between trials every schema is emptied, not only public: raw is there, with no table left in it.
     resolve(r["pipeline"]).prepare_database(chaos_harness.database.dsn)
     import psycopg
@@ -97,7 +98,7 @@ def test_a_job_naming_its_own_database_writes_the_trials_and_its_serial_columns_
 
 def test_a_script_with_argparse_and_a_module_level_query_runs_unchanged(chaos_harness, tmp_path):
     """examples/trades_script.py as spark-submit runs it: argparse options after --, its query at module level,
-    awaitTermination, spark.stop() and sys.exit(0) after it."""
+    awaitTermination, spark.stop() and sys.exit(0) after it; its parquet sink partitioned by day and symbol."""
     r = trial(chaos_harness, tmp_path, f"{REPO}/examples/trades_script.py", "--schema", TRADE, "--sink", "parquet",
               *KILL, "--", "--input", "/data/trades", "--output", "/data/large-trades", "--min-qty", "10")
     assert all(f["fired"] for f in r["faults"]) and r["recoveries"], r["faults"]
@@ -107,8 +108,11 @@ def test_a_script_with_argparse_and_a_module_level_query_runs_unchanged(chaos_ha
     from pipelines_under_test import resolve
 
     expected = resolve(r["pipeline"]).expected_output(Path(r["run_dir"])).rows
-    assert expected.columns == ["trade_id", "symbol", "qty", "notional", "ts"] and expected.height > 0
+    # partitionBy("date", "symbol"): the part files under date=.../symbol=.../, the two columns read from the path.
+    assert expected.columns == ["trade_id", "qty", "notional", "ts", "date", "symbol"] and expected.height > 0
     assert expected["qty"].min() >= 10  # its own option reached it
+    written = list((Path(r["run_dir"]) / "sink" / "files").glob("date=*/symbol=*/part-*.parquet"))
+    assert written and expected["symbol"].n_unique() > 1
     # Without its required options it exits before any query: the user's mistake, in argparse's own words.
     from chaos.errors import UserError
 

@@ -143,20 +143,21 @@ class _Reads:
             if self.log_options.get("topic"):  # the oracle of a stream read through the connector: its topic
                 topics = [self.log_options["topic"]]
             self.spec.fields()  # the payload's schema is needed: one line if it is missing
-            shape = {"shape": "kafka", "payload": self.spec.schema, "topics": ",".join(topics)}
+            shape = {"shape": "kafka", "payload": self.spec.schema, "topics": ",".join(topics), "id": self.spec.id}
         elif fmt == "rate":
             shape = {"shape": "rate"}
         elif fmt in FILE_FORMATS:
             ddl = as_ddl(schema) or self.spec.schema
             if not ddl:
                 raise UserError(f"the job reads a {fmt} directory without a schema: give it with --schema")
-            shape = {"shape": "records", "payload": ddl}
+            shape = {"shape": "records", "payload": ddl, "id": self.spec.id}
         else:
             raise UserError(f"the job reads a {fmt!r} stream: streamchaos stands in for kafka, "
                             f"{', '.join(FILE_FORMATS)} and rate sources")
         if self.spec.values and shape.get("payload"):
             fields = parse_schema(shape["payload"])
-            value_lists(self.spec.values, fields, roles(fields))  # a field it lacks: one line, before any query
+            # A field it lacks: one line, before any query.
+            value_lists(self.spec.values, fields, roles(fields, self.spec.id))
             shape["values"] = self.spec.values
         opts = {**{k: v for k, v in self.log_options.items() if k not in ("kafka", "topic")}, **shape}
         reader = self.spark.readStream

@@ -87,15 +87,19 @@ def _split_top_level(ddl: str) -> list[str]:
     return parts
 
 
-def roles(fields: list[Field]) -> dict[str, str]:
+def id_like(name: str) -> bool:
+    """A field name that says it is an id: ``id``, ``uuid``, ``order_id``, ``eventId``, ``TransactionID``."""
+    return name.lower() in ("id", "uuid") or name.lower().endswith("_id") or name.endswith(("Id", "ID"))
+
+
+def roles(fields: list[Field], id_name: str = "") -> dict[str, str]:
     """Which scenario column fills each field, so the scenario's keys, skew, values and event-time disorder
-    (late records included) reach the job: a field named like an id gets the event's unique id; the first
-    other string field gets the event's key, the first other number its value, every timestamp or date its
-    event time; the rest are derived from the id. Documented in docs/jobs.md."""
+    (late records included) reach the job: the field ``id_name`` (``--id``), else every field named like an id,
+    gets the event's unique id; the first other string field gets the event's key, the first other number its value,
+    every timestamp or date its event time; the rest are derived from the id. Documented in docs/jobs.md."""
     out: dict[str, str] = {}
     for f in fields:
-        idlike = (f.name.lower() in ("id", "uuid") or f.name.lower().endswith("_id") or f.name.endswith("Id")) \
-            and f.kind in ("string", "int")
+        idlike = (f.name == id_name if id_name else id_like(f.name)) and f.kind in ("string", "int")
         if idlike:
             out[f.name] = "id"
         elif f.kind == "string" and "key" not in out.values():
@@ -133,10 +137,10 @@ def record(fields: list[Field], role: dict[str, str], id_: int, key: str, value:
     return row
 
 
-def id_field(fields: list[Field]) -> Field | None:
+def id_field(fields: list[Field], id_name: str = "") -> Field | None:
     """The payload field that carries each event's unique id (``roles``), if the schema has one: output rows
     that keep it name the event they came from."""
-    role = roles(fields)
+    role = roles(fields, id_name)
     return next((f for f in fields if role[f.name] == "id"), None)
 
 
@@ -183,11 +187,12 @@ class JobSpec:
     # "stand-in" or "" (the harness's own source shaped as Kafka's; "" also for a job that reads no Kafka).
     kafka: str = ""
     args: tuple[str, ...] = ()  # a script's command-line arguments (``trial job.py -- ARGS``)
+    id: str = ""  # the payload field that carries the event id (``--id``; "" guesses it from the names)
 
     @property
     def ref(self) -> str:
         query = [(k, v) for k, v in (("schema", self.schema), ("sink", self.sink), ("key", ",".join(self.key)),
-                                     ("values", self.values), ("kafka", self.kafka),
+                                     ("values", self.values), ("kafka", self.kafka), ("id", self.id),
                                      ("args", json.dumps(list(self.args)) if self.args else "")) if v]
         return self.entry + ("?" + "&".join(f"{k}={quote(v, safe=' :,()')}" for k, v in query) if query else "")
 
@@ -213,7 +218,14 @@ class JobSpec:
             raise UserError(f"--sink {self.sink}: name the job's table, e.g. {self.sink_kind}:customer_totals")
         if self.schema:
             fields = parse_schema(self.schema)
-            value_lists(self.values, fields, roles(fields))
+            if self.id and self.id not in {f.name for f in fields}:
+                raise UserError(f"--id {self.id}: the payload has no such field; it has "
+                                f"{', '.join(f.name for f in fields)}")
+            if self.id and next(f for f in fields if f.name == self.id).kind not in ("string", "int"):
+                raise UserError(f"--id {self.id}: an event id is a string or an integer field")
+            value_lists(self.values, fields, roles(fields, self.id))
+        elif self.id:
+            raise UserError(f"--id {self.id} names a payload field: give the payload's schema with --schema")
         return self
 
 
@@ -221,10 +233,10 @@ def parse_ref(ref: str) -> JobSpec:
     """The job a pipeline reference names (``entry?schema=...&sink=...&key=...&values=...``)."""
     entry, _, query = ref.partition("?")
     opts = dict(parse_qsl(query, keep_blank_values=True))
-    unknown = set(opts) - {"schema", "sink", "key", "values", "kafka", "args"}
+    unknown = set(opts) - {"schema", "sink", "key", "values", "kafka", "args", "id"}
     if unknown:
         raise UserError(f"{ref!r}: unknown job option(s) {', '.join(sorted(unknown))}: use schema, sink, key, values, "
-                        "kafka, args")
+                        "kafka, args, id")
     if opts.get("kafka", "") not in ("", *KAFKA_SOURCES):
         raise UserError(f"{ref!r}: kafka={opts['kafka']}: use one of {', '.join(KAFKA_SOURCES)}")
     key = tuple(k.strip() for k in opts.get("key", "").split(",") if k.strip())
@@ -237,7 +249,7 @@ def parse_ref(ref: str) -> JobSpec:
     if args and not is_script(entry):
         raise UserError(f"{entry}: arguments go to a script (path/to/job.py), not to a function")
     return JobSpec(entry, opts.get("schema") or None, opts.get("sink", ""), key, opts.get("values", ""),
-                   opts.get("kafka", ""), tuple(args))
+                   opts.get("kafka", ""), tuple(args), opts.get("id", ""))
 
 
 KAFKA_SOURCES = ("connector", "stand-in")
@@ -286,7 +298,7 @@ def kafka_records(spec: JobSpec, events) -> Iterator[tuple[int, bytes, bytes, in
     in id order: the same key and JSON value bytes the stand-in gives (``kafka_row``), so the oracle's stand-in and
     the stream's broker serve equal rows."""
     fields = spec.fields()
-    role = roles(fields)
+    role = roles(fields, spec.id)
     values = value_lists(spec.values, fields, role)
     frame = events.sort("partition", "offset")
     for id_, key, value, ms, part, offset in zip(frame["id"], frame["key"], frame["value"],
@@ -392,15 +404,16 @@ def as_ddl(schema) -> str | None:
 
 def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tuple | list | None = None,
             values: list[str] | tuple[str, ...] | None = None, kafka: str | None = None,
-            args: list[str] | tuple[str, ...] | None = None) -> str:
+            args: list[str] | tuple[str, ...] | None = None, id_name: str | None = None) -> str:
     """A user's job with its schema (DDL, sample record or StructType), sink, key, ``--values``
     (chaos.jobs.values), what its Kafka reads (``kafka_source``) and a script's arguments folded into the
     reference scenarios store; catalogue names and Pipeline classes as they are."""
     script = is_script(pipeline.partition("?")[0])
     if not script and (":" not in pipeline or "?" in pipeline
                        or not (schema or sink or key or values or ".py:" in pipeline)):
-        if values:
-            raise UserError(f"--values applies to a job as written (path/to/job.py:function), not {pipeline}")
+        if values or id_name:
+            raise UserError(f"--{'values' if values else 'id'} applies to a job as written "
+                            f"(path/to/job.py:function), not {pipeline}")
         if args:
             raise UserError(f"arguments after -- go to a script (path/to/job.py), not to {pipeline}")
         return pipeline
@@ -412,4 +425,4 @@ def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tupl
     return JobSpec(canonical_entry(given.entry), as_ddl(schema) or given.schema, sink or given.sink,
                    keys or given.key, parse_values(values) or given.values,
                    given.kafka if given.kafka and kafka is None else kafka_source(given.entry, kafka),
-                   tuple(args) if args else given.args).ref
+                   tuple(args) if args else given.args, id_name or given.id).validate().ref

@@ -26,7 +26,7 @@ class _Shaper:
     def __init__(self, options: dict) -> None:
         self.shape = options.get("shape", "kafka")
         self.fields = parse_schema(options["payload"]) if options.get("payload") else []
-        self.role = roles(self.fields)
+        self.role = roles(self.fields, options.get("id") or "")
         self.values = value_lists(options.get("values"), self.fields, self.role)  # --values (chaos.jobs.values)
         self.topics = [t for t in options.get("topics", "").split(",") if t] or ["events"]
 

@@ -27,11 +27,12 @@ SCHEMA = "{schema}"
 SINK = "{sink}"
 KEY = {key}  # an upsert sink's key: its final row per key is compared; () compares every row
 VALUES = {values}  # the values payload fields take (--values); None: generated ones
+EVENT_ID = {event_id}  # the payload field carrying the event id (--id); None: the first named like one
 
 
 @pytest.mark.consistency(expect="exactly-once", faults="kill")
 def test_{name}_is_exactly_once_under_crashes(chaos_check):
-    chaos_check(JOB, schema=SCHEMA, sink=SINK, key=KEY, values=VALUES)
+    chaos_check(JOB, schema=SCHEMA, sink=SINK, key=KEY, values=VALUES, id=EVENT_ID)
 '''
 
 
@@ -48,5 +49,6 @@ def starter_test(ref: str, out: Path | None) -> Path:
         spec.sink_kind, " (its file sink's path is the trial's)")
     text = TEMPLATE.format(entry=spec.entry, path=path, schema=(spec.schema or "").replace('"', '\\"'),
                            sink=spec.sink, sink_note=note, key=repr(tuple(spec.key)), name=name,
-                           values=repr(json.loads(spec.values)) if spec.values else None)
+                           values=repr(json.loads(spec.values)) if spec.values else None,
+                           event_id=repr(spec.id or None))
     return write_text(path, text)
