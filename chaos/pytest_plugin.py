@@ -119,7 +119,8 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
               examples: list[str] | tuple[str, ...] | None = None, trials: int | None = None,
               conf: dict | list[str] | None = None, schema=None, sink: str | None = None,
               key: str | tuple[str, ...] | None = None, values: list[str] | None = None,
-              id: str | None = None, args: list[str] | None = None) -> dict:  # noqa: A002 - the CLI's --id
+              id: str | None = None, args: list[str] | None = None,  # noqa: A002 - the CLI's --id
+              sql_init: list[str] | None = None) -> dict:
         from chaos.campaign.runner import Runner
         from chaos.campaign.stored import Campaign, CampaignSpec, slug
         from chaos.jobs.reference import job_ref
@@ -133,7 +134,8 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
         try:  # a job as written: its payload schema, sink, key and values (chaos/jobs/reference.py)
             pipeline = job_ref(pipeline, schema or options.get("schema"), sink or options.get("sink"),
                                key or options.get("key"), values or options.get("values"),
-                               args=args or options.get("args"), id_name=id or options.get("id"))
+                               args=args or options.get("args"), id_name=id or options.get("id"),
+                               sql_init=sql_init or options.get("sql_init"))
         except UserError as exc:
             pytest.fail(f"streamchaos: {exc}", pytrace=False)
         spec = CampaignSpec(

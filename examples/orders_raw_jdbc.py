@@ -1,7 +1,7 @@
 """Orders from Kafka appended to ``raw.orders`` in the team's PostgreSQL, written as such jobs are: the database
 named in the code (a docker-compose host), the table made with psycopg at start, each micro-batch appended with
 Spark's JDBC writer. The table has columns the database fills itself (``id BIGSERIAL``, ``inserted_at DEFAULT
-now()``).
+now()``), and a console query runs beside the sink.
 
 A driver that dies after a batch's rows were written and before Spark recorded the batch appends them again on
 restart: at-least-once. Run as written, the harness makes the named database the trial's:
@@ -51,6 +51,8 @@ def run(spark=None):
         .select(F.from_json(F.col("value").cast("string"), ORDER).alias("order"))
         .select("order.*")
     )
+    # A console query beside the real sink, left in from debugging: it runs too, on a checkpoint of its own.
+    orders.writeStream.format("console").queryName("debug").option("truncate", "false").start()
     return (orders.writeStream.foreachBatch(write_orders)
             .option("checkpointLocation", "/tmp/checkpoints/orders-raw").start())
 

@@ -112,9 +112,32 @@ class UserJob(Pipeline):
                 if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
                     conn.execute(f"CREATE DATABASE {name}")
             _empty(conn)
+            self._sql_init(conn)
         for name in ORACLE_DATABASES:
             with psycopg.connect(other_database(dsn, name), autocommit=True) as conn:
                 _empty(conn)
+                self._sql_init(conn)
+
+    def _sql_init(self, conn) -> None:
+        """The job's own DDL (``--sql-init``: the ``init.sql`` a repository keeps beside its job), in one
+        transaction per file; PostgreSQL's refusal is the user's to fix, in one line."""
+        import psycopg
+
+        from chaos.errors import UserError
+
+        for path in self.spec.sql:
+            try:
+                text = Path(path).read_text()
+            except OSError as exc:
+                raise UserError(f"--sql-init {path}: {exc.strerror}") from None
+            try:
+                with conn.transaction():
+                    conn.execute(text)
+            except psycopg.Error as exc:
+                at = int(exc.diag.statement_position or 0)
+                where = f" at line {text[:at].count(chr(10)) + 1}" if at else ""
+                raise UserError(f"--sql-init {path}: PostgreSQL rejected it{where}: "
+                                f"{exc.diag.message_primary or exc}") from None
 
     def oracle_dsn(self, dsn: str) -> str | None:
         from chaos.clusters.postgres import other_database

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from chaos.errors import UserError
+from chaos.errors import HarnessError, UserError
 from chaos.scenario.scenario import Scenario
 from chaos.store.atomic import write_json
 from chaos.store.evidence import judged_sink, late_writes
@@ -90,8 +90,8 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
 
     expected = pipeline.expected_output(run_dir) if pipeline.spark_oracle else None
     if pipeline.spark_oracle and expected is None and result.get("outcome") == "drained":
-        raise UserError(f"{run_dir} has no oracle/ (the job's answer over every record, written by the trial's last "
-                        "driver): see its last driver log, re-run the trial")
+        raise HarnessError(f"{run_dir} has no oracle/ (the job's answer over every record, written by the trial's "
+                           "last driver): the harness did not finish it; see its last driver log, re-run the trial")
     events, source_lost = split_source_loss(pipeline, events, output, history)
     judged = judge(pipeline, events, output, expected)
     if isinstance(judged, Classification):

@@ -327,3 +327,16 @@ def test_id_names_the_event_id_field_and_the_default_guess_takes_id_suffixes(tmp
             job_ref(f"{REPO}/examples/orders_append.py:run", schema, "postgres:orders", id_name=bad)
     run = cli("trial", "passthrough-append", "--id", "x", cwd=tmp_path)
     assert run.rc == 2 and "--id applies to a job as written" in run.stderr
+
+
+def test_sql_init_files_travel_in_the_reference_and_go_with_a_postgres_sink_only(tmp_path):
+    init = tmp_path / "init.sql"
+    init.write_text("CREATE TABLE orders (order_id TEXT PRIMARY KEY);\n")
+    ref = job_ref(f"{REPO}/examples/orders_append.py:run", "order_id STRING", "postgres:orders",
+                  sql_init=[str(init)])
+    assert parse_ref(ref).sql == (str(init),) and resolve(ref).spec.sql == (str(init),)
+    with pytest.raises(UserError, match="--sql-init .*missing.sql: no such file"):
+        job_ref(f"{REPO}/examples/orders_append.py:run", "order_id STRING", "postgres:orders",
+                sql_init=[str(tmp_path / "missing.sql")])
+    with pytest.raises(UserError, match="goes with --sink postgres:TABLE, not sqlite:orders"):
+        job_ref(f"{REPO}/examples/orders_append.py:run", "order_id STRING", "sqlite:orders", sql_init=[str(init)])

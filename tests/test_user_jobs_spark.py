@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
@@ -15,6 +16,7 @@ import polars as pl
 import pytest
 
 from chaos.clusters.postgres import find_bindir
+from chaos.errors import UserError
 from tests.conftest import REPO, cli, left_by
 from tests.test_trials_spark import ids_of_batch, trial
 
@@ -73,27 +75,48 @@ def test_an_append_jobs_replayed_batch_is_found_row_by_row_and_attributed(spark_
 def test_a_job_naming_its_own_database_writes_the_trials_and_its_serial_columns_are_not_compared(chaos_harness,
                                                                                                   tmp_path):
     """examples/orders_raw_jdbc.py as written: a docker-compose host in its JDBC URL and psycopg connection, a table
-    in schema ``raw`` with ``id BIGSERIAL`` and ``inserted_at DEFAULT now()``. The replayed batch gets new ids and
-    times: compared on the job's columns, it is batch 3's 200 rows twice, nothing else."""
+    in schema ``raw`` with ``id BIGSERIAL`` and ``inserted_at DEFAULT now()``, a console query beside its sink.
+    The replayed batch gets new ids and times: compared on the job's columns, it is batch 3's 200 rows twice."""
     from pipelines_under_test import resolve
 
+    # The repository's own DDL (--sql-init) made the table first, with a column of a constant default: the job's
+    # CREATE TABLE IF NOT EXISTS keeps it, and a constant is no column the database fills.
+    init = tmp_path / "init.sql"
+    init.write_text("CREATE SCHEMA IF NOT EXISTS raw;\n"
+                    "CREATE TABLE raw.orders (id BIGSERIAL PRIMARY KEY, order_id TEXT NOT NULL, customer TEXT,\n"
+                    "    amount BIGINT, ts TIMESTAMP, inserted_at TIMESTAMPTZ NOT NULL DEFAULT now(),\n"
+                    "    source TEXT NOT NULL DEFAULT 'kafka');\n")
     r = trial(chaos_harness, tmp_path, job("orders_raw_jdbc"), "--schema", ORDER, "--sink", "postgres:raw.orders",
-              "--expect", "at-least-once", *KILL)
+              "--sql-init", str(init), "--expect", "at-least-once", *KILL)
     assert r["verdict"] == "at-least-once" and r["filled_by_database"] == ["id", "inserted_at"], r
     assert r["anomaly_counts"] == {"lost": 0, "duplicated": 200, "unexpected": 0}
     assert {i for d in r["duplicated"] for i in d["ids"]} <= ids_of_batch(r, 3)
     written = pl.read_parquet(Path(r["run_dir"]) / "sink" / "output.parquet")
     assert written.height == 1200 and written["id"].n_unique() == 1200  # the database numbered every row
+    assert written["source"].unique().to_list() == ["kafka"]
+    # Its console query ran beside it, on a checkpoint of its own, and printed its batches to the driver's log.
+    run = Path(r["run_dir"])
+    assert (run / "checkpoint-debug" / "offsets").is_dir() and (run / "oracle" / "checkpoint-debug").is_dir()
+    assert "Batch: 0" in (run / "logs" / "driver-0.log").read_text()
     assert resolve(r["pipeline"]).notes == ("the event id is order_id (by its name; --id FIELD names another)",
                                             "the job's database jdbc:postgresql://postgres:5432/shop is the trial's "
                                             "(its tables kept)")
     # Between trials every schema is emptied, not only public: raw is there, with no table left in it.
-    resolve(r["pipeline"]).prepare_database(chaos_harness.database.dsn)
+    from chaos.jobs.reference import parse_ref
+    from pipelines_under_test.user_job import UserJob
+
+    spec = parse_ref(r["pipeline"])
+    UserJob(replace(spec, sql=())).prepare_database(chaos_harness.database.dsn)
     import psycopg
 
     with psycopg.connect(chaos_harness.database.dsn) as conn:
         assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'raw'").fetchone()[0] == 1
         assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'raw'").fetchone()[0] == 0
+    # DDL the database rejects is the user's to fix: one line with the file, the line and PostgreSQL's words.
+    init.write_text("CREATE SCHEMA IF NOT EXISTS raw;\nCREATE TABLE raw.orders (id BIGSERIAL, amount BIGNUMBER);\n")
+    with pytest.raises(UserError, match=r"--sql-init .*init.sql: PostgreSQL rejected it at line 2: type "
+                                        r"\"bignumber\" does not exist"):
+        UserJob(spec).prepare_database(chaos_harness.database.dsn)
 
 
 def test_a_script_with_argparse_and_a_module_level_query_runs_unchanged(chaos_harness, tmp_path):
@@ -114,8 +137,6 @@ def test_a_script_with_argparse_and_a_module_level_query_runs_unchanged(chaos_ha
     written = list((Path(r["run_dir"]) / "sink" / "files").glob("date=*/symbol=*/part-*.parquet"))
     assert written and expected["symbol"].n_unique() > 1
     # Without its required options it exits before any query: the user's mistake, in argparse's own words.
-    from chaos.errors import UserError
-
     with pytest.raises(UserError, match=r"exited with 2: trades_script.py: error: the following arguments are "
                                         r"required: --input, --output"):
         trial(chaos_harness, tmp_path, f"{REPO}/examples/trades_script.py", "--schema", TRADE, "--sink", "parquet",

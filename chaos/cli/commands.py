@@ -71,6 +71,9 @@ JobKafka = Annotated[str | None, typer.Option(
 JobId = Annotated[str | None, typer.Option(
     "--id", help="your job: the payload field that carries the event id (default: the first named like one, "
                  "id, uuid, *_id, *Id, *ID)")]
+SqlInit = Annotated[list[Path] | None, typer.Option(
+    "--sql-init", help="your job: a SQL file run in the trial's and the oracle's databases before the job starts "
+                       "(the DDL a repository keeps beside its job; repeatable)")]
 ScriptArgs = Annotated[list[str] | None, typer.Argument(
     help="your script's own arguments, after -- (trial job.py --sink parquet -- --input x)", show_default=False)]
 Ray = Annotated[str | None, typer.Option(
@@ -123,6 +126,7 @@ def trial(
     values: JobValues = None,
     kafka: JobKafka = None,
     id_name: JobId = None,
+    sql_init: SqlInit = None,
     expect: Expect = None,
 ) -> None:
     """Run one trial of PIPELINE (or your job's module:function) under a fault schedule and print what happened."""
@@ -133,7 +137,8 @@ def trial(
     check_expect(expect)
     scenario = trial_scenario(pipeline, events, seed, fault, events_per_batch, partitions, keys, skew,
                               max_disorder_ms, late_fraction, resent_fraction, cluster, workers, downtime,
-                              recovery_timeout, conf, image, schema, sink, key, values, kafka, args, id_name)
+                              recovery_timeout, conf, image, schema, sink, key, values, kafka, args, id_name,
+                              [str(p) for p in sql_init or []])
     run_dir = keep or Path("runs") / time.strftime("trial-%Y%m%d-%H%M%S")
     from pipelines_under_test import resolve
 
@@ -162,6 +167,7 @@ def init(
     key: JobKey = None,
     values: JobValues = None,
     id_name: JobId = None,
+    sql_init: SqlInit = None,
     test_file: Annotated[Path | None, typer.Option("--out", help="the test file (default "
                                                                 "tests/test_<job>_consistency.py)")] = None,
 ) -> None:
@@ -173,7 +179,8 @@ def init(
         raise UserError(f"{job!r}: name your job's entry point as module:function or path/to/job.py:function")
     if not sink:
         raise UserError("--sink is needed: where the job writes, postgres:TABLE, sqlite:TABLE or parquet")
-    path = starter_test(job_ref(job, schema, sink, key, values, id_name=id_name), test_file)
+    path = starter_test(job_ref(job, schema, sink, key, values, id_name=id_name,
+                                sql_init=[str(f) for f in sql_init or []]), test_file)
     out.print(f"wrote {path}: run it with `pytest {path}`", markup=False)
 
 
@@ -253,6 +260,7 @@ def campaign_run(
     values: JobValues = None,
     kafka: JobKafka = None,
     id_name: JobId = None,
+    sql_init: SqlInit = None,
     shard: Annotated[str | None, typer.Option(help=SHARD_HELP)] = None,
     ray: Ray = None,
     shards: Annotated[int | None, typer.Option(help="with --shard auto in a Kubernetes Indexed Job: its completions")]
@@ -269,7 +277,8 @@ def campaign_run(
 
     cluster = with_image(cluster, image)
     spec = CampaignSpec(
-        pipelines=[job_ref(p, schema, sink, key, values, kafka, id_name=id_name) for p in pipeline or []],
+        pipelines=[job_ref(p, schema, sink, key, values, kafka, id_name=id_name,
+                           sql_init=[str(f) for f in sql_init or []]) for p in pipeline or []],
         expect=expect,
         kinds=list(parse_kinds(faults)),
         trials=trials if trials is not None or time_budget else 3, time_budget_s=parse_time_budget(time_budget),

@@ -285,7 +285,7 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     try:
         with applied(spark, config.get("query_conf")), ExitStack() as stack:  # the configuration variant, if any
             if pipeline.auto_phases:
-                from chaos.jobs.as_written import sink_phases
+                from chaos.jobs.sink_phases import sink_phases
 
                 stack.enter_context(sink_phases(phase, controller, incarnation))
             query = pipeline.start(ctx)
@@ -310,6 +310,8 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     if stop.is_set():
         t0 = time.monotonic()
         query.stop()
+        for other in spark.streams.active:  # a job's queries beside the one under test (a console query)
+            other.stop()
         print(f"streamchaos: query stopped in {time.monotonic() - t0:.2f}s", flush=True)
         if pipeline.state and config.get("state_dir"):
             from chaos.driver.statedump import dump_state

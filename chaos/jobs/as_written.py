@@ -28,12 +28,10 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
-
-from pyspark.sql.datasource import DataSourceStreamWriter
 
 from chaos.errors import UserError
 from chaos.jobs.databases import reroute
@@ -41,6 +39,7 @@ from chaos.jobs.job_env import DATABASE_VARS, database_env
 from chaos.jobs.kafka_source import kafka_options
 from chaos.jobs.reference import JobSpec, as_ddl, import_entry, parse_schema, roles
 from chaos.jobs.scripts import script_runner
+from chaos.jobs.sink_phases import bracketed, patched, phased_foreach, phased_sources
 from chaos.jobs.stand_ins import JOB_SOURCE_NAME, JobSource
 from chaos.jobs.values import value_lists
 from chaos.scenario.names import entry_module, is_script
@@ -83,16 +82,6 @@ def database_url(dsn: str) -> str:
     user = parts.get("user", "") + (f":{secret}" if secret else "")
     return (f"postgresql://{user}@{parts['host']}:{parts['port']}/{parts.get('dbname', 'postgres')}"
             + (f"?{extra}" if extra else ""))
-
-
-@contextmanager
-def _patched(owner: Any, name: str, value: Any) -> Iterator[None]:
-    old = owner.__dict__[name]
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        setattr(owner, name, old)
 
 
 def _recorders(orig: dict[str, Callable]) -> dict[str, Callable]:
@@ -205,159 +194,56 @@ class _Reads:
         replaced = {**_recorders(orig), "schema": schema, "load": load,
                     **{fmt: file_reader(fmt) for fmt in FILE_FORMATS}}
         for name, fn in replaced.items():
-            stack.enter_context(_patched(DataStreamReader, name, fn))
+            stack.enter_context(patched(DataStreamReader, name, fn))
 
 
-def bracketed(func: Callable, phase: Callable[..., None] | None) -> Callable:
-    """The job's foreachBatch function between the sink phases the harness's faults land on."""
-    if phase is None:
-        return func
-
-    def in_phases(batch_df, batch_id):
-        phase(batch_id, "sink-write")
-        func(batch_df, batch_id)
-        phase(batch_id, "sink-done")
-
-    return in_phases
-
-
-class PhasedWriter(DataSourceStreamWriter):
-    """A job's own Python ``DataSourceStreamWriter`` with the sink phases around it: ``sink-write`` as each task
-    starts writing (on the executors, the batch id from the task's ``streaming.sql.batchId``), ``sink-done``
-    after the driver's ``commit``."""
-
-    def __init__(self, inner: DataSourceStreamWriter, controller: str, incarnation: int) -> None:
-        self.inner = inner
-        self.controller = controller
-        self.incarnation = incarnation
-
-    def _phase(self, batch: int, name: str, **detail) -> None:
-        from chaos.nemesis import barrier
-
-        barrier.report(self.controller, batch, name, incarnation=self.incarnation, **detail)
-
-    def write(self, iterator):
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        self._phase(int(ctx.getLocalProperty("streaming.sql.batchId")), "sink-write", partition=ctx.partitionId())
-        return self.inner.write(iterator)
-
-    def commit(self, messages, batchId: int) -> None:  # noqa: N803 - Spark's parameter name
-        self.inner.commit(messages, batchId)
-        self._phase(batchId, "sink-done")
-
-    def abort(self, messages, batchId: int) -> None:  # noqa: N803
-        self.inner.abort(messages, batchId)
-
-
-class PhasedForeach:
-    """A job's row-level ``foreach`` writer (an object with ``open``/``process``/``close``, or a function of a row)
-    with the sink phases, reported from the executors: ``sink-write`` as each partition opens (its epoch id is the
-    batch id), ``sink-done`` once it closed without an error. Its rows go nowhere else, so a crash between those
-    and the commit log is what replays them."""
-
-    def __init__(self, inner: Any, controller: str, incarnation: int) -> None:
-        self.inner = inner
-        self.controller = controller
-        self.incarnation = incarnation
-        self.batch = self.partition = -1
-
-    def _phase(self, name: str) -> None:
-        from chaos.nemesis import barrier
-
-        barrier.report(self.controller, self.batch, name, incarnation=self.incarnation, partition=self.partition)
-
-    def open(self, partition_id: int, epoch_id: int) -> bool:
-        self.batch, self.partition = int(epoch_id), int(partition_id)
-        self._phase("sink-write")
-        opener = getattr(self.inner, "open", None)
-        return True if opener is None else opener(partition_id, epoch_id)
-
-    def process(self, row) -> None:
-        processor = getattr(self.inner, "process", None)
-        (processor or self.inner)(row)
-
-    def close(self, error) -> None:
-        closer = getattr(self.inner, "close", None)
-        if closer is not None:
-            closer(error)
-        if error is None:
-            self._phase("sink-done")
-
-
-def _phased_sources(stack: ExitStack, controller: str, incarnation: int) -> None:
-    """``spark.dataSource.register(S)``: a streaming writer of ``S`` comes wrapped in ``PhasedWriter``."""
-    from pyspark.sql.datasource import DataSourceRegistration
-
-    register = DataSourceRegistration.__dict__["register"]
-
-    def phased(self, source):
-        class Phased(source):
-            def streamWriter(self, schema, overwrite):  # noqa: N802 - Spark's method name
-                return PhasedWriter(super().streamWriter(schema, overwrite), controller, incarnation)
-
-        Phased.__name__, Phased.__qualname__, Phased.__doc__ = source.__name__, source.__qualname__, source.__doc__
-        return register(self, Phased)
-
-    stack.enter_context(_patched(DataSourceRegistration, "register", phased))
-
-
-def _phased_foreach(stack: ExitStack, controller: str, incarnation: int) -> None:
-    """``writeStream.foreach(w)``: the writer comes wrapped in ``PhasedForeach``."""
-    from pyspark.sql.streaming.readwriter import DataStreamWriter
-
-    foreach = DataStreamWriter.__dict__["foreach"]
-    stack.enter_context(_patched(DataStreamWriter, "foreach",
-                                 lambda self, f: foreach(self, PhasedForeach(f, controller, incarnation))))
-
-
-@contextmanager
-def sink_phases(phase: Callable[..., None], controller: str, incarnation: int) -> Iterator[None]:
-    """While a pipeline starts its query: the sink phases around every ``foreachBatch`` function and every
-    Python ``DataSourceStreamWriter`` it registers, so it need not report them itself
-    (``Pipeline.auto_phases``)."""
-    from pyspark.sql.streaming.readwriter import DataStreamWriter
-
-    foreach_batch = DataStreamWriter.__dict__["foreachBatch"]
-    with ExitStack() as stack:
-        stack.enter_context(_patched(DataStreamWriter, "foreachBatch",
-                                     lambda self, func: foreach_batch(self, bracketed(func, phase))))
-        if controller:
-            _phased_sources(stack, controller, incarnation)
-        yield
+SIDE_FORMATS = ("console", "memory", "noop")  # a query beside the sink under test: it runs as the job wrote it
 
 
 def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Callable[..., None] | None,
-                   started: list) -> None:
-    """``writeStream``: the sink phases around foreachBatch, the trial's checkpoint and file sink path."""
+                   started: list, file_sink_tested: bool = True) -> None:
+    """``writeStream``: the sink phases around foreachBatch, the trial's checkpoint and file sink path. A job may
+    start several queries (a console query beside its sink, a bronze table and a silver one): the first whose sink
+    is the one under test (``file_sink_tested``: a file sink, else the job's own writer) gets the trial's
+    checkpoint, every other one a checkpoint of its own beside it (``checkpoint-NAME``, its ``queryName`` or its
+    order of start) and, for a file sink, a path of its own; ``started`` lists ``(query, under test)``."""
     from pyspark.sql.streaming.readwriter import DataStreamWriter as W
 
-    orig = {n: W.__dict__[n] for n in ("format", "option", "options", "foreachBatch", "start", "toTable")}
+    orig = {n: W.__dict__[n] for n in ("format", "option", "options", "foreachBatch", "start", "toTable",
+                                       "queryName")}
 
     def foreach_batch(self, func):
         _seen(self)["format"] = "foreachBatch"
         return orig["foreachBatch"](self, bracketed(func, phase))
 
+    def query_name(self, name):
+        _seen(self)["name"] = name
+        return orig["queryName"](self, name)
+
     def start(self, path=None, format=None, outputMode=None, partitionBy=None, queryName=None, **opts):
         opts.pop("checkpointLocation", None)
-        orig["option"](self, "checkpointLocation", checkpoint)
         fmt = (format or _seen(self)["format"] or "").lower()
-        if fmt in FILE_FORMATS or (fmt == "" and (path or "path" in _seen(self)["options"])):
+        files = fmt in FILE_FORMATS or (fmt == "" and bool(path or "path" in _seen(self)["options"]))
+        tested = fmt not in SIDE_FORMATS and files == file_sink_tested and not any(t for _, t in started)
+        name = "" if tested else str(queryName or _seen(self).get("name") or len(started))
+        orig["option"](self, "checkpointLocation", checkpoint if tested else f"{checkpoint}-{name}")
+        if files:
             opts.pop("path", None)
-            orig["option"](self, "path", str(file_sink))
+            orig["option"](self, "path", str(file_sink if tested else file_sink.with_name(f"{file_sink.name}-{name}")))
             path = None
-            _file_sink_phases(self._spark, phase is not None)
+            if tested:
+                _file_sink_phases(self._spark, phase is not None)
         query = orig["start"](self, path, format, outputMode, partitionBy, queryName, **opts)
-        started.append(query)
+        started.append((query, tested))
         return query
 
     def to_table(self, *args, **kwargs):
         raise UserError("the job writes with toTable: streamchaos reads back foreachBatch sinks (postgres:TABLE) "
                         "and file sinks (parquet); write to one of those")
 
-    for name, fn in {**_recorders(orig), "foreachBatch": foreach_batch, "start": start, "toTable": to_table}.items():
-        stack.enter_context(_patched(W, name, fn))
+    for name, fn in {**_recorders(orig), "foreachBatch": foreach_batch, "start": start, "toTable": to_table,
+                     "queryName": query_name}.items():
+        stack.enter_context(patched(W, name, fn))
 
 
 def _file_sink_phases(spark, on: bool) -> None:
@@ -378,9 +264,9 @@ def _blocking_calls_return(stack: ExitStack) -> None:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery, StreamingQueryManager
 
-    stack.enter_context(_patched(StreamingQuery, "awaitTermination", lambda self, timeout=None: None))
-    stack.enter_context(_patched(StreamingQueryManager, "awaitAnyTermination", lambda self, timeout=None: None))
-    stack.enter_context(_patched(SparkSession, "stop", lambda self: None))
+    stack.enter_context(patched(StreamingQuery, "awaitTermination", lambda self, timeout=None: None))
+    stack.enter_context(patched(StreamingQueryManager, "awaitAnyTermination", lambda self, timeout=None: None))
+    stack.enter_context(patched(SparkSession, "stop", lambda self: None))
 
 
 def call_entry(fn: Callable, spark) -> Any:
@@ -417,17 +303,26 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
 
     with ExitStack() as stack:
         _Reads(spark, spec, log_options).install(stack)
-        _stream_writes(stack, checkpoint, file_sink, phase, started)
+        _stream_writes(stack, checkpoint, file_sink, phase, started, spec.sink_kind == "parquet")
         if phase is not None and log_options.get("controller"):
-            _phased_sources(stack, log_options["controller"], incarnation)
-            _phased_foreach(stack, log_options["controller"], incarnation)
+            phased_sources(stack, log_options["controller"], incarnation)
+            phased_foreach(stack, log_options["controller"], incarnation)
         _blocking_calls_return(stack)
-        stack.enter_context(_patched(DataFrame, "withWatermark", noted))
+        stack.enter_context(patched(DataFrame, "withWatermark", noted))
         returned = call_entry(fn, spark)
-    query = returned if isinstance(returned, StreamingQuery) else started[-1] if started else None
+    tested = [q for q, under_test in started if under_test]
+    query = tested[0] if tested else returned if isinstance(returned, StreamingQuery) else \
+        started[-1][0] if started else None
     if query is None:
         raise UserError(f"{spec.entry} started no streaming query (it must call writeStream...start())")
     return query, bool(watermarks)
+
+
+def stop_side_queries(spark) -> None:
+    """The queries the job started beside the one under test (a console query): stopped with it, so none runs on
+    into the oracle's run or a recycled driver's next trial."""
+    for other in spark.streams.active:
+        other.stop()
 
 
 def batch_watermarks(checkpoint: str) -> list[tuple[dict, int]]:
@@ -487,6 +382,7 @@ def run_answer(spark, spec: JobSpec, eventlog: str, folder: Path, database: str 
             query.processAllAvailable()
         finally:
             query.stop()
+            stop_side_queries(spark)
         await_job_threads()
     finally:
         for name, value in saved.items():

@@ -188,12 +188,14 @@ class JobSpec:
     kafka: str = ""
     args: tuple[str, ...] = ()  # a script's command-line arguments (``trial job.py -- ARGS``)
     id: str = ""  # the payload field that carries the event id (``--id``; "" guesses it from the names)
+    sql: tuple[str, ...] = ()  # SQL files run in each of the run's databases before the job starts (``--sql-init``)
 
     @property
     def ref(self) -> str:
         query = [(k, v) for k, v in (("schema", self.schema), ("sink", self.sink), ("key", ",".join(self.key)),
                                      ("values", self.values), ("kafka", self.kafka), ("id", self.id),
-                                     ("args", json.dumps(list(self.args)) if self.args else "")) if v]
+                                     ("args", json.dumps(list(self.args)) if self.args else ""),
+                                     ("sql", json.dumps(list(self.sql)) if self.sql else "")) if v]
         return self.entry + ("?" + "&".join(f"{k}={quote(v, safe=' :,()')}" for k, v in query) if query else "")
 
     @property
@@ -226,6 +228,9 @@ class JobSpec:
             value_lists(self.values, fields, roles(fields, self.id))
         elif self.id:
             raise UserError(f"--id {self.id} names a payload field: give the payload's schema with --schema")
+        if self.sql and self.sink_kind != "postgres":
+            raise UserError(f"--sql-init runs in the trial's PostgreSQL: it goes with --sink postgres:TABLE, not "
+                            f"{self.sink}")
         return self
 
 
@@ -233,23 +238,28 @@ def parse_ref(ref: str) -> JobSpec:
     """The job a pipeline reference names (``entry?schema=...&sink=...&key=...&values=...``)."""
     entry, _, query = ref.partition("?")
     opts = dict(parse_qsl(query, keep_blank_values=True))
-    unknown = set(opts) - {"schema", "sink", "key", "values", "kafka", "args", "id"}
+    unknown = set(opts) - {"schema", "sink", "key", "values", "kafka", "args", "id", "sql"}
     if unknown:
         raise UserError(f"{ref!r}: unknown job option(s) {', '.join(sorted(unknown))}: use schema, sink, key, values, "
-                        "kafka, args, id")
+                        "kafka, args, id, sql")
     if opts.get("kafka", "") not in ("", *KAFKA_SOURCES):
         raise UserError(f"{ref!r}: kafka={opts['kafka']}: use one of {', '.join(KAFKA_SOURCES)}")
     key = tuple(k.strip() for k in opts.get("key", "").split(",") if k.strip())
-    try:
-        args = json.loads(opts["args"]) if opts.get("args") else []
-    except ValueError:
-        args = None
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        raise UserError(f"{ref!r}: args={opts['args']}: give the script's arguments as a JSON list of strings")
+    args, sql = _string_list(ref, opts, "args"), _string_list(ref, opts, "sql")
     if args and not is_script(entry):
         raise UserError(f"{entry}: arguments go to a script (path/to/job.py), not to a function")
     return JobSpec(entry, opts.get("schema") or None, opts.get("sink", ""), key, opts.get("values", ""),
-                   opts.get("kafka", ""), tuple(args), opts.get("id", ""))
+                   opts.get("kafka", ""), tuple(args), opts.get("id", ""), tuple(sql))
+
+
+def _string_list(ref: str, opts: dict, name: str) -> list[str]:
+    try:
+        found = json.loads(opts[name]) if opts.get(name) else []
+    except ValueError:
+        found = None
+    if not isinstance(found, list) or not all(isinstance(a, str) for a in found):
+        raise UserError(f"{ref!r}: {name}={opts[name]}: give a JSON list of strings")
+    return found
 
 
 KAFKA_SOURCES = ("connector", "stand-in")
@@ -404,15 +414,16 @@ def as_ddl(schema) -> str | None:
 
 def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tuple | list | None = None,
             values: list[str] | tuple[str, ...] | None = None, kafka: str | None = None,
-            args: list[str] | tuple[str, ...] | None = None, id_name: str | None = None) -> str:
+            args: list[str] | tuple[str, ...] | None = None, id_name: str | None = None,
+            sql_init: list[str] | tuple[str, ...] | None = None) -> str:
     """A user's job with its schema (DDL, sample record or StructType), sink, key, ``--values``
     (chaos.jobs.values), what its Kafka reads (``kafka_source``) and a script's arguments folded into the
     reference scenarios store; catalogue names and Pipeline classes as they are."""
     script = is_script(pipeline.partition("?")[0])
     if not script and (":" not in pipeline or "?" in pipeline
                        or not (schema or sink or key or values or ".py:" in pipeline)):
-        if values or id_name:
-            raise UserError(f"--{'values' if values else 'id'} applies to a job as written "
+        if values or id_name or sql_init:
+            raise UserError(f"--{'values' if values else 'id' if id_name else 'sql-init'} applies to a job as written "
                             f"(path/to/job.py:function), not {pipeline}")
         if args:
             raise UserError(f"arguments after -- go to a script (path/to/job.py), not to {pipeline}")
@@ -425,4 +436,16 @@ def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tupl
     return JobSpec(canonical_entry(given.entry), as_ddl(schema) or given.schema, sink or given.sink,
                    keys or given.key, parse_values(values) or given.values,
                    given.kafka if given.kafka and kafka is None else kafka_source(given.entry, kafka),
-                   tuple(args) if args else given.args, id_name or given.id).validate().ref
+                   tuple(args) if args else given.args, id_name or given.id,
+                   tuple(sql_files(sql_init)) if sql_init else given.sql).validate().ref
+
+
+def sql_files(paths: list[str] | tuple[str, ...]) -> list[str]:
+    """``--sql-init`` files as absolute paths (read where the trial's databases are prepared)."""
+    found = []
+    for given in paths:
+        path = Path(given).expanduser().resolve()
+        if not path.is_file():
+            raise UserError(f"--sql-init {given}: no such file")
+        found.append(str(path))
+    return found

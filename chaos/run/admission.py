@@ -72,14 +72,15 @@ def trial_scenario(pipeline: str, events: int = EVENTS, seed: int = 0, fault: li
                    downtime: float = 1.0, recovery_timeout: float = 180.0, conf: list[str] | None = None,
                    image: str | None = None, schema: str | None = None, sink: str | None = None,
                    key: str | None = None, values: list[str] | None = None, kafka: str | None = None,
-                   args: list[str] | None = None, id_name: str | None = None) -> Scenario:
+                   args: list[str] | None = None, id_name: str | None = None,
+                   sql_init: list[str] | None = None) -> Scenario:
     """The scenario ``streamchaos trial`` runs for these options (the pipeline's stream defaults under what is
     given, the scenario's own under both), checked before any JVM starts."""
     from chaos.jobs.reference import job_ref
     from chaos.scenario.variants import parse_conf
 
     cluster = with_image(cluster, image)
-    pipeline = job_ref(pipeline, schema, sink, key, values, kafka, args, id_name)
+    pipeline = job_ref(pipeline, schema, sink, key, values, kafka, args, id_name, sql_init)
     chosen = resolve(pipeline)
     given = {"partitions": partitions, "late_fraction": late_fraction, "resent_fraction": resent_fraction,
              "keys": keys, "skew": skew, "max_disorder_ms": max_disorder_ms}

@@ -52,6 +52,7 @@ from pipelines_under_test import Pipeline
 MAX_UNPLANNED_EXITS = 2
 STOP_GRACE = 30.0
 STATE_DUMP_GRACE = 120.0
+ORACLE_GRACE = 600.0  # a job's stop waits this long for Spark's answer (up to 3 runs: chaos.jobs.as_written)
 # Until a started driver reports its session up, the stall clock allows at least this long: a boot on a loaded
 # machine or on Docker nodes can outlast a short --recovery-timeout, which is about commits, not boots.
 BOOT_GRACE_S = 120.0
@@ -268,6 +269,10 @@ class Trial:
         lost = self.h.cluster.lost()
         if lost:
             raise HarnessError(lost)
+        if finished and outcome == "drained" and self.pipeline.spark_oracle \
+                and not (self.dir / "oracle" / "meta.json").exists():
+            raise HarnessError(f"Spark's answer for {self.dir} (the job over every record) did not finish in "
+                               f"{ORACLE_GRACE + STOP_GRACE:.0f}s: see its last driver log in {self.dir / 'logs'}")
         if self.pipeline.database:
             if not self.h.database.ready():  # a kill-sink-db whose heal did not run (interrupted trial)
                 self.h.database.restart()
@@ -374,7 +379,8 @@ class Trial:
         if self.driver is not None:
             # A stateful pipeline's driver reads the state of every committed batch before it exits. SIGUSR2,
             # not a fault's SIGTERM: it exits without stopping its session, which the group kill ends.
-            grace = STOP_GRACE + (STATE_DUMP_GRACE if self.pipeline.state or self.pipeline.spark_oracle else 0.0)
+            grace = STOP_GRACE + (ORACLE_GRACE if self.pipeline.spark_oracle else
+                                  STATE_DUMP_GRACE if self.pipeline.state else 0.0)
             if self.config.get("recycle") and self.driver.alive():  # it waits as a spare instead of exiting
                 # Not after a worker kill: its application may hold fewer executors than a spare would.
                 keep = recycle and self.h.cluster.healthy() and self.cores_max is None and self.upgraded is None
