@@ -134,8 +134,8 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
         try:  # a job as written: its payload schema, sink, key and values (chaos/jobs/reference.py)
             pipeline = job_ref(pipeline, schema or options.get("schema"), sink or options.get("sink"),
                                key or options.get("key"), values or options.get("values"),
-                               args=args or options.get("args"), id_name=id or options.get("id"),
-                               sql_init=sql_init or options.get("sql_init"))
+                               args=_listed(args or options.get("args")), id_name=id or options.get("id"),
+                               sql_init=_listed(sql_init or options.get("sql_init")))
         except UserError as exc:
             pytest.fail(f"streamchaos: {exc}", pytrace=False)
         spec = CampaignSpec(
@@ -232,3 +232,8 @@ def chaos_trial(chaos_harness, tmp_path_factory):
         return judge(run_dir / "run")
 
     return run
+
+
+def _listed(value) -> list[str] | None:
+    """One string as a list of one (``sql_init="init.sql"``), not of its characters."""
+    return [value] if isinstance(value, str) else value

@@ -52,8 +52,11 @@ def log_files(table: Path) -> list[Path]:
 
 
 def in_table(uri: str) -> list[str]:
-    """A part file's path under its table: its name and the ``column=value`` directories above it."""
-    parts = uri.split("/")
+    """A part file's path under its table: its name and the ``column=value`` directories above it, as on disk (the
+    log's URI escapes them once more: a value ``A B`` is ``A%20B`` there, Spark's own ``%3A`` is ``%253A``)."""
+    from urllib.parse import unquote
+
+    parts = [unquote(part) for part in uri.split("/")]
     kept = [parts[-1]]
     for part in reversed(parts[:-1]):
         if "=" not in part:

@@ -60,7 +60,9 @@ class UserJob(Pipeline):
                          " (by its name; --id FIELD names another)"))
         named = _named_databases(spec.entry)  # one of a kind with no server here is one line, before any JVM
         if self.database:
-            notes += [f"the job's database {url} is the trial's (its tables kept)" for url in named]
+            from chaos.jobs.databases import shown
+
+            notes += [f"the job's database {shown(url)} is the trial's (its tables kept)" for url in named]
         self.notes = tuple(notes)
 
     @property

@@ -55,12 +55,13 @@ def test_a_partitioned_sinks_files_are_found_under_their_directories_with_the_co
     from pipelines_under_test.files import in_table, partition_values
 
     table = tmp_path / "files"
-    uri = "file:/elsewhere/run/sink/files/date=2026-01-01/symbol=A%20B/part-00000-x.c000.snappy.parquet"
-    assert in_table(uri) == ["date=2026-01-01", "symbol=A%20B", "part-00000-x.c000.snappy.parquet"]
+    # On disk Spark escapes ':' in a value (``%3A``), not ' '; the log's URI escapes the path once more.
+    uri = "file:/elsewhere/run/sink/files/at=09%253A30/symbol=A%20B/part-00000-x.c000.snappy.parquet"
+    assert in_table(uri) == ["at=09%3A30", "symbol=A B", "part-00000-x.c000.snappy.parquet"]
     assert in_table("file:/t/files/part-1.parquet") == ["part-1.parquet"]
     (table / "_spark_metadata").mkdir(parents=True)
     (table / "_spark_metadata" / "0").write_text('v1\n{"path":"' + uri + '","size":1,"action":"add"}\n')
     [found] = log_files(table)
-    assert found == table / "date=2026-01-01" / "symbol=A%20B" / "part-00000-x.c000.snappy.parquet"
-    assert partition_values(found, table) == {"date": "2026-01-01", "symbol": "A B"}
+    assert found == table / "at=09%3A30" / "symbol=A B" / "part-00000-x.c000.snappy.parquet"
+    assert partition_values(found, table) == {"at": "09:30", "symbol": "A B"}
     assert partition_values(table / "d=__HIVE_DEFAULT_PARTITION__" / "p.parquet", table) == {"d": None}

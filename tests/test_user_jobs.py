@@ -340,3 +340,29 @@ def test_sql_init_files_travel_in_the_reference_and_go_with_a_postgres_sink_only
                 sql_init=[str(tmp_path / "missing.sql")])
     with pytest.raises(UserError, match="goes with --sink postgres:TABLE, not sqlite:orders"):
         job_ref(f"{REPO}/examples/orders_append.py:run", "order_id STRING", "sqlite:orders", sql_init=[str(init)])
+
+
+def test_a_rerouted_jdbc_url_keeps_the_jobs_parameters_and_shown_urls_keep_no_password(monkeypatch):
+    from chaos.jobs.databases import _trial_url, shown
+    from chaos.jobs.reference import id_like
+
+    monkeypatch.setenv("JDBC_URL", "jdbc:postgresql://127.0.0.1:41234/postgres")
+    assert _trial_url("jdbc:postgresql://db/shop?currentSchema=raw&stringtype=unspecified") == \
+        "jdbc:postgresql://127.0.0.1:41234/postgres?currentSchema=raw&stringtype=unspecified"
+    assert _trial_url("jdbc:postgresql://db/shop") == "jdbc:postgresql://127.0.0.1:41234/postgres"
+    assert shown("postgresql://etl:s3cret@db:5432/shop") == "postgresql://etl:***@db:5432/shop"
+    assert shown("jdbc:postgresql://db/shop?user=etl&password=s3cret") == "jdbc:postgresql://db/shop?user=etl&password=***"
+    assert [n for n in ("TransactionID", "eventId", "order_id", "uuid", "PAID", "VALID", "ID") if id_like(n)] == [
+        "TransactionID", "eventId", "order_id", "uuid", "ID"]
+
+
+def test_backquoted_field_names_may_hold_spaces():
+    fields = parse_schema("`IP Address` STRING, `Event ID` STRING, amount LONG, ts TIMESTAMP")
+    assert [f.name for f in fields] == ["IP Address", "Event ID", "amount", "ts"]
+    row = record(fields, roles(fields, "Event ID"), 5, "k001", 7, 0)
+    assert row["Event ID"] == "Event ID-5" and row["IP Address"] == "k001"
+    ref = job_ref(f"{REPO}/examples/orders_append.py:run", "`IP Address` STRING, `Event ID` STRING",
+                  "postgres:orders", id_name="Event ID")
+    assert parse_ref(ref).schema.startswith("`IP Address` STRING") and resolve(ref).id_field.name == "Event ID"
+    with pytest.raises(UserError, match="is not 'name TYPE'"):
+        parse_schema("`IP Address`")

@@ -141,6 +141,11 @@ def test_a_script_with_argparse_and_a_module_level_query_runs_unchanged(chaos_ha
                                         r"required: --input, --output"):
         trial(chaos_harness, tmp_path, f"{REPO}/examples/trades_script.py", "--schema", TRADE, "--sink", "parquet",
               "--events", "400", name="no-options")
+    # A sink it does not write: one line naming what it does start.
+    with pytest.raises(UserError, match=r"--sink postgres:trades: none of the job's queries writes there \(it "
+                                        r"starts parquet queries\)"):
+        trial(chaos_harness, tmp_path, f"{REPO}/examples/trades_script.py", "--schema", TRADE, "--sink",
+              "postgres:trades", "--events", "400", "--", "--input", "x", "--output", "y", name="other-sink")
 
 
 @needs_postgres

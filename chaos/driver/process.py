@@ -289,6 +289,8 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
 
                 stack.enter_context(sink_phases(phase, controller, incarnation))
             query = pipeline.start(ctx)
+    except UserError:  # the job's own mistake (main: one line), never a variant Spark refuses
+        raise
     except Exception as exc:
         if not (config.get("query_conf") or config.get("upgraded") or checkpoint_refusal(str(exc))):
             raise
@@ -310,8 +312,9 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     if stop.is_set():
         t0 = time.monotonic()
         query.stop()
-        for other in spark.streams.active:  # a job's queries beside the one under test (a console query)
-            other.stop()
+        from chaos.jobs.as_written import stop_side_queries
+
+        stop_side_queries(spark)  # a job's queries beside the one under test (a console query)
         print(f"streamchaos: query stopped in {time.monotonic() - t0:.2f}s", flush=True)
         if pipeline.state and config.get("state_dir"):
             from chaos.driver.statedump import dump_state

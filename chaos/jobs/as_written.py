@@ -26,6 +26,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -198,6 +199,7 @@ class _Reads:
 
 
 SIDE_FORMATS = ("console", "memory", "noop")  # a query beside the sink under test: it runs as the job wrote it
+OTHER_SINKS = ("kafka", "delta", "iceberg", "hudi")  # never the job's own writer to a database (--sink postgres:T)
 
 
 def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Callable[..., None] | None,
@@ -205,16 +207,17 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
     """``writeStream``: the sink phases around foreachBatch, the trial's checkpoint and file sink path. A job may
     start several queries (a console query beside its sink, a bronze table and a silver one): the first whose sink
     is the one under test (``file_sink_tested``: a file sink, else the job's own writer) gets the trial's
-    checkpoint, every other one a checkpoint of its own beside it (``checkpoint-NAME``, its ``queryName`` or its
-    order of start) and, for a file sink, a path of its own; ``started`` lists ``(query, under test)``."""
+    checkpoint and its sink phases, every other one a checkpoint of its own beside it (``checkpoint-NAME``, its
+    ``queryName`` or ``query-N`` by order of start) and, for a file sink, a path of its own; ``started`` lists
+    ``(query, under test, its sink's kind)``."""
     from pyspark.sql.streaming.readwriter import DataStreamWriter as W
 
     orig = {n: W.__dict__[n] for n in ("format", "option", "options", "foreachBatch", "start", "toTable",
                                        "queryName")}
 
-    def foreach_batch(self, func):
-        _seen(self)["format"] = "foreachBatch"
-        return orig["foreachBatch"](self, bracketed(func, phase))
+    def foreach_batch(self, func):  # bracketed by the sink phases at start, if its query is the one under test
+        _seen(self)["format"], _seen(self)["batch"] = "foreachBatch", func
+        return orig["foreachBatch"](self, func)
 
     def query_name(self, name):
         _seen(self)["name"] = name
@@ -224,9 +227,13 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
         opts.pop("checkpointLocation", None)
         fmt = (format or _seen(self)["format"] or "").lower()
         files = fmt in FILE_FORMATS or (fmt == "" and bool(path or "path" in _seen(self)["options"]))
-        tested = fmt not in SIDE_FORMATS and files == file_sink_tested and not any(t for _, t in started)
-        name = "" if tested else str(queryName or _seen(self).get("name") or len(started))
+        its_kind = files if file_sink_tested else not files and fmt not in OTHER_SINKS
+        tested = fmt not in SIDE_FORMATS and its_kind and not any(t for _, t, _ in started)
+        name = "" if tested else re.sub(r"[^\w.-]", "_", str(queryName or _seen(self).get("name")
+                                                              or f"query-{len(started)}"))
         orig["option"](self, "checkpointLocation", checkpoint if tested else f"{checkpoint}-{name}")
+        if tested and _seen(self).get("batch") is not None:
+            orig["foreachBatch"](self, bracketed(_seen(self)["batch"], phase))
         if files:
             opts.pop("path", None)
             orig["option"](self, "path", str(file_sink if tested else file_sink.with_name(f"{file_sink.name}-{name}")))
@@ -234,7 +241,7 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
             if tested:
                 _file_sink_phases(self._spark, phase is not None)
         query = orig["start"](self, path, format, outputMode, partitionBy, queryName, **opts)
-        started.append((query, tested))
+        started.append((query, tested, fmt or ("files" if files else "foreach")))
         return query
 
     def to_table(self, *args, **kwargs):
@@ -284,11 +291,12 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
     too, to ``log_options["controller"]``) and ``DATABASE_URL`` (``database``, a URL). Returns the query and
     whether the job set a watermark."""
     from pyspark.sql.classic.dataframe import DataFrame
-    from pyspark.sql.streaming.query import StreamingQuery
 
     spark.dataSource.register(JobSource)
     if not _BEFORE_JOBS:
         _BEFORE_JOBS.update(threading.enumerate())
+    for name in DATABASE_VARS:  # none of a previous trial's (a recycled driver) nor of the user's shell
+        os.environ.pop(name, None)
     if database:  # before the module is imported: a module-level read sees the trial's database
         os.environ.update(database_env(database))
         reroute()  # a database the job's code names is the trial's too (chaos.jobs.databases)
@@ -309,13 +317,14 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
             phased_foreach(stack, log_options["controller"], incarnation)
         _blocking_calls_return(stack)
         stack.enter_context(patched(DataFrame, "withWatermark", noted))
-        returned = call_entry(fn, spark)
-    tested = [q for q, under_test in started if under_test]
-    query = tested[0] if tested else returned if isinstance(returned, StreamingQuery) else \
-        started[-1][0] if started else None
-    if query is None:
+        call_entry(fn, spark)
+    tested = [q for q, under_test, _ in started if under_test]
+    if not started:
         raise UserError(f"{spec.entry} started no streaming query (it must call writeStream...start())")
-    return query, bool(watermarks)
+    if not tested:
+        raise UserError(f"--sink {spec.sink}: none of the job's queries writes there (it starts "
+                        f"{', '.join(kind for _, _, kind in started) or 'none'} queries): name the sink it writes")
+    return tested[0], bool(watermarks)
 
 
 def stop_side_queries(spark) -> None:

@@ -44,12 +44,27 @@ def named_databases(source_text: str) -> list[str]:
     return found
 
 
+def shown(url: str) -> str:
+    """A database URL as the trial's first lines show it: no password."""
+    url = re.sub(r"(//[^:/@]+:)[^@/]+@", r"\1***@", url)
+    return re.sub(r"(?i)(password=)[^&;]+", r"\1***", url)
+
+
 def _trial_jdbc() -> tuple[str, str, str] | None:
     """The trial's JDBC URL, user and password at this moment (the oracle's run sets its own)."""
     url = os.environ.get("JDBC_URL")
     if not url:
         return None
     return url, os.environ.get("DB_USER", ""), os.environ.get("DB_PASSWORD", "")
+
+
+def _trial_url(url: str) -> str:
+    """The trial's JDBC URL with the job's own parameters (``?currentSchema=raw&stringtype=unspecified``)."""
+    trial = _trial_jdbc()
+    if trial is None:
+        return url
+    params = str(url).partition("?")[2]
+    return trial[0] + (f"?{params}" if params else "")
 
 
 def _jdbc_properties(properties: dict | None) -> dict:
@@ -78,8 +93,7 @@ def _reroute_writer() -> None:
 
     def rerouted_jdbc(self, url, table, mode=None, properties=None):
         _refuse_other(url)
-        trial = _trial_jdbc()
-        return jdbc(self, trial[0] if trial else url, table, mode, _jdbc_properties(properties))
+        return jdbc(self, _trial_url(url), table, mode, _jdbc_properties(properties))
 
     def noted_format(self, source):
         self.__dict__["_streamchaos_format"] = source
@@ -89,9 +103,10 @@ def _reroute_writer() -> None:
         if (format or self.__dict__.get("_streamchaos_format") or "").lower() == "jdbc":
             trial = _trial_jdbc()
             if trial is not None:
-                for key in ("url", "user", "password"):
+                url = opts.pop("url", None) or self.__dict__.get("_streamchaos_url", "")
+                for key in ("user", "password"):
                     opts.pop(key, None)
-                option(self, "url", trial[0])
+                option(self, "url", _trial_url(url))
                 option(self, "user", trial[1])
                 option(self, "password", trial[2])
         return save(self, path, format, mode, partitionBy, **opts)
@@ -99,11 +114,13 @@ def _reroute_writer() -> None:
     def checked_option(self, key, value):
         if str(key).lower() == "url":
             _refuse_other(str(value))
+            self.__dict__["_streamchaos_url"] = str(value)
         return option(self, key, value)
 
     def checked_options(self, **opts):
         if "url" in opts:
             _refuse_other(str(opts["url"]))
+            self.__dict__["_streamchaos_url"] = str(opts["url"])
         return options(self, **opts)
 
     DataFrameWriter.jdbc = rerouted_jdbc
@@ -143,11 +160,12 @@ def _rerouted_connect(connect: Callable, parse: Callable[[str], dict]) -> Callab
         trial = _trial_params()
         if trial is None or not _from_the_job():
             return connect(dsn, *args, **kwargs) if dsn is not None else connect(*args, **kwargs)
+        dsn = dsn or kwargs.pop("conninfo", None) or kwargs.pop("dsn", None)
         given = parse(dsn) if dsn else {}
         kept = {k: v for k, v in {**given, **kwargs}.items() if k not in _WHERE}
         return connect(*args, **kept, **trial)
 
-    rerouted.__wrapped__ = connect  # type: ignore[attr-defined]
+    rerouted._streamchaos_rerouted = True  # type: ignore[attr-defined]
     return rerouted
 
 
@@ -157,7 +175,7 @@ def _reroute_psycopg() -> None:
         import psycopg
         from psycopg.conninfo import conninfo_to_dict
 
-        if not hasattr(psycopg.connect, "__wrapped__"):
+        if not getattr(psycopg.connect, "_streamchaos_rerouted", False):
             psycopg.connect = _rerouted_connect(psycopg.connect, conninfo_to_dict)
     except ImportError:
         pass
@@ -165,7 +183,7 @@ def _reroute_psycopg() -> None:
         import psycopg2
         from psycopg2.extensions import parse_dsn
 
-        if not hasattr(psycopg2.connect, "__wrapped__"):
+        if not getattr(psycopg2.connect, "_streamchaos_rerouted", False):
             psycopg2.connect = _rerouted_connect(psycopg2.connect, parse_dsn)
     except ImportError:
         pass

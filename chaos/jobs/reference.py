@@ -55,8 +55,13 @@ def parse_schema(ddl: str) -> list[Field]:
     """``name TYPE, ...`` (Spark DDL, flat) into fields; one clear error for what it cannot fill."""
     fields = []
     for part in _split_top_level(ddl):
-        words = part.strip().split(None, 1)
-        if len(words) != 2:
+        text = part.strip()
+        if text.startswith("`") and text.count("`") >= 2:  # a backquoted name may hold spaces: `IP Address` STRING
+            close = text.index("`", 1)
+            words = [text[1:close], text[close + 1:].strip()]
+        else:
+            words = text.split(None, 1)
+        if len(words) != 2 or not words[0] or not words[1]:
             raise UserError(f"--schema: {part.strip()!r} is not 'name TYPE' (e.g. 'customer STRING, amount LONG')")
         name, type_ = words[0].strip("`"), words[1].strip()
         base = re.split(r"[(<\s]", type_.lower(), maxsplit=1)[0]
@@ -88,8 +93,10 @@ def _split_top_level(ddl: str) -> list[str]:
 
 
 def id_like(name: str) -> bool:
-    """A field name that says it is an id: ``id``, ``uuid``, ``order_id``, ``eventId``, ``TransactionID``."""
-    return name.lower() in ("id", "uuid") or name.lower().endswith("_id") or name.endswith(("Id", "ID"))
+    """A field name that says it is an id: ``id``, ``uuid``, ``order_id``, ``eventId``, ``TransactionID`` (not
+    ``PAID`` or ``VALID``: ``ID`` after a lower-case letter)."""
+    return name.lower() in ("id", "uuid") or name.lower().endswith("_id") or name.endswith("Id") \
+        or (name.endswith("ID") and len(name) > 2 and name[-3].islower())
 
 
 def roles(fields: list[Field], id_name: str = "") -> dict[str, str]:
@@ -441,11 +448,12 @@ def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tupl
 
 
 def sql_files(paths: list[str] | tuple[str, ...]) -> list[str]:
-    """``--sql-init`` files as absolute paths (read where the trial's databases are prepared)."""
+    """``--sql-init`` files, read where the trial's databases are prepared: under the working directory as relative
+    paths (a test ``init`` writes runs from any checkout), elsewhere as absolute ones."""
     found = []
     for given in paths:
         path = Path(given).expanduser().resolve()
         if not path.is_file():
             raise UserError(f"--sql-init {given}: no such file")
-        found.append(str(path))
+        found.append(str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path))
     return found
