@@ -58,9 +58,11 @@ class UserJob(Pipeline):
         if self.id_field is not None:
             notes.append(f"the event id is {self.id_field.name}" + ("" if spec.id else
                          " (by its name; --id FIELD names another)"))
-        named = _named_databases(spec.entry)  # one of a kind with no server here is one line, before any JVM
+        from chaos.jobs.databases import named_databases, shown
+        from chaos.jobs.reference import entry_text
+
+        named = named_databases(entry_text(spec.entry))  # one with no server here is one line, before any JVM
         if self.database:
-            from chaos.jobs.databases import shown
 
             notes += [f"the job's database {shown(url)} is the trial's (its tables kept)" for url in named]
         self.notes = tuple(notes)
@@ -234,17 +236,6 @@ class UserJob(Pipeline):
                        late=marks, topic=topic)
         write_json(oracle / "meta.json", {"watermark": watermark, "batches": len(marks),
                                           "final_watermark_ms": max((wm for _, wm in marks), default=None)})
-
-
-def _named_databases(entry: str) -> list[str]:
-    from chaos.jobs.databases import named_databases
-    from chaos.jobs.reference import entry_source
-
-    try:
-        text = entry_source(entry).read_text(errors="replace")
-    except OSError:
-        return []
-    return named_databases(text)
 
 
 def _empty(conn) -> None:

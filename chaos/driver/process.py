@@ -424,11 +424,8 @@ def spare_main(spare_dir: Path) -> int:
         config, incarnation, as_standby = handed
         source = stand_by(spark, config, incarnation, signals, 2, warm_read=not warm) if as_standby else None
         return serve(spark, config, incarnation, source)
-    except UserError as exc:  # the job's own mistake, not the harness's: one line, no retry (chaos.run.trial)
-        from chaos.scenario.variants import JOB_ERROR, JOB_ERROR_RC
-
-        print(f"{JOB_ERROR}{exc}", file=sys.stderr, flush=True)
-        return JOB_ERROR_RC
+    except UserError as exc:
+        return job_error(exc)
     except Exception:
         traceback.print_exc()
         return 1
@@ -448,6 +445,15 @@ def upgraded(config: dict) -> dict:
             "python_daemon": None, "cores_max": None, "recycle": None, "upgraded": True}
 
 
+def job_error(exc: UserError) -> int:
+    """The job's own mistake, not the harness's (a script that exits before its query starts): one line the trial
+    reads back and says, and an exit code it does not retry (chaos.run.trial)."""
+    from chaos.scenario.variants import JOB_ERROR, JOB_ERROR_RC
+
+    print(f"{JOB_ERROR}{exc}", file=sys.stderr, flush=True)
+    return JOB_ERROR_RC
+
+
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "--spare":
         return spare_main(Path(argv[1]))
@@ -464,11 +470,8 @@ def main(argv: list[str]) -> int:
         spark = boot(config, incarnation)  # imports the pipeline's module too (a standby: not after the kill)
         source = stand_by(spark, config, incarnation, signals, 1) if signals is not None else None
         return serve(spark, config, incarnation, source)
-    except UserError as exc:  # the job's own mistake, not the harness's: one line, no retry (chaos.run.trial)
-        from chaos.scenario.variants import JOB_ERROR, JOB_ERROR_RC
-
-        print(f"{JOB_ERROR}{exc}", file=sys.stderr, flush=True)
-        return JOB_ERROR_RC
+    except UserError as exc:
+        return job_error(exc)
     except Exception:
         traceback.print_exc()
         return 1

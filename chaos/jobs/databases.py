@@ -32,10 +32,7 @@ def named_databases(source_text: str) -> list[str]:
     """The database URLs the job's code names; one of a kind the harness has no server for is one line."""
     found: list[str] = []
     for match in JDBC_LITERAL.finditer(source_text):
-        kind = match.group(1).lower()
-        if kind not in SERVED:
-            raise UserError(f"the job writes to {match.group(0)}: streamchaos runs PostgreSQL only for a job's "
-                            "database (jdbc:postgresql://...); point the job at PostgreSQL or write to a file sink")
+        _refuse_other(match.group(0))
         if match.group(0) not in found:
             found.append(match.group(0))
     for match in POSTGRES_URL.finditer(source_text):
@@ -77,9 +74,11 @@ def _jdbc_properties(properties: dict | None) -> dict:
 
 
 def _refuse_other(url: str) -> None:
+    """A JDBC URL of a database the harness has no server for is one line (read in the source, or at the call)."""
     kind = url.split(":")[1].lower() if url.startswith("jdbc:") and url.count(":") > 1 else ""
     if kind and kind not in SERVED:
-        raise UserError(f"the job writes to {url}: streamchaos runs PostgreSQL only for a job's database")
+        raise UserError(f"the job writes to {url}: streamchaos runs PostgreSQL only for a job's database "
+                        "(jdbc:postgresql://...); point the job at PostgreSQL or write to a file sink")
 
 
 def _reroute_writer() -> None:

@@ -281,12 +281,18 @@ def entry_source(entry: str) -> Path:
         project.joinpath(*module_name.split(".")).with_suffix(".py")
 
 
+def entry_text(entry: str) -> str:
+    """The source of the entry's module, read to see what it names (Kafka, a database); "" if it is not there (a
+    stored run judged elsewhere)."""
+    try:
+        return entry_source(entry).read_text(errors="replace")
+    except OSError:
+        return ""
+
+
 def reads_kafka(entry: str) -> bool:
     """Whether the entry's module names Kafka as a format (``format("kafka")``, ``format="kafka"``)."""
-    try:
-        return bool(KAFKA_FORMAT.search(entry_source(entry).read_text(errors="replace")))
-    except OSError:
-        return False
+    return bool(KAFKA_FORMAT.search(entry_text(entry)))
 
 
 def kafka_source(entry: str, asked: str | None) -> str:
