@@ -8,6 +8,7 @@ from chaos.errors import UserError
 from pipelines_under_test.base import DriverContext, Pipeline
 from pipelines_under_test.continuous import CONTINUOUS_MAP
 from pipelines_under_test.counts import API_COUNT, API_COUNT_INCREMENT, API_COUNT_TWO_PHASE, KEY_COUNT, RESCALE
+from pipelines_under_test.delta import DELTA_APPEND, DELTA_MERGE, DELTA_STREAM, DELTA_TXN
 from pipelines_under_test.event_time import (
     DEDUP_WINDOW_COUNT,
     DEDUP_WITHIN_WATERMARK,
@@ -54,7 +55,8 @@ CATALOGUE: dict[str, Pipeline] = {
                         KEYED_STATE_LIST, KEYED_STATE_MAP, STREAM_JOIN, SOCKET_SOURCE, RESCALE, CONTINUOUS_MAP,
                         QUERY_BATCH_DEDUP, DEDUP_WINDOW_COUNT, KEYED_STATE_TIMERS, KEYED_STATE_TTL, KEYED_STATE_EVOLVE,
                         STREAM_JOIN_OUTER, KEYED_STATE_EXPIRY, JOIN_WINDOW_COUNT,
-                        KAFKA_PASSTHROUGH, KAFKA_WINDOWED_COUNT, KAFKA_TRANSACTIONAL, KAFKA_TRANSACTIONAL_ID)
+                        KAFKA_PASSTHROUGH, KAFKA_WINDOWED_COUNT, KAFKA_TRANSACTIONAL, KAFKA_TRANSACTIONAL_ID,
+                        DELTA_STREAM, DELTA_APPEND, DELTA_TXN, DELTA_MERGE)
 }
 
 __all__ = ["CATALOGUE", "DriverContext", "Pipeline", "for_run", "resolve"]

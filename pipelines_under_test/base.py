@@ -212,6 +212,11 @@ class Pipeline:
         """Spark settings the driver needs at JVM start (class paths of JVM hooks); runs in the driver."""
         return {}
 
+    def spark_jars(self, *, say=None) -> list[Path]:
+        """Jars every driver's application must hold for this pipeline (a sink's library: Delta Lake), resolved
+        in the harness (``say``: what a first resolution fetches); none by default."""
+        return []
+
     def sink_findings(self, sink_dir: Path) -> dict | None:
         """Facts about the sink beyond the rows (e.g. orphan files), stored in verdict.json as ``sink``."""
         return None

@@ -57,6 +57,47 @@ def events(count: int, partitions: int):
         yield i % partitions, str(i % 7).encode(), json.dumps({"id": i, "v": i % 7}).encode(), 1_700_000_000_000 + i
 
 
+def test_sparks_own_kafka_connector_reads_the_broker_and_keeps_kafka_offsets_in_the_checkpoint(broker, tmp_path):
+    """A job as users write it: ``readStream.format("kafka")`` with its own options, through the connector at the
+    running Spark's version; each batch's end offsets per partition land in ``offsets/N``."""
+    added_connector_spark(tmp_path)
+    python = python_of(CONNECTOR_SPARK)
+    spark_home = subprocess.run([str(python), "-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+    jars = connector_jars(CONNECTOR_SPARK, Path(spark_home) / "jars")
+    names = {j.name.rsplit("-", 1)[0] for j in jars}
+    assert names >= {"spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13"}
+    assert not [j for j in jars if j.name.startswith(("spark-sql_", "scala-library", "hadoop-client"))]
+    broker.create_topic("orders", 2)
+    broker.produce("orders", events(500, 2))
+    assert len(broker.read("orders")) == 500  # a consumer of the harness's own sees every record first
+    job = textwrap.dedent(f"""
+        from pyspark.sql import SparkSession, functions as F
+        spark = (SparkSession.builder.master("local[2]").config("spark.jars", {",".join(map(str, jars))!r})
+                 .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+                 .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
+        orders = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", {broker.bootstrap!r})
+                  .option("subscribe", "orders").option("startingOffsets", "earliest")
+                  .option("maxOffsetsPerTrigger", 100).load()
+                  .select(F.from_json(F.col("value").cast("string"), "id INT, v INT").alias("o")).select("o.*"))
+        (orders.writeStream.format("parquet").option("path", {str(tmp_path / "out")!r})
+         .option("checkpointLocation", {str(tmp_path / "checkpoint")!r}).trigger(availableNow=True).start()
+         .awaitTermination())
+    """)
+    done = subprocess.run([str(python), "-c", job], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    causes = [line for line in done.stderr.splitlines() if "Caused by" in line or "Exception:" in line]
+    assert done.returncode == 0, "\n".join(causes[:8]) + "\n" + done.stderr[-3000:]
+    assert sorted(pl.read_parquet(tmp_path / "out" / "*.parquet")["id"].to_list()) == list(range(500))
+    offsets = tmp_path / "checkpoint" / "offsets"
+    batches = sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit())
+    ends = [json.loads((offsets / str(n)).read_text().splitlines()[-1])["orders"] for n in batches]
+    assert len(batches) == 5  # 500 records, at most 100 a batch (the job's own maxOffsetsPerTrigger)
+    assert ends[-1] == {"0": 250, "1": 250}
+    assert [sum(e.values()) for e in ends] == [100, 200, 300, 400, 500]
+    broker.delete_topic("orders")
+
+
 def test_a_killed_broker_restarts_on_its_data_with_every_acknowledged_record(broker):
     assert broker.address == "127.0.0.1" and broker.start_s > 0
     listening = {c.laddr.ip.removeprefix("::ffff:") for c in psutil.Process(broker.group.pid).net_connections("tcp")
@@ -94,47 +135,6 @@ def test_a_broker_of_a_sigkilled_harness_is_reaped_at_the_next_start(tmp_path):
     assert reap_orphans() >= 1
     assert not [p for p in tagged_processes() if p.pid == pid]
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-
-
-def test_sparks_own_kafka_connector_reads_the_broker_and_keeps_kafka_offsets_in_the_checkpoint(broker, tmp_path):
-    """A job as users write it: ``readStream.format("kafka")`` with its own options, through the connector at the
-    running Spark's version; each batch's end offsets per partition land in ``offsets/N``."""
-    added_connector_spark(tmp_path)
-    python = python_of(CONNECTOR_SPARK)
-    spark_home = subprocess.run([str(python), "-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"],
-                                capture_output=True, text=True, check=True).stdout.strip()
-    jars = connector_jars(CONNECTOR_SPARK, Path(spark_home) / "jars")
-    names = {j.name.rsplit("-", 1)[0] for j in jars}
-    assert names >= {"spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13"}
-    assert not [j for j in jars if j.name.startswith(("spark-sql_", "scala-library", "hadoop-client"))]
-    broker.create_topic("orders", 2)
-    broker.produce("orders", events(500, 2))
-    job = textwrap.dedent(f"""
-        from pyspark.sql import SparkSession, functions as F
-        spark = (SparkSession.builder.master("local[2]").config("spark.jars", {",".join(map(str, jars))!r})
-                 .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
-                 .config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
-        orders = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", {broker.bootstrap!r})
-                  .option("subscribe", "orders").option("startingOffsets", "earliest")
-                  .option("maxOffsetsPerTrigger", 100).load()
-                  .select(F.from_json(F.col("value").cast("string"), "id INT, v INT").alias("o")).select("o.*"))
-        (orders.writeStream.format("parquet").option("path", {str(tmp_path / "out")!r})
-         .option("checkpointLocation", {str(tmp_path / "checkpoint")!r}).trigger(availableNow=True).start()
-         .awaitTermination())
-    """)
-    done = subprocess.run([str(python), "-c", job], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    import polars as pl
-
-    assert sorted(pl.read_parquet(tmp_path / "out" / "*.parquet")["id"].to_list()) == list(range(500))
-    offsets = tmp_path / "checkpoint" / "offsets"
-    batches = sorted(int(p.name) for p in offsets.iterdir() if p.name.isdigit())
-    ends = [json.loads((offsets / str(n)).read_text().splitlines()[-1])["orders"] for n in batches]
-    assert len(batches) == 5  # 500 records, at most 100 a batch (the job's own maxOffsetsPerTrigger)
-    assert ends[-1] == {"0": 250, "1": 250}
-    assert [sum(e.values()) for e in ends] == [100, 200, 300, 400, 500]
-    broker.delete_topic("orders")
 
 
 def test_a_connector_the_repositories_do_not_serve_is_one_line_naming_the_way_out():

@@ -153,3 +153,19 @@ def test_merge_refuses_a_directory_that_is_not_empty_and_writes_nothing(tmp_path
     with pytest.raises(UserError, match="holds no trial"):
         Campaign.create(tmp_path / "s9", CampaignSpec(**SPEC), shard=(9, 9))
     assert not Path(tmp_path / "s9" / "campaign.json").exists()
+
+
+def test_the_merge_command_lists_a_missing_shard_and_refuses_another_plan_in_one_line(tmp_path):
+    """As users see it: ``campaign merge`` of one shard of two lists the missing trials; of shards of two seeds it
+    is one line naming the difference, exit 2, nothing written."""
+    from tests.conftest import cli
+
+    parts = [Campaign.create(tmp_path / f"s{i}", CampaignSpec(**SPEC), shard=(i, 2)) for i in (1, 2)]
+    run_share(parts[0])
+    Campaign.create(tmp_path / "other", CampaignSpec(**{**SPEC, "seed": 2}), shard=(1, 2))
+    partial = cli("campaign", "merge", "partial", "s1", cwd=tmp_path)
+    missing = [e["id"] for e in parts[1].share]
+    assert f"missing ({len(missing)}" in partial.stderr and all(m in partial.stderr for m in missing)
+    refused = cli("campaign", "merge", "mixed", "s1", "other", cwd=tmp_path)
+    assert refused.rc == 2 and "spec.seed (1 vs 2)" in refused.stderr and refused.stderr.count("\n") == 1
+    assert not (tmp_path / "mixed" / "campaign.json").exists()

@@ -1,7 +1,9 @@
 """docs/scale.md's Slurm recipe on a real Slurm (Debian's slurm-wlm and munge): a controller and one node on
 this machine, inside a network namespace of the test's own (loopback and a veth pair whose both ends stay in
 it, so the daemons listen on no address of this machine), `sbatch --array=1-2` of `campaign run --shard auto`,
-then a job that depends on the array merges the shards.
+then a job that depends on the array merges the shards: the merged plan is the unsharded plan (hash, ids,
+schedules, windows) and every trial has its verdict. Verdicts themselves depend on timing and are not compared
+(tests/test_shards.py checks the merge, a missing shard and another plan's refusal on fabricated trials).
 
 Without Slurm these tests are skipped, except in CI (``CI=true``), where .ci/run installs it: there a missing
 Slurm fails them."""
@@ -14,6 +16,9 @@ import shutil
 import subprocess
 
 import pytest
+
+from chaos.campaign.stored import Campaign, CampaignSpec
+from tests.conftest import cli
 
 pytestmark = pytest.mark.spark
 
@@ -106,5 +111,15 @@ def test_a_slurm_array_runs_the_shards_and_a_dependent_job_merges_them(slurm_too
     assert summary["planned"] == summary["finished"] == 2 and summary["missing"] == []
     assert [m["shard"] for m in summary["merged_from"]] == [1, 2]
     assert (work / "all" / "report.html").exists()
+    whole = Campaign.create(tmp_path / "whole", CampaignSpec(pipelines=["passthrough-append"], trials=2, seed=5,
+                                                             events=600, shrink=False, max_faults=1))
+    data = json.loads((work / "all" / "campaign.json").read_text())
+    assert data["plan_hash"] == whole.data["plan_hash"] and data["plan"] == whole.plan
+    assert data["windows"] == whole.data["windows"]
+    for entry in whole.plan:
+        verdict = json.loads((work / "all" / "trials" / entry["id"] / "verdict.json").read_text())
+        assert verdict["verdict"] in ("exactly-once", "at-least-once"), verdict
+    analyzed = cli("analyze", "all", cwd=work)
+    assert "re-checked 2 trial(s): 2 unchanged" in analyzed.stdout, analyzed.stdout + analyzed.stderr
     left = subprocess.run(["pgrep", "-f", str(d)], capture_output=True, text=True).stdout.split()
     assert left == [], "a Slurm or munge daemon of the test is still running"

@@ -20,6 +20,7 @@ from chaos.store.atomic import write_json
 from properties.verdicts import AT_MOST_ONCE, INCORRECT, NONE, STALLED, at_least_as_strong
 
 DOCS = "https://spark.apache.org/docs/latest/streaming/"
+DELTA_DOCS = "https://docs.delta.io/latest/"
 NOT_FAULT_TOLERANT = "not fault-tolerant"  # documented for the socket source: loss or a failed restart agrees
 
 
@@ -47,6 +48,15 @@ ROWS = (
     Row("ours: foreachBatch, one Kafka transaction per batch (batch id in the transactional id only)",
         "kafka-transactional-id", "at-least-once",
         "docs/pipelines.md, kafka-transactional-id (a batch committed before the crash is committed again)"),
+    Row("Delta Lake sink (writeStream.format('delta'))", "delta-stream", "exactly-once",
+        DELTA_DOCS + "delta-streaming.html#delta-table-as-a-sink (the transaction log guarantees exactly-once "
+        "processing)"),
+    Row("foreachBatch, Delta append without a transaction id", "delta-append", "at-least-once",
+        DOCS + "apis-on-dataframes-and-datasets.html#foreachbatch (foreachBatch alone is at-least-once)"),
+    Row("foreachBatch, Delta append with txnAppId/txnVersion", "delta-txn", "exactly-once",
+        DELTA_DOCS + "delta-streaming.html#idempotent-table-writes-in-foreachbatch"),
+    Row("foreachBatch, Delta MERGE INTO by a natural key", "delta-merge", "exactly-once",
+        DELTA_DOCS + "delta-update.html#upsert-from-streaming-queries-using-foreachbatch (an idempotent merge)"),
     Row("foreachBatch, plain append", "passthrough-append", "at-least-once",
         DOCS + "apis-on-dataframes-and-datasets.html#foreachbatch"),
     Row("foreachBatch, idempotent by batch id", "passthrough-idempotent", "exactly-once",

@@ -29,6 +29,7 @@ from pathlib import Path
 from chaos.campaign.shards import harness_version, plan_hash, shares
 from chaos.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VIOLATION, UserError
 from chaos.guarantees import GUARANTEES
+from chaos.run.admission import missing_here
 from chaos.scenario.faults import Fault
 from chaos.scenario.names import short_name
 from chaos.scenario.random_times import TIMINGS
@@ -468,15 +469,6 @@ def _round_robin(groups: list[list[dict]]) -> list[list[dict]]:
     for k in range(max((len(g) for g in groups), default=0)):
         out.append([g[k] for g in groups if k < len(g)])
     return out
-
-
-def missing_here(pipeline) -> str | None:
-    """Why ``pipeline`` cannot run on this machine (a missing server or tool), or None."""
-    from chaos.clusters.postgres import find_bindir
-
-    if pipeline.database and find_bindir() is None:
-        return "needs PostgreSQL server binaries (initdb, pg_ctl): install postgresql or set PG_BINDIR"
-    return pipeline.unavailable()
 
 
 def remove_unfinished(campaign: Campaign) -> list[str]:

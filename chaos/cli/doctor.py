@@ -103,6 +103,18 @@ def check_kafka() -> Check:
     return Check("kafka", "ok", f"broker {BROKER_VERSION} (KRaft) and Spark's connector {pyspark.__version__} cached")
 
 
+def check_delta() -> Check:
+    """Delta Lake's jars for this Spark: cached, or resolved now (what a trial of a delta-* pipeline does first)."""
+    import pyspark
+
+    from chaos.stream.sinks.delta import DELTA_VERSION, WAY_OUT, delta_unavailable
+
+    refused = delta_unavailable(pyspark.__version__)
+    if refused:
+        return Check("delta", "warn", refused.replace(f": {WAY_OUT}", ""), WAY_OUT if WAY_OUT in refused else "")
+    return Check("delta", "ok", f"Delta Lake {DELTA_VERSION} for Spark {pyspark.__version__} cached")
+
+
 def check_jdbc() -> Check:
     """PostgreSQL's JDBC driver, which the harness adds to every application for jobs that write with Spark's JDBC
     writer: cached, or resolved now."""
@@ -265,6 +277,6 @@ def check_docker() -> list[Check]:
 
 def run_checks(workdir: Path | None = None) -> list[Check]:
     return [check_java(), check_javac(), check_pyspark(), check_worker_imports(), check_spark_versions(),
-            check_postgres(), check_jdbc(), check_kafka(), check_loopback(),
+            check_postgres(), check_jdbc(), check_kafka(), check_delta(), check_loopback(),
             check_disk(Path(workdir or os.getcwd())), check_memory(), check_leftovers(), check_class_archive(),
             check_chromium(), *check_docker()]

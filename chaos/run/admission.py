@@ -92,4 +92,15 @@ def trial_scenario(pipeline: str, events: int = EVENTS, seed: int = 0, fault: li
         conf=parse_conf(list(conf or [])), **stream,
     )
     validate_schedule(scenario, chosen)  # unknown pipeline, impossible fault
+    if refused := missing_here(chosen):  # a library or server this machine lacks: said before a cluster starts
+        raise UserError(f"{pipeline}: {refused}")
     return scenario
+
+
+def missing_here(pipeline) -> str | None:
+    """Why ``pipeline`` cannot run on this machine (a missing server, tool or library), or None."""
+    from chaos.clusters.postgres import find_bindir
+
+    if pipeline.database and find_bindir() is None:
+        return "needs PostgreSQL server binaries (initdb, pg_ctl): install postgresql or set PG_BINDIR"
+    return pipeline.unavailable()

@@ -299,6 +299,8 @@ class Harness:
             self._ensure_database()
         if pipeline.kafka:
             self._ensure_kafka()
+        if jars := pipeline.spark_jars(say=self.echo):
+            self._add_jars(jars)
         if pipeline.checkpoint_phases or pipeline.task_phases:  # JVM hooks every driver's application must hold
             from chaos.machine.jvm import READING_BARRIER_CLASS, hooks_jar
 

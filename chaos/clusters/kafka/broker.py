@@ -109,6 +109,10 @@ class KafkaBroker:
             "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1",
             "transaction.state.log.num.partitions=4", "group.initial.rebalance.delay.ms=0",
             "auto.create.topics.enable=false",
+            # Records keep the stream's event times (from 2026-01-01): past the default 7-day retention, a retention
+            # check (every 5 minutes) deletes them before a job read them. A trial's topics say so themselves
+            # (chaos/run/trial.py); this covers every other topic made on this broker.
+            "log.retention.ms=-1",
             # Records are flushed by the OS page cache: the harness kills processes, never the machine.
             "log.flush.interval.messages=9223372036854775807", "",
         ])
