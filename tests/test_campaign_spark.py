@@ -79,7 +79,7 @@ def finished_trials(root: Path) -> dict[str, float]:
 
 def test_sigkilled_campaign_resumes_without_losing_or_repeating_a_trial(tmp_path):
     args = [sys.executable, "-m", "chaos", "campaign", "run", "--pipeline", "passthrough-idempotent",
-            "--trials", "3", "--seed", "2", "--events", EVENTS, "--max-faults", "1", "--out", "c"]
+            "--trials", "2", "--seed", "2", "--events", EVENTS, "--max-faults", "1", "--out", "c"]
     harness = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert wait_until(lambda: len(finished_trials(tmp_path / "c")) >= 1, 600, 0.5), "no trial finished"

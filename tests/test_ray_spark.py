@@ -20,7 +20,7 @@ from tests.conftest import REPO, cli, require_java
 pytestmark = pytest.mark.spark
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install -e '.[ray]'")
 
-PLAN = ["--pipeline", "passthrough-append", "--events", "1000", "--trials", "3", "--seed", "3"]
+PLAN = ["--pipeline", "passthrough-append", "--events", "1000", "--trials", "2", "--seed", "3"]
 
 
 @pytest.fixture(scope="module")
@@ -114,11 +114,11 @@ def test_a_node_lost_mid_trial_leaves_that_trial_lost_and_run_once_more_elsewher
     assert "running it once more on another node" in err
     assert "2 node(s), one harness each" in err
     found = results(tmp_path / "c")
-    assert len(found) == 3 and all((tmp_path / "c" / "trials" / t / "verdict.json").exists() for t in found)
+    assert len(found) == 2 and all((tmp_path / "c" / "trials" / t / "verdict.json").exists() for t in found)
     assert found[lost[0]["trial"]]["node"]["id"] != lost[0]["node"]  # each trial records its node
     summary = json.loads((tmp_path / "c" / "summary.json").read_text())
-    assert summary["finished"] == 3 and summary["lost"][0]["trial"] == lost[0]["trial"]
-    assert summary["pipelines"]["passthrough-append"]["trials"] == 3
+    assert summary["finished"] == 2 and summary["lost"][0]["trial"] == lost[0]["trial"]
+    assert summary["pipelines"]["passthrough-append"]["trials"] == 2
     assert "<th>Ray node</th>" in (tmp_path / "c" / "report.html").read_text()  # where each trial ran
     # The campaign's directory is an ordinary campaign: analyze re-judges it to the same verdicts.
     again = cli("analyze", "c", cwd=tmp_path)
@@ -139,7 +139,7 @@ def test_a_killed_head_leaves_nothing_and_resume_finishes_on_ray(ray_cluster, tm
     assert nothing_left(), ours_on_ray()
     resumed = cli("campaign", "resume", "c", "--ray", ray_cluster.address, cwd=tmp_path, timeout=900)
     assert resumed.rc == 0, resumed.stdout + resumed.stderr
-    assert json.loads((tmp_path / "c" / "summary.json").read_text())["finished"] == 3
+    assert json.loads((tmp_path / "c" / "summary.json").read_text())["finished"] == 2
     assert nothing_left(), ours_on_ray()
 
 
