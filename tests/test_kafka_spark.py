@@ -237,7 +237,8 @@ def test_conformance_of_the_kafka_sinks_agrees_with_what_is_documented(tmp_path)
     assert run.rc == 0, run.stderr[-3000:]
     rows = {r["pipeline"]: r for r in json.loads((out / "conformance.json").read_text())["rows"]}
     measured = {name: (row["measured"], row["agrees"]) for name, row in rows.items()}
-    assert measured == {"kafka-passthrough": ("at-least-once", True), "kafka-transactional": ("exactly-once", True)}, rows
+    assert measured == {"kafka-passthrough": ("at-least-once", True),
+                        "kafka-transactional": ("exactly-once", True)}, rows
     verdicts = {p.parent.name.rsplit("-", 1)[0]: json.loads(p.read_text()) for p in out.glob("trials/*/verdict.json")}
     assert verdicts["kafka-transactional"]["sink"]["output_topic"]["not_committed"] > 0  # the aborted batch
     # Spark's Kafka sink, no Python in it: the driver killed after batch 1 reached the output topic, before
