@@ -366,3 +366,27 @@ def test_backquoted_field_names_may_hold_spaces():
     assert parse_ref(ref).schema.startswith("`IP Address` STRING") and resolve(ref).id_field.name == "Event ID"
     with pytest.raises(UserError, match="is not 'name TYPE'"):
         parse_schema("`IP Address`")
+
+
+def test_a_scripts_arguments_reach_its_starter_test_and_its_campaigns_plan(tmp_path):
+    """``init`` and ``campaign run`` take a script (path/to/job.py) and its own arguments after ``--``, as ``trial``
+    does: the starter test passes them to chaos_check and the campaign's plan names them in its reference."""
+    from chaos.campaign.stored import Campaign, CampaignSpec
+    from chaos.jobs.reference import job_ref, parse_ref
+
+    script = str(REPO / "examples" / "trades_script.py")
+    trade = "trade_id STRING, symbol STRING, qty LONG, price DOUBLE, ts TIMESTAMP"
+    given = ["--input", "/data/trades", "--output", "/data/large-trades", "--min-qty", "10"]
+    run = cli("init", script, "--schema", trade, "--sink", "parquet", "--out", "t.py", "--", *given, cwd=tmp_path)
+    assert run.rc == 0, run.stderr
+    text = (tmp_path / "t.py").read_text()
+    assert f"ARGS = {given!r}" in text and "args=ARGS" in text
+    collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                                "t.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert collected.returncode == 0 and "1 test collected" in collected.stdout, collected.stdout + collected.stderr
+    ref = job_ref(script, trade, "parquet", args=given)
+    plan = Campaign.create(tmp_path / "c", CampaignSpec(pipelines=[ref], trials=1, events=600)).plan
+    assert parse_ref(plan[0]["pipeline"]).args == tuple(given)
+    refused = cli("campaign", "run", "--pipeline", "passthrough-append", "--out", "x", "--", "--input", "y",
+                  cwd=tmp_path)
+    assert refused.rc == 2 and "arguments after -- go to a script" in refused.stderr

@@ -170,16 +170,19 @@ def init(
     sql_init: SqlInit = None,
     test_file: Annotated[Path | None, typer.Option("--out", help="the test file (default "
                                                                 "tests/test_<job>_consistency.py)")] = None,
+    args: ScriptArgs = None,
 ) -> None:
     """Write a starter pytest for your job: a consistency check under crashes, ready to run with `pytest`."""
     from chaos.jobs.reference import job_ref
     from chaos.jobs.starter import starter_test
+    from chaos.scenario.names import is_script
 
-    if ":" not in job:
-        raise UserError(f"{job!r}: name your job's entry point as module:function or path/to/job.py:function")
+    if ":" not in job and not is_script(job):
+        raise UserError(f"{job!r}: name your job's entry point as module:function, path/to/job.py:function or a "
+                        "script path/to/job.py")
     if not sink:
         raise UserError("--sink is needed: where the job writes, postgres:TABLE, sqlite:TABLE or parquet")
-    path = starter_test(job_ref(job, schema, sink, key, values, id_name=id_name,
+    path = starter_test(job_ref(job, schema, sink, key, values, args=args, id_name=id_name,
                                 sql_init=[str(f) for f in sql_init or []]), test_file)
     out.print(f"wrote {path}: run it with `pytest {path}`", markup=False)
 
@@ -265,6 +268,7 @@ def campaign_run(
     ray: Ray = None,
     shards: Annotated[int | None, typer.Option(help="with --shard auto in a Kubernetes Indexed Job: its completions")]
     = None,
+    args: ScriptArgs = None,
 ) -> None:
     """Generate scenarios, run them, shrink every violation, store everything, write the HTML report."""
     from chaos.campaign.shards import parse_shard
@@ -277,7 +281,7 @@ def campaign_run(
 
     cluster = with_image(cluster, image)
     spec = CampaignSpec(
-        pipelines=[job_ref(p, schema, sink, key, values, kafka, id_name=id_name,
+        pipelines=[job_ref(p, schema, sink, key, values, kafka, args, id_name=id_name,
                            sql_init=[str(f) for f in sql_init or []]) for p in pipeline or []],
         expect=expect,
         kinds=list(parse_kinds(faults)),
