@@ -49,7 +49,9 @@ public class CheckpointBarrier implements CheckpointFileManager {
             return -1L;
         }
         String where = path.toUri().getPath();
-        return root.isEmpty() || where.startsWith(root) ? Long.parseLong(name) : -1L;
+        // Under the trial's checkpoint itself, not a side query's beside it (checkpoint-NAME shares the prefix).
+        String under = root.endsWith("/") ? root : root + "/";
+        return root.isEmpty() || where.startsWith(under) ? Long.parseLong(name) : -1L;
     }
 
     private void report(long batch, String phase, String detail) {
