@@ -63,7 +63,6 @@ class UserJob(Pipeline):
 
         named = named_databases(entry_text(spec.entry))  # one with no server here is one line, before any JVM
         if self.database:
-
             notes += [f"the job's database {shown(url)} is the trial's (its tables kept)" for url in named]
         self.notes = tuple(notes)
 

@@ -89,6 +89,11 @@ def check_postgres() -> Check:
     return Check("postgresql", "ok", f"server binaries in {found}")
 
 
+def _refused(name: str, refused: str, way_out: str) -> Check:
+    """A warning from a refusal line, its way out (what follows ``: ``) moved to the fix column."""
+    return Check(name, "warn", refused.replace(f": {way_out}", ""), way_out if way_out in refused else "")
+
+
 def check_kafka() -> Check:
     """Kafka's broker and this Spark's Kafka connector: cached, or resolved now (what a trial on a Kafka job would
     do first), so the line says whether the real connector can run here."""
@@ -99,7 +104,7 @@ def check_kafka() -> Check:
 
     refused = available(BROKER) or connector_available(pyspark.__version__)
     if refused:
-        return Check("kafka", "warn", refused.replace(f": {WAY_OUT}", ""), WAY_OUT if WAY_OUT in refused else "")
+        return _refused("kafka", refused, WAY_OUT)
     return Check("kafka", "ok", f"broker {BROKER_VERSION} (KRaft) and Spark's connector {pyspark.__version__} cached")
 
 
@@ -111,7 +116,7 @@ def check_delta() -> Check:
 
     refused = delta_unavailable(pyspark.__version__)
     if refused:
-        return Check("delta", "warn", refused.replace(f": {WAY_OUT}", ""), WAY_OUT if WAY_OUT in refused else "")
+        return _refused("delta", refused, WAY_OUT)
     return Check("delta", "ok", f"Delta Lake {DELTA_VERSION} for Spark {pyspark.__version__} cached")
 
 

@@ -67,7 +67,8 @@ def delta_jars(*, say=None) -> list[Path]:
 def read_table(path: Path, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     """The table's ``schema`` columns at its latest version, read by delta-rs; an empty frame where no commit was
     made (the query never wrote)."""
-    if not (Path(path) / "_delta_log").is_dir() or not any((Path(path) / "_delta_log").glob("*.json")):
+    log = Path(path) / "_delta_log"
+    if not log.is_dir() or not any(log.glob("*.json")):
         return pl.DataFrame(schema=schema)
     from deltalake import DeltaTable
 
