@@ -47,6 +47,9 @@ class UserJob(Pipeline):
         # Its sink phases are reported around the job's foreachBatch or Python data source writer, and by the
         # JVM commit protocol of a file sink (chaos.jobs.as_written).
         self.file_sink = spec.sink_kind == "parquet"
+        # A Delta table (chaos.jobs.delta_tables): Delta's jars and SQL on every driver; a streaming Delta sink's
+        # sink-done comes from its checkpoint (CheckpointBarrier), a foreachBatch's from around the function.
+        self.delta = spec.sink_kind == "delta"
         # Its Kafka source read through Spark's connector on the harness's broker: no Python runs in the source's
         # path; `planned` comes from the checkpoint (offsets/N written), `reading` from its tasks' start.
         self.kafka = spec.kafka == "connector"
@@ -64,6 +67,9 @@ class UserJob(Pipeline):
         named = named_databases(entry_text(spec.entry))  # one with no server here is one line, before any JVM
         if self.database:
             notes += [f"the job's database {shown(url)} is the trial's (its tables kept)" for url in named]
+        if self.delta:
+            notes.append(f"the job's Delta table {spec.table or '(the first it writes)'} is the trial's; "
+                         "other tables it names by path are the trial's too")
         self.notes = tuple(notes)
 
     @property
@@ -85,7 +91,36 @@ class UserJob(Pipeline):
 
             if refused := connector_available() or checkpoint_barrier_unavailable():
                 return refused
+        if self.delta:
+            from chaos.machine.jvm import checkpoint_barrier_unavailable
+            from chaos.stream.sinks.delta import delta_unavailable
+
+            return delta_unavailable() or checkpoint_barrier_unavailable()
         return hooks_unavailable() if self.file_sink else None
+
+    def spark_jars(self, *, say=None) -> list[Path]:
+        """Delta's jars and the hooks (CheckpointBarrier: a streaming Delta sink's phases) for a Delta job."""
+        if not self.delta:
+            return []
+        from chaos.machine.jvm import hooks_jar
+        from chaos.stream.sinks.delta import delta_jars
+
+        return [*delta_jars(say=say), hooks_jar()]
+
+    def read_deliveries(self, sink_dir: Path) -> pl.DataFrame | None:
+        """A Delta table's write history: each commit's batch and driver (chaos.jobs.as_written tags them)."""
+        if not self.delta:
+            return super().read_deliveries(sink_dir)
+        from chaos.stream.sinks.delta import deliveries
+
+        return deliveries(Path(sink_dir) / "files")
+
+    def sink_findings(self, sink_dir: Path) -> dict | None:
+        if not self.delta:
+            return None
+        from chaos.stream.sinks.delta import findings
+
+        return findings(Path(sink_dir) / "files")
 
     def kafka_records(self, events):
         from chaos.jobs.reference import kafka_records
@@ -95,6 +130,10 @@ class UserJob(Pipeline):
     def boot_conf(self) -> dict[str, str]:
         """A file sink's phases come from a JVM class (chaos/machine/jvm) the driver loads at boot. (Spark's Kafka
         connector is the harness's: every driver it boots after the first such trial has it, spares too.)"""
+        if self.delta:
+            from chaos.stream.sinks.delta import SESSION_CONF
+
+            return dict(SESSION_CONF)
         if not self.file_sink:
             return {}
         from chaos.machine.jvm import hooks_jar
@@ -174,6 +213,10 @@ class UserJob(Pipeline):
         if kind == "sqlite":
             return _read_sqlite(folder / SQLITE_FILE, self.spec.table)
         table = folder / "files"
+        if kind == "delta":  # its latest version, every column, partition columns too (delta-rs)
+            from chaos.stream.sinks.delta import read_table
+
+            return read_table(table)
         frames = [pl.read_parquet(p).with_columns(pl.lit(v, dtype=pl.Utf8).alias(k)
                                                   for k, v in partition_values(p, table).items())
                   for p in log_files(table)]  # the files its _spark_metadata commits, partition columns from the path

@@ -111,3 +111,37 @@ def test_the_catalogue_has_the_four_delta_pipelines_with_their_guarantees_and_ph
     assert isinstance(CATALOGUE["delta-txn"], DeltaBatches) and "sink-write" in CATALOGUE["delta-txn"].phases
     assert CATALOGUE["delta-append"].boot_conf()["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
     assert isinstance(delta.artifact("4.2.0"), Coordinates)
+
+
+def test_a_jobs_delta_paths_are_the_runs_the_one_under_test_first_written_when_none_was_named(monkeypatch, tmp_path):
+    from chaos.jobs import delta_tables
+
+    for var in (delta_tables.ROOT_VAR, delta_tables.TESTED_VAR):
+        monkeypatch.delenv(var, raising=False)
+    assert delta_tables.route("/lake/silver/orders", writing=True) == "/lake/silver/orders"  # no run: as given
+    delta_tables.begin(tmp_path / "sink", "")
+    assert delta_tables.route("/lake/bronze/orders") == str(tmp_path / "sink" / "delta-lake_bronze_orders")  # a read
+    assert delta_tables.under_test("file:///lake/silver/orders/")  # the first written: under test
+    assert delta_tables.route("/lake/silver/orders") == str(tmp_path / "sink" / "files")
+    assert not delta_tables.under_test("/lake/audit")
+    assert delta_tables.route(str(tmp_path / "sink" / "files")) == str(tmp_path / "sink" / "files")  # already ours
+    sql = delta_tables.rewritten_sql("MERGE INTO delta.`/lake/silver/orders` t USING delta.`/lake/gold` g ON 1=1")
+    assert sql == (f"MERGE INTO delta.`{tmp_path}/sink/files` t USING delta.`{tmp_path}/sink/delta-lake_gold` g "
+                   "ON 1=1")
+    delta_tables.begin(tmp_path / "oracle", "/lake/silver/orders")  # the oracle's run: its own folder, path named
+    assert delta_tables.route("/lake/audit", writing=True) == str(tmp_path / "oracle" / "delta-lake_audit")
+    assert delta_tables.route("/lake/silver/orders") == str(tmp_path / "oracle" / "files")
+    delta_tables.begin(tmp_path / "pg", None)  # a job whose sink is a database: every Delta table is a side one
+    assert delta_tables.route("/lake/silver/orders", writing=True) == str(tmp_path / "pg" / "delta-lake_silver_orders")
+    delta_tables.end()
+    assert delta_tables.route("/lake/x") == "/lake/x"
+
+
+def test_a_delta_sink_is_a_job_sink_kind_with_or_without_its_path():
+    from chaos.jobs.reference import JobSpec
+
+    assert JobSpec("examples/orders_delta.py:run", sink="delta:/lake/silver/orders").validate().table == \
+        "/lake/silver/orders"
+    assert JobSpec("examples/orders_delta.py:run", sink="delta").validate().table == ""
+    with pytest.raises(UserError, match=r"delta\[:PATH\]"):
+        JobSpec("examples/orders_delta.py:run", sink="iceberg").validate()

@@ -4,36 +4,49 @@ back by delta-rs. Delta 4.4 supports Spark up to 4.2, so these run on the added 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli, left_by
+from tests.conftest import REPO, cli, left_by
 from tests.test_kafka_spark import CONNECTOR_SPARK, added_connector_spark
 
 pytestmark = pytest.mark.spark
 
 
-def test_delta_conformance_tells_the_sink_that_skips_a_replay_from_the_append_that_repeats_it(tmp_path):
-    """One harness, two rows under ``kill-driver@1:sink-done kill-driver@3:...``: Delta's streaming sink commits
-    batch 1 once (the replay finds its (query id, batch id) in the log), a foreachBatch append without a txn id
-    commits it twice; the write history read from ``_delta_log/`` says which incarnation wrote each commit."""
+ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
+
+
+def test_a_lakehouse_jobs_streaming_sink_skips_the_replay_its_foreach_append_repeats(tmp_path):
+    """examples/orders_delta.py as written, on one harness, under ``kill-driver@1:sink-done``: its Delta streaming
+    sink (partitioned, at /lake/silver/orders) is exactly-once, Delta skipping the replayed batch; its foreachBatch
+    append is at-least-once, batch 1 committed by both drivers; the audit table it also writes is the trial's too.
+    The write history is read from ``_delta_log/``."""
     added_connector_spark(tmp_path)
-    out = tmp_path / "conf"
-    run = cli("--spark", CONNECTOR_SPARK, "conformance", "--trials", "1", "--events", "800", "--only", "delta-stream",
-              "--only", "delta-append", "--out", str(out), cwd=tmp_path, timeout=1200)
-    assert run.rc == 0, run.stderr[-3000:]
-    rows = {r["pipeline"]: r for r in json.loads((out / "conformance.json").read_text())["rows"]}
-    assert {name: (row["measured"], row["agrees"]) for name, row in rows.items()} == {
-        "delta-stream": ("exactly-once", True), "delta-append": ("at-least-once", True)}, rows
-    trials = {p.name.rsplit("-", 1)[0]: p for p in (out / "trials").iterdir()}
-    results = {name: json.loads((path / "result.json").read_text()) for name, path in trials.items()}
-    verdicts = {name: json.loads((path / "verdict.json").read_text()) for name, path in trials.items()}
+    out = tmp_path / "campaign"
+    job = f"{REPO}/examples/orders_delta.py"
+    run = cli("--spark", CONNECTOR_SPARK, "campaign", "run", "--pipeline", f"{job}:run", "--pipeline",
+              f"{job}:run_append", "--schema", ORDER, "--sink", "delta:/lake/silver/orders", "--events", "800",
+              "--example", "kill-driver@1:sink-done", "--trials", "1", "--no-shrink", "--out", str(out),
+              cwd=tmp_path, timeout=1200)
+    assert run.rc == 1, run.stderr[-3000:]  # the append is expected exactly-once as every job: it is not
+    results = {r["pipeline"].split("?")[0].rsplit(":", 1)[1]: (r, p.parent) for p in out.rglob("result.json")
+               for r in [json.loads(p.read_text())]}
+    assert set(results) == {"run", "run_append"}, sorted(results)
+    verdicts = {name: json.loads((folder / "verdict.json").read_text()) for name, (_, folder) in results.items()}
+    assert {name: v["verdict"] for name, v in verdicts.items()} == {"run": "exactly-once",
+                                                                    "run_append": "at-least-once"}
+    assert all(f["fired"] for r, _ in results.values() for f in r["faults"])
     batch_one = {name: sorted(d["incarnation"] for d in r["deliveries"] if d["batch_id"] == 1)
-                 for name, r in results.items()}
-    assert batch_one == {"delta-stream": [0], "delta-append": [0, 1]}, batch_one
-    assert {(d["batch"], d["fault"]) for d in verdicts["delta-append"]["duplicated"]} == {
-        (1, "kill-driver@1:sink-done")}
-    stream = verdicts["delta-stream"]["sink"]["delta"]
-    assert stream["operations"] == ["STREAMING UPDATE"] and stream["with_txn"] == stream["commits"] == 4
-    assert verdicts["delta-append"]["effect"]["multiplicity"] == {"0": 0, "1": 600, ">1": 200}
-    assert left_by(run.pid) == []
+                 for name, (r, _) in results.items()}
+    assert batch_one == {"run": [0], "run_append": [0, 1]}, batch_one
+    stream = verdicts["run"]["sink"]["delta"]
+    assert stream["operations"] == ["STREAMING UPDATE"] and stream["with_txn"] == stream["commits"] > 1
+    counts = verdicts["run_append"]["effect"]["counts"]
+    assert counts["duplicated"] > 0 and counts["lost"] == 0, counts
+    assert {(tuple(d["batches"]), tuple(d["faults"])) for d in verdicts["run_append"]["duplicated"]} == {
+        ((1,), ("kill-driver@1:sink-done",))}
+    sinks = {name: sorted(p.name for p in (folder / "sink").iterdir()) for name, (_, folder) in results.items()}
+    assert sinks == {"run": ["files"], "run_append": ["delta-lake_audit_batches", "files"]}, sinks
+    assert any((results["run"][1] / "sink" / "files").glob("customer=*"))  # partitioned as the job says
+    assert not Path("/lake/silver/orders").exists() and left_by(run.pid) == []

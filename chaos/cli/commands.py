@@ -57,8 +57,8 @@ Image = Annotated[str | None, typer.Option(
 JobSchema = Annotated[str | None, typer.Option(
     "--schema", help="your job: the payload's fields as Spark DDL, e.g. 'customer STRING, amount LONG, ts TIMESTAMP'")]
 JobSink = Annotated[str | None, typer.Option(
-    "--sink", help="your job: where it writes, postgres:TABLE or sqlite:TABLE (handed DATABASE_URL) or parquet (its "
-                   "file sink)")]
+    "--sink", help="your job: where it writes, postgres:TABLE or sqlite:TABLE (handed DATABASE_URL), parquet (its "
+                   "file sink) or delta[:PATH] (its Delta table)")]
 JobKey = Annotated[str | None, typer.Option(
     "--key", help="your job: columns of an upsert sink's key, compared as the final row per key")]
 JobValues = Annotated[list[str] | None, typer.Option(
@@ -181,7 +181,7 @@ def init(
         raise UserError(f"{job!r}: name your job's entry point as module:function, path/to/job.py:function or a "
                         "script path/to/job.py")
     if not sink:
-        raise UserError("--sink is needed: where the job writes, postgres:TABLE, sqlite:TABLE or parquet")
+        raise UserError("--sink is needed: where the job writes, postgres:TABLE, sqlite:TABLE, parquet or delta[:PATH]")
     path = starter_test(job_ref(job, schema, sink, key, values, args=args, id_name=id_name,
                                 sql_init=[str(f) for f in sql_init or []]), test_file)
     out.print(f"wrote {path}: run it with `pytest {path}`", markup=False)

@@ -162,14 +162,9 @@ def warm_up(spark, wait: float = 15.0, read: bool = True, until=lambda: False) -
 def checkpoint_barrier(spark, phases: tuple[str, ...], config: dict, incarnation: int) -> None:
     """The query's checkpoint files through chaos/machine/jvm/CheckpointBarrier.java, which reports ``phases`` of
     the trial's checkpoint (session settings: Spark copies them into the Hadoop configuration it hands the class)."""
-    from chaos.machine.jvm import CHECKPOINT_BARRIER_CLASS
+    from chaos.machine.jvm import checkpoint_barrier_conf
 
-    settings = {"spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_BARRIER_CLASS,
-                "spark.streamchaos.checkpoint.controller": config["controller"],
-                "spark.streamchaos.checkpoint.incarnation": str(incarnation),
-                "spark.streamchaos.checkpoint.phases": ",".join(phases),
-                "spark.streamchaos.checkpoint.root": config["checkpoint"]}
-    for key, value in settings.items():
+    for key, value in checkpoint_barrier_conf(config["controller"], incarnation, phases, config["checkpoint"]).items():
         spark.conf.set(key, value)
 
 
@@ -270,6 +265,9 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     def phase(batch: int, name: str, **detail) -> None:
         barrier.report(controller, batch, name, incarnation=incarnation, **detail)
 
+    from chaos.jobs import delta_tables
+
+    delta_tables.end()  # a recycled driver's last job's Delta paths are not this pipeline's
     if pipeline.checkpoint_phases:
         checkpoint_barrier(spark, pipeline.checkpoint_phases, config, incarnation)
     if "reading" in pipeline.task_phases:  # on this thread, which starts the query: its tasks carry them

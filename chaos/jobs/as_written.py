@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import UserError
+from chaos.jobs import delta_tables
 from chaos.jobs.databases import reroute
 from chaos.jobs.job_env import DATABASE_VARS, database_env
 from chaos.jobs.kafka_source import kafka_options
@@ -203,14 +204,19 @@ OTHER_SINKS = ("kafka", "delta", "iceberg", "hudi")  # never the job's own write
 
 
 def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Callable[..., None] | None,
-                   started: list, file_sink_tested: bool = True) -> None:
-    """``writeStream``: the sink phases around foreachBatch, the trial's checkpoint and file sink path. A job may
-    start several queries (a console query beside its sink, a bronze table and a silver one): the first whose sink
-    is the one under test (``file_sink_tested``: a file sink, else the job's own writer) gets the trial's
-    checkpoint and its sink phases, every other one a checkpoint of its own beside it (``checkpoint-NAME``, its
-    ``queryName`` or ``query-N`` by order of start) and, for a file sink, a path of its own; ``started`` lists
-    ``(query, under test, its sink's kind)``."""
+                   started: list, sink_kind: str = "parquet", delta_phases: Callable[[], None] | None = None,
+                   tagged: Callable[[Callable], Callable] | None = None) -> None:
+    """``writeStream``: the sink phases around foreachBatch, the trial's checkpoint and sink paths. A job may start
+    several queries (a console query beside its sink, a bronze table and a silver one): the first whose sink is the
+    kind under test (``sink_kind``: ``parquet`` a file sink, ``delta`` a Delta table by path or a foreachBatch, else
+    the job's own writer) gets the trial's checkpoint and its sink phases, every other one a checkpoint of its own
+    beside it (``checkpoint-NAME``, its ``queryName`` or ``query-N`` by order of start) and, for a file sink, a path
+    of its own (a Delta table: chaos.jobs.delta_tables); ``delta_phases`` installs a Delta sink's phases, reported at
+    its checkpoint (it has no Python in it), ``tagged`` wraps the foreachBatch under test (its writes' history).
+    ``started`` lists ``(query, under test, its sink's kind)``."""
     from pyspark.sql.streaming.readwriter import DataStreamWriter as W
+
+    from chaos.jobs import delta_tables
 
     orig = {n: W.__dict__[n] for n in ("format", "option", "options", "foreachBatch", "start", "toTable",
                                        "queryName")}
@@ -223,30 +229,46 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
         _seen(self)["name"] = name
         return orig["queryName"](self, name)
 
+    def of_kind(fmt: str, files: bool, given: str | None) -> bool:
+        if fmt in SIDE_FORMATS or any(t for _, t, _ in started):
+            return False
+        if sink_kind == "parquet":
+            return files
+        if sink_kind == "delta":
+            return delta_tables.under_test(given) if fmt == "delta" else fmt in ("foreachbatch", "")
+        return not files and fmt not in OTHER_SINKS
+
     def start(self, path=None, format=None, outputMode=None, partitionBy=None, queryName=None, **opts):
         opts.pop("checkpointLocation", None)
         fmt = (format or _seen(self)["format"] or "").lower()
-        files = fmt in FILE_FORMATS or (fmt == "" and bool(path or "path" in _seen(self)["options"]))
-        its_kind = files if file_sink_tested else not files and fmt not in OTHER_SINKS
-        tested = fmt not in SIDE_FORMATS and its_kind and not any(t for _, t, _ in started)
+        given = path or opts.get("path") or _seen(self)["options"].get("path")
+        files = fmt in FILE_FORMATS or (fmt == "" and bool(given))
+        if files or fmt == "delta":  # its path is the run's
+            opts.pop("path", None)
+        tested = of_kind(fmt, files, str(given) if given else "")
         name = "" if tested else re.sub(r"[^\w.-]", "_", str(queryName or _seen(self).get("name")
                                                               or f"query-{len(started)}"))
         orig["option"](self, "checkpointLocation", checkpoint if tested else f"{checkpoint}-{name}")
         if tested and _seen(self).get("batch") is not None:
-            orig["foreachBatch"](self, bracketed(_seen(self)["batch"], phase))
+            func = _seen(self)["batch"]
+            orig["foreachBatch"](self, bracketed(tagged(func) if tagged else func, phase))
         if files:
-            opts.pop("path", None)
             orig["option"](self, "path", str(file_sink if tested else file_sink.with_name(f"{file_sink.name}-{name}")))
             path = None
             if tested:
                 _file_sink_phases(self._spark, phase is not None)
+        elif fmt == "delta" and given:
+            orig["option"](self, "path", delta_tables.route(str(given), writing=True))
+            path = None
+            if tested and delta_phases is not None:
+                delta_phases()
         query = orig["start"](self, path, format, outputMode, partitionBy, queryName, **opts)
         started.append((query, tested, fmt or ("files" if files else "foreach")))
         return query
 
     def to_table(self, *args, **kwargs):
-        raise UserError("the job writes with toTable: streamchaos reads back foreachBatch sinks (postgres:TABLE) "
-                        "and file sinks (parquet); write to one of those")
+        raise UserError("the job writes with toTable: streamchaos reads back foreachBatch sinks (postgres:TABLE), "
+                        "file sinks (parquet) and Delta tables by path (delta); write to one of those")
 
     for name, fn in {**_recorders(orig), "foreachBatch": foreach_batch, "start": start, "toTable": to_table,
                      "queryName": query_name}.items():
@@ -309,9 +331,35 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
         watermarks.append((column, delay))
         return with_watermark(df, column, delay)
 
+    delta_tables.reroute()  # a Delta table the job names by path is the run's (chaos.jobs.delta_tables)
+    delta_tables.begin(file_sink.parent, spec.table if spec.sink_kind == "delta" else None)
+
+    def delta_phases() -> None:  # Delta's streaming sink: sink-done before commits/N (CheckpointBarrier)
+        from chaos.machine.jvm import checkpoint_barrier_conf
+
+        have = [p for p in spark.conf.get("spark.streamchaos.checkpoint.phases", "").split(",") if p]
+        conf = checkpoint_barrier_conf(log_options["controller"], incarnation, (*have, "sink-done"), checkpoint)
+        for key, value in conf.items():
+            spark.conf.set(key, value)
+
+    def delta_history(func: Callable) -> Callable:  # each Delta commit names its batch and driver
+        from chaos.stream.sinks.delta import USER_METADATA
+
+        def tagged(batch_df, batch_id):
+            batch_df.sparkSession.conf.set(USER_METADATA, json.dumps({"batch": batch_id, "incarnation": incarnation}))
+            return func(batch_df, batch_id)
+
+        return tagged
+
+    if spec.sink_kind == "delta":
+        from chaos.stream.sinks.delta import USER_METADATA
+
+        spark.conf.set(USER_METADATA, json.dumps({"incarnation": incarnation}))
     with ExitStack() as stack:
         _Reads(spark, spec, log_options).install(stack)
-        _stream_writes(stack, checkpoint, file_sink, phase, started, spec.sink_kind == "parquet")
+        _stream_writes(stack, checkpoint, file_sink, phase, started, spec.sink_kind,
+                       delta_phases if phase is not None and log_options.get("controller") else None,
+                       delta_history if spec.sink_kind == "delta" else None)
         if phase is not None and log_options.get("controller"):
             phased_sources(stack, log_options["controller"], incarnation)
             phased_foreach(stack, log_options["controller"], incarnation)

@@ -35,7 +35,7 @@ _TYPES = {
     "timestamp": "timestamp", "timestamp_ntz": "timestamp", "timestamp_ltz": "timestamp",
     "date": "date",
 }
-SINK_KINDS = ("postgres", "sqlite", "parquet")
+SINK_KINDS = ("postgres", "sqlite", "parquet", "delta")
 TABLE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?"  # interpolated into SQL: an identifier only
 ISO_TIMESTAMP = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?"
 # Spark's Kafka source schema (without headers, which need includeHeaders).
@@ -187,7 +187,7 @@ def kafka_row(fields: list[Field], role: dict[str, str], topics: list[str], id_:
 class JobSpec:
     entry: str  # module:function, or path/to/file.py:function
     schema: str | None = None  # the payload's Spark DDL (kafka and file sources)
-    sink: str = ""  # postgres:TABLE | sqlite:TABLE | parquet
+    sink: str = ""  # postgres:TABLE | sqlite:TABLE | parquet | delta[:PATH]
     key: tuple[str, ...] = ()  # upsert sinks: the final row per key is compared
     values: str = ""  # the values payload fields take, JSON (chaos.jobs.values)
     # What its readStream.format("kafka") reads: "connector" (Spark's Kafka connector on the harness's broker),
@@ -222,7 +222,8 @@ class JobSpec:
     def validate(self) -> JobSpec:
         if self.sink_kind not in SINK_KINDS:
             raise UserError(f"--sink {self.sink or '(none)'}: say where the job writes, one of postgres:TABLE or "
-                            "sqlite:TABLE (through DATABASE_URL) or parquet (a file sink, its path redirected)")
+                            "sqlite:TABLE (through DATABASE_URL), parquet (a file sink, its path redirected) or "
+                            "delta[:PATH] (a Delta table by path, redirected)")
         if self.sink_kind in ("postgres", "sqlite") and not re.fullmatch(TABLE_NAME, self.table):
             raise UserError(f"--sink {self.sink}: name the job's table, e.g. {self.sink_kind}:customer_totals")
         if self.schema:

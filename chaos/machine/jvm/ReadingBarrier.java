@@ -12,9 +12,13 @@ import org.apache.spark.api.plugin.SparkPlugin;
  * reads anything. A task of a trial's query carries the driver's local properties: the harness sets
  * streamchaos.reading.controller (and .incarnation) on the thread that starts the query, Spark adds
  * streaming.sql.batchId for each micro-batch. Such a task reports "reading" of its batch and waits for the
- * harness, like the event-log source's reader does; every other task passes untouched.
+ * harness, like the event-log source's reader does; every other task passes untouched. The first task of each
+ * stage of a batch in this executor reports, the others pass: a sink that runs jobs of its own inside the batch
+ * (Delta reads its log with 50 tasks) would otherwise wait for the harness once per task.
  */
 public class ReadingBarrier implements SparkPlugin {
+    private static final java.util.Set<String> REPORTED = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
     @Override
     public DriverPlugin driverPlugin() {
         return null;
@@ -35,6 +39,9 @@ public class ReadingBarrier implements SparkPlugin {
                     return;
                 }
                 String incarnation = task.getLocalProperty("streamchaos.reading.incarnation");
+                if (!REPORTED.add(controller + "/" + incarnation + "/" + batch + "/" + task.stageId())) {
+                    return;
+                }
                 Barrier.report(controller, incarnation == null ? "0" : incarnation, Long.parseLong(batch), "reading",
                         "\"partition\": " + task.partitionId() + ", \"stage\": " + task.stageId(), "task");
             }

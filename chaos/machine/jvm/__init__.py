@@ -88,6 +88,17 @@ def checkpoint_barrier_unavailable() -> str | None:
     return None
 
 
+def checkpoint_barrier_conf(controller: str, incarnation: int, phases: tuple[str, ...], root: str) -> dict[str, str]:
+    """The session settings that route a query's checkpoint files through ``CheckpointBarrier``, reporting ``phases``
+    of the checkpoint at ``root`` to ``controller`` (Spark copies them into the Hadoop configuration it hands the
+    class when the query starts)."""
+    return {"spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_BARRIER_CLASS,
+            "spark.streamchaos.checkpoint.controller": controller,
+            "spark.streamchaos.checkpoint.incarnation": str(incarnation),
+            "spark.streamchaos.checkpoint.phases": ",".join(phases),
+            "spark.streamchaos.checkpoint.root": root}
+
+
 def hooks_jar() -> Path:
     import pyspark
 

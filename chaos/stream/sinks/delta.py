@@ -23,6 +23,9 @@ DELTA_VERSION = "4.4.0"
 SESSION_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Delta rebuilds the table's state from its log in 50 tasks by default, in every batch: sized for a trial's
+    # tables of a few thousand rows, as the harness sizes shuffles (2 partitions), it is 2 tasks.
+    "spark.databricks.delta.snapshotPartitions": "2",
 }
 # Each commit's ``commitInfo.userMetadata`` (a session setting Delta copies into every commit): the incarnation
 # of the driver that made it, so the write history says which driver wrote a batch twice.
@@ -64,17 +67,17 @@ def delta_jars(*, say=None) -> list[Path]:
     return not_shipped(folder, Path(spark_home()) / "jars")
 
 
-def read_table(path: Path, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    """The table's ``schema`` columns at its latest version, read by delta-rs; an empty frame where no commit was
-    made (the query never wrote)."""
+def read_table(path: Path, schema: dict[str, pl.DataType] | None = None) -> pl.DataFrame:
+    """The table's ``schema`` columns (every column: None) at its latest version, read by delta-rs; an empty frame
+    where no commit was made (the query never wrote)."""
     log = Path(path) / "_delta_log"
     if not log.is_dir() or not any(log.glob("*.json")):
         return pl.DataFrame(schema=schema)
     from deltalake import DeltaTable
 
-    frame = pl.from_arrow(DeltaTable(str(path)).to_pyarrow_table(columns=list(schema)))
+    frame = pl.from_arrow(DeltaTable(str(path)).to_pyarrow_table(columns=list(schema) if schema else None))
     assert isinstance(frame, pl.DataFrame)
-    return frame.cast(schema)  # type: ignore[arg-type]
+    return frame.cast(schema) if schema else frame  # type: ignore[arg-type]
 
 
 def commits(path: Path) -> list[dict]:
