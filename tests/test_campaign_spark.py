@@ -38,7 +38,7 @@ def seed_whose_first_trial_kills_at_sink_done(pipeline: str) -> int:
 def test_campaign_finds_shrinks_reports_analyzes_and_replays(spark_cluster, tmp_path):
     seed = seed_whose_first_trial_kills_at_sink_done("passthrough-append")
     run = cli("campaign", "run", "--pipeline", "passthrough-append", "--expect", "exactly-once", "--trials", "1",
-              "--seed", str(seed), "--events", EVENTS, "--shrink-trials", "2", "--out", "c",
+              "--seed", str(seed), "--events", EVENTS, "--shrink-trials", "1", "--out", "c",
               "--cluster", spark_cluster.master_url, cwd=tmp_path, timeout=1200)
     assert run.rc == 1, run.stdout + run.stderr
     summary = json.loads((tmp_path / "c" / "summary.json").read_text())
