@@ -21,13 +21,15 @@ def test_a_lakehouse_jobs_streaming_sink_skips_the_replay_its_foreach_append_rep
     """examples/orders_delta.py as written, on one harness, under ``kill-driver@1:sink-done``: its Delta streaming
     sink (partitioned, at /lake/silver/orders) is exactly-once, Delta skipping the replayed batch; its foreachBatch
     append is at-least-once, batch 1 committed by both drivers; the audit table it also writes is the trial's too.
-    The write history is read from ``_delta_log/``."""
+    The write history is read from ``_delta_log/``. Its Kafka source is the stand-in (Spark's connector reads the
+    broker in tests/test_kafka_spark.py; here it would only add a broker's start and a minute)."""
     added_connector_spark(tmp_path)
     out = tmp_path / "campaign"
     job = f"{REPO}/examples/orders_delta.py"
     run = cli("--spark", CONNECTOR_SPARK, "campaign", "run", "--pipeline", f"{job}:run", "--pipeline",
               f"{job}:run_append", "--schema", ORDER, "--sink", "delta:/lake/silver/orders", "--events", "800",
-              "--example", "kill-driver@1:sink-done", "--trials", "1", "--no-shrink", "--out", str(out),
+              "--kafka", "stand-in", "--example", "kill-driver@1:sink-done", "--trials", "1", "--no-shrink",
+              "--out", str(out),
               cwd=tmp_path, timeout=1200)
     assert run.rc == 1, run.stderr[-3000:]  # the append is expected exactly-once as every job: it is not
     results = {r["pipeline"].split("?")[0].rsplit(":", 1)[1]: (r, p.parent) for p in out.rglob("result.json")

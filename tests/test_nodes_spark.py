@@ -163,7 +163,7 @@ def test_key_count_stays_exactly_once_across_partitions_and_a_node_kill(node_ima
     """One trial, three node faults at their own batches: node 1 cut off both ways, then only from the driver's
     end (one way), then a node killed after the sink wrote."""
     args = [arg for fault in NODE_FAULTS for arg in ("--fault", fault)]
-    result = _node_trial(tmp_path, "key-count", "--events", "2000", *args)
+    result = _node_trial(tmp_path, "key-count", "--events", "1600", *args)
     assert result["verdict"] == "exactly-once" and result["lost"] == [] and result["duplicated"] == []
     assert result["consistent_cut"]["ok"] is True
     both, one_way, kill = result["faults"]
@@ -188,7 +188,7 @@ def test_a_starved_node_and_a_node_out_of_memory_keep_key_count_exactly_once(nod
     image = docker_client.images.get(node_image)
     image.tag("streamchaos-test/users-node", "1")
     try:
-        result = _node_trial(tmp_path, "key-count", "--events", "2000", "--fault", "slow-node@2:reading/6s",
+        result = _node_trial(tmp_path, "key-count", "--events", "1400", "--fault", "slow-node@2:reading/6s",
                              "--fault", "oom-node@5:reading/1/8s", "--image", "streamchaos-test/users-node:1")
     finally:
         docker_client.images.remove("streamchaos-test/users-node:1")
@@ -236,7 +236,7 @@ def test_pg_upsert_by_batch_stays_exactly_once_while_its_database_node_is_cut_of
                                                                                    tmp_path):
     """The write of batch 3 cannot reach the database until the partition heals; the sink retries it then."""
     fault = "partition@3:sink-write/node=sink/10s"
-    result = _node_trial(tmp_path, "pg-upsert-by-batch", "--events", "2000", "--fault", fault)
+    result = _node_trial(tmp_path, "pg-upsert-by-batch", "--events", "1200", "--fault", fault)
     assert result["verdict"] == "exactly-once" and result["lost"] == [] and result["duplicated"] == []
     [fired] = result["faults"]
     assert fired["fired"] and fired["detail"]["node"] == "sink" and fired["detail"]["duration"] == 10.0
@@ -250,7 +250,7 @@ def test_pg_upsert_by_batch_stays_exactly_once_while_its_database_node_is_cut_of
 
 def test_pg_append_under_a_database_partition_and_a_driver_kill_is_found_at_least_once(node_image, docker_client,
                                                                                       tmp_path):
-    result = _node_trial(tmp_path, "pg-append", "--events", "2000",
+    result = _node_trial(tmp_path, "pg-append", "--events", "1200",
                          "--fault", "partition@3:sink-write/node=sink/10s", "--fault", "kill-driver@3:sink-done")
     assert result["verdict"] == "at-least-once" and result["lost"] == [] and result["duplicated"]
     assert all(f["fired"] for f in result["faults"])
@@ -259,9 +259,9 @@ def test_pg_append_under_a_database_partition_and_a_driver_kill_is_found_at_leas
 def test_channel_faults_and_executor_side_sinks_work_on_nodes(node_image, docker_client, tmp_path):
     """The proxies listen on the host's end of the nodes' network: executors in the nodes read the event log
     through the source channel (cut here) and pg-two-phase's tasks stage their rows through the sink channel."""
-    result = _node_trial(tmp_path, "pg-two-phase", "--events", "2000", "--fault", "cut-source@3:reading/5s")
+    result = _node_trial(tmp_path, "pg-two-phase", "--events", "1200", "--fault", "cut-source@3:reading/5s")
     assert result["verdict"] == "exactly-once" and result["lost"] == [] and result["duplicated"] == []
     [fired] = result["faults"]
     assert fired["fired"] and fired["detail"]["channel"] == "source"
     staged = [e for e in _history(tmp_path / "run") if e["kind"] == "phase" and e["phase"] == "sink-write"]
-    assert sum(e["detail"]["rows"] for e in staged) >= 2000  # every row staged by a task in a node, none lost
+    assert sum(e["detail"]["rows"] for e in staged) >= 1200  # every row staged by a task in a node, none lost
