@@ -33,7 +33,8 @@ def test_001_a_restarted_continuous_query_commits_the_dead_drivers_offsets_and_t
 
 def test_002_a_processing_time_query_restarted_after_its_last_batch_fires_no_due_timer_until_new_input():
     require_java()
-    run = subprocess.run([sys.executable, str(FINDINGS / "processing_timers_restart_repro.py")],
+    # transformWithState's timers (the write-up's other two cases, --case fmgws and --case window, run the same way).
+    run = subprocess.run([sys.executable, str(FINDINGS / "processing_timers_restart_repro.py"), "--case", "tws"],
                          capture_output=True, text=True, timeout=600)
     print(run.stdout)
     assert "A committed batches [0], emitted 0 of 10" in run.stdout, run.stdout + run.stderr[-3000:]
