@@ -5,6 +5,10 @@ The connection comes from the environment, read when the module is imported (``J
 write. A driver that dies after a batch's rows were written and before Spark recorded the batch appends them
 again on restart: at-least-once.
 
+``run_staged`` writes each batch to a staging table with the same writer, then moves it into ``orders`` with
+``INSERT ... ON CONFLICT (order_id) DO NOTHING``: the replayed batch's rows are already there, so it is
+exactly-once.
+
     streamchaos trial examples/orders_jdbc.py:run --schema "$ORDER" --sink postgres:orders \\
         --fault kill-driver@3:sink-done
 """
@@ -24,9 +28,18 @@ def write_orders(batch, batch_id):
     batch.write.jdbc(JDBC_URL, "orders", mode="append", properties=CONNECTION)
 
 
-def run(spark=None):
-    spark = spark or SparkSession.builder.appName("orders-jdbc").getOrCreate()
-    orders = (
+def stage_and_insert(batch, batch_id):
+    import psycopg
+
+    batch.write.jdbc(JDBC_URL, "orders_staging", mode="overwrite", properties=CONNECTION)
+    with psycopg.connect(host="localhost", dbname="shop", user=CONNECTION["user"],
+                         password=CONNECTION["password"]) as conn:
+        conn.execute("INSERT INTO orders SELECT order_id, customer, amount, ts FROM orders_staging "
+                     "ON CONFLICT (order_id) DO NOTHING")
+
+
+def orders_stream(spark):
+    return (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", os.environ.get("KAFKA_BOOTSTRAP", "localhost:9092"))
         .option("subscribe", "orders")
@@ -34,8 +47,24 @@ def run(spark=None):
         .select(F.from_json(F.col("value").cast("string"), ORDER).alias("order"))
         .select("order.*")
     )
-    return (orders.writeStream.foreachBatch(write_orders)
+
+
+def run(spark=None):
+    spark = spark or SparkSession.builder.appName("orders-jdbc").getOrCreate()
+    return (orders_stream(spark).writeStream.foreachBatch(write_orders)
             .option("checkpointLocation", "/tmp/checkpoints/orders-jdbc").start())
+
+
+def run_staged(spark=None):
+    import psycopg
+
+    spark = spark or SparkSession.builder.appName("orders-jdbc-staged").getOrCreate()
+    with psycopg.connect(host="localhost", dbname="shop", user=CONNECTION["user"],
+                         password=CONNECTION["password"]) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS orders "
+                     "(order_id TEXT PRIMARY KEY, customer TEXT, amount BIGINT, ts TIMESTAMP)")
+    return (orders_stream(spark).writeStream.foreachBatch(stage_and_insert)
+            .option("checkpointLocation", "/tmp/checkpoints/orders-jdbc-staged").start())
 
 
 if __name__ == "__main__":

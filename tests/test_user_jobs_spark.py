@@ -68,6 +68,18 @@ def test_an_append_jobs_replayed_batch_is_found_row_by_row_and_attributed(chaos_
 
 
 @needs_postgres
+def test_a_jdbc_job_that_stages_and_inserts_on_conflict_is_exactly_once(chaos_harness, tmp_path):
+    """Spark's JDBC writer into a staging table, then ``INSERT ... ON CONFLICT DO NOTHING`` through psycopg with the
+    job's own connection parameters (localhost, its database and user: the trial's): the replayed batch adds
+    nothing."""
+    r = trial(chaos_harness, tmp_path, f"{REPO}/examples/orders_jdbc.py:run_staged", "--schema", ORDER, "--sink",
+              "postgres:orders", *KILL)
+    assert all(f["fired"] for f in r["faults"]) and r["restarts"] == 1, r["faults"]
+    assert r["verdict"] == "exactly-once" and r["meets"] is True
+    assert r["anomaly_counts"] == {"lost": 0, "duplicated": 0, "unexpected": 0}
+
+
+@needs_postgres
 def test_a_job_naming_its_own_database_writes_the_trials_and_its_serial_columns_are_not_compared(chaos_harness,
                                                                                                   tmp_path):
     """examples/orders_raw_jdbc.py as written: a docker-compose host in its JDBC URL and psycopg connection, a table
