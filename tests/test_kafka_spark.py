@@ -21,7 +21,7 @@ from chaos.clusters.kafka.jars import _refusal, connector, connector_jars
 from chaos.errors import UserError
 from chaos.machine.maven import resolve
 from chaos.machine.processes import OWNER_VAR, Owned, reap_orphans, tagged_processes
-from chaos.machine.spark_versions import installed, python_of
+from chaos.machine.spark_versions import installed, python_for
 from tests.conftest import REPO, cli, left_by, require_java
 from tests.test_trials_spark import ids_of_batch
 
@@ -61,7 +61,7 @@ def test_sparks_own_kafka_connector_reads_the_broker_and_keeps_kafka_offsets_in_
     """A job as users write it: ``readStream.format("kafka")`` with its own options, through the connector at the
     running Spark's version; each batch's end offsets per partition land in ``offsets/N``."""
     added_connector_spark(tmp_path)
-    python = python_of(CONNECTOR_SPARK)
+    python = python_for(CONNECTOR_SPARK)  # with this environment's packages beside it (py4j), as the harness runs it
     spark_home = subprocess.run([str(python), "-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"],
                                 capture_output=True, text=True, check=True).stdout.strip()
     jars = connector_jars(CONNECTOR_SPARK, Path(spark_home) / "jars")
