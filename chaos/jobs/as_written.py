@@ -216,8 +216,6 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
     ``started`` lists ``(query, under test, its sink's kind)``."""
     from pyspark.sql.streaming.readwriter import DataStreamWriter as W
 
-    from chaos.jobs import delta_tables
-
     orig = {n: W.__dict__[n] for n in ("format", "option", "options", "foreachBatch", "start", "toTable",
                                        "queryName")}
 
@@ -342,24 +340,24 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
         for key, value in conf.items():
             spark.conf.set(key, value)
 
-    def delta_history(func: Callable) -> Callable:  # each Delta commit names its batch and driver
-        from chaos.stream.sinks.delta import USER_METADATA
-
-        def tagged(batch_df, batch_id):
-            batch_df.sparkSession.conf.set(USER_METADATA, json.dumps({"batch": batch_id, "incarnation": incarnation}))
-            return func(batch_df, batch_id)
-
-        return tagged
-
-    if spec.sink_kind == "delta":
+    delta_history: Callable[[Callable], Callable] | None = None
+    if spec.sink_kind == "delta":  # each Delta commit names its batch (a foreachBatch's) and its driver
         from chaos.stream.sinks.delta import USER_METADATA
 
         spark.conf.set(USER_METADATA, json.dumps({"incarnation": incarnation}))
+
+        def delta_history(func: Callable) -> Callable:
+            def tagged(batch_df, batch_id):
+                batch_df.sparkSession.conf.set(USER_METADATA,
+                                               json.dumps({"batch": batch_id, "incarnation": incarnation}))
+                return func(batch_df, batch_id)
+
+            return tagged
     with ExitStack() as stack:
         _Reads(spark, spec, log_options).install(stack)
         _stream_writes(stack, checkpoint, file_sink, phase, started, spec.sink_kind,
                        delta_phases if phase is not None and log_options.get("controller") else None,
-                       delta_history if spec.sink_kind == "delta" else None)
+                       delta_history)
         if phase is not None and log_options.get("controller"):
             phased_sources(stack, log_options["controller"], incarnation)
             phased_foreach(stack, log_options["controller"], incarnation)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from chaos.errors import UserError
 
@@ -27,8 +26,6 @@ TESTED_VAR = "STREAMCHAOS_DELTA_TESTED"  # the job's path of the table under tes
 TESTED_FOLDER = "files"
 # ``delta.`/some/path``` in the job's SQL (MERGE INTO, SELECT ... FROM, DESCRIBE HISTORY).
 SQL_PATH = re.compile(r"(?i)\bdelta\.`([^`]+)`")
-
-
 NONE_TESTED = "<none>"  # a job whose sink under test is not a Delta table: every table it names is a side one
 
 
@@ -188,11 +185,6 @@ def reroute() -> None:
     _reroute_writer()
     _reroute_sql()
     _reroute_delta_tables()
-
-
-def stream_path(path: Any) -> str | None:
-    """A streaming Delta sink's path in this run (``start(PATH)`` or ``.option("path", PATH)``)."""
-    return route(str(path), writing=True) if path else None
 
 
 def end() -> None:
