@@ -145,6 +145,7 @@ def test_weaker_pipelines_are_caught_by_the_first_planned_trial(chaos_harness, t
         assert len(results) == 2 and all(f["fired"] for r in results for f in r["faults"]), results
 
 
+@pytest.mark.long
 def test_late_writes_of_a_recycled_driver_do_not_change_stored_verdicts(spark_cluster, tmp_path):
     """A sink that writes from a background thread, run as a campaign whose trials reuse their last driver:
     that driver writes into the finished trial's sink during the next trial. The campaign says so, and
@@ -178,6 +179,7 @@ def test_late_writes_of_a_recycled_driver_do_not_change_stored_verdicts(spark_cl
     assert left_by(proc.pid) == []
 
 
+@pytest.mark.long
 def test_a_campaign_with_random_timing_times_a_no_fault_trial_and_fires_the_same_faults_at_times(spark_cluster,
                                                                                                   tmp_path):
     run = cli("campaign", "run", "--pipeline", "passthrough-append", "--trials", "2", "--events", EVENTS,

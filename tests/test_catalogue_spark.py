@@ -5,7 +5,7 @@ Each pipeline gets a faulted trial whose verdict is its declared guarantee. Wher
 exactly-once, the faulted trial is also the no-false-alarm check (an exactly-once verdict through
 driver kills is stronger evidence than one without faults); pipelines declared weaker get a no-fault
 trial as well. The stateful ones keep a consistent cut at every committed batch through driver kills
-at ``state-commit`` and ``sink-done``, on each of the three state stores and RocksDB's on checkpoint format v2;
+at ``state-commit`` and ``sink-done``, on each of the three state stores (RocksDB's on checkpoint format v2 too);
 chained stateful operators, transformWithState's event-time timers and an outer join (under AvailableNow) stay
 exactly-once through the same kills.
 """
@@ -26,8 +26,12 @@ SMALL = ["--events", "1000", "--json"]
 CUT_FAULTS = ["--fault", "kill-driver@2:state-commit", "--fault", "kill-driver@4:sink-done"]
 
 
-@pytest.mark.parametrize("pipeline", ["windowed-count", "windowed-count-rocksdb", "windowed-count-changelog",
-                                      "windowed-count-rocksdb-v2", "windowed-count-changelog-v2"])
+# The default store in every run; the long tier adds RocksDB with changelog checkpointing (as most production jobs
+# run it) and RocksDB on checkpoint format v2: between them every state file the dump reads (.delta, .changelog,
+# .zip, by unique id).
+@pytest.mark.parametrize("pipeline", ["windowed-count",
+                                      pytest.param("windowed-count-changelog", marks=pytest.mark.long),
+                                      pytest.param("windowed-count-rocksdb-v2", marks=pytest.mark.long)])
 def test_windowed_count_is_exactly_once_with_a_consistent_cut_through_driver_kills(chaos_harness, tmp_path, pipeline):
     # 5% late events: the oracle must drop exactly those the watermark drops (none in batch 0).
     r = trial(chaos_harness, tmp_path, pipeline, "--seed", "3", "--late-fraction", "0.05", *CUT_FAULTS, *SMALL)
@@ -105,7 +109,8 @@ def test_foreach_writer_is_at_least_once_and_clean_without_faults(chaos_harness,
 
 
 # ttl: the value counter with a TTL'd ValueState; evolve: restarted on code whose state has a field more
-@pytest.mark.parametrize("kind", ["ttl", "evolve", "list", "map"])
+@pytest.mark.parametrize("kind", ["ttl", "evolve", pytest.param("list", marks=pytest.mark.long),
+                                  pytest.param("map", marks=pytest.mark.long)])
 def test_keyed_state_is_exactly_once_with_a_consistent_cut(chaos_harness, tmp_path, kind):
     r = trial(chaos_harness, tmp_path, f"keyed-state-{kind}", "--seed", "3", "--fault", "kill-driver@2:state-commit",
               *SMALL)
@@ -121,9 +126,10 @@ def test_keyed_state_is_exactly_once_with_a_consistent_cut(chaos_harness, tmp_pa
         assert b'"last"' in schemas[-1].read_bytes() and b'"last"' not in schemas[0].read_bytes()
 
 
-@pytest.mark.parametrize(("pipeline", "conf"), [("dedup-window-count", []), ("keyed-state-timers", []),
+@pytest.mark.parametrize(("pipeline", "conf"), [("dedup-window-count", []),
+                                              pytest.param("keyed-state-timers", [], marks=pytest.mark.long),
                                               ("stream-join-outer", ["--conf", "trigger=availableNow"]),
-                                              ("join-window-count", [])])
+                                              pytest.param("join-window-count", [], marks=pytest.mark.long)])
 def test_chained_operators_timers_and_outer_join_are_exactly_once_through_driver_kills(chaos_harness, tmp_path,
                                                                                        pipeline, conf):
     r = trial(chaos_harness, tmp_path, pipeline, "--seed", "5", *conf, *CUT_FAULTS, *SMALL)
@@ -153,6 +159,7 @@ def test_nondeterministic_key_without_faults_is_exactly_once(chaos_harness, tmp_
     assert r["verdict"] == "exactly-once" and r["unexpected"] == [], r
 
 
+@pytest.mark.long
 def test_conformance_reproduces_documented_rows_and_stores_the_table(spark_cluster, tmp_path):
     """With --standby: pre-warmed drivers take over, and the documented verdicts come out all the same."""
     out = tmp_path / "conf"
@@ -176,6 +183,7 @@ def test_conformance_reproduces_documented_rows_and_stores_the_table(spark_clust
     assert 'id="conformance"' in html and "nondeterministic" in html
 
 
+@pytest.mark.long
 def test_socket_source_is_clean_without_faults_and_not_fault_tolerant_with_one(chaos_harness, spark_cluster, tmp_path):
     quiet = trial(chaos_harness, tmp_path, "socket-source", "--seed", "3", *SMALL, name="quiet")
     assert quiet["verdict"] == "exactly-once" and quiet["outcome"] == "drained", quiet
@@ -202,6 +210,7 @@ def test_rescale_stop_and_restart_on_fewer_cores_with_a_code_change_stays_exactl
     assert starts[1].get("cores_max") == 1
 
 
+@pytest.mark.long
 def test_continuous_map_duplicates_only_the_epoch_printed_before_the_kill(chaos_harness, tmp_path):
     # Epoch 2 ends 18 s after the query starts, its tasks run from 4-7 s: it holds rows.
     faulted = trial(chaos_harness, tmp_path, "continuous-map", "--seed", "3", "--fault", "kill-driver@2:sink-done",

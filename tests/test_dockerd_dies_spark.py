@@ -27,7 +27,7 @@ from chaos.clusters.docker.containers import OWNER_LABEL
 from chaos.machine.processes import wait_until
 from tests.conftest import cli, left_by, require_java
 
-pytestmark = [pytest.mark.spark,
+pytestmark = [pytest.mark.spark, pytest.mark.long,  # the long tier: pytest -m long
               pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("dockerd") or not shutil.which("iptables"),
                                  reason="a dockerd of the test's own needs root, dockerd and iptables")]
 

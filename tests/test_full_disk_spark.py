@@ -46,11 +46,13 @@ def fill(disk: Path) -> Path:
     return filler
 
 
-def test_a_full_disk_stops_the_campaign_in_one_line_and_resume_finishes_it(small_disk):
+def test_a_full_disk_stops_the_campaign_in_one_line_and_resume_finishes_it(small_disk, spark_cluster):
+    """On the session's cluster: the campaign's own files (runs, checkpoints, sinks) are on the small disk."""
     require_java()
     root = small_disk / "c"
     campaign = subprocess.Popen([sys.executable, "-m", "chaos", "campaign", "run", "--pipeline", "passthrough-append",
-                                 "--trials", "2", "--events", "1000", "--no-shrink", "--seed", "4", "--out", str(root)],
+                                 "--trials", "2", "--events", "1000", "--no-shrink", "--seed", "4", "--out", str(root),
+                                 "--cluster", spark_cluster.master_url],
                                 cwd=small_disk, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first = root / "trials" / "passthrough-append-000"

@@ -37,6 +37,41 @@ def added_connector_spark(tmp_path: Path) -> None:
         assert cli("spark", "add", CONNECTOR_SPARK, cwd=tmp_path).rc == 0
 
 
+# The connector's Spark runs its own standalone cluster, once for the module (started by that Spark's interpreter,
+# which imports this checkout's harness): each trial below pays for its drivers and its broker, not for a cluster.
+CLUSTER = """
+import sys
+from pathlib import Path
+from chaos.clusters.standalone import StandaloneCluster
+from chaos.machine.processes import Owned
+owned = Owned()
+cluster = StandaloneCluster(owned, Path(sys.argv[1]), workers=2, worker_cores=2, worker_memory="2g")
+try:
+    cluster.start()
+    print(cluster.master_url, flush=True)
+    sys.stdin.read()
+finally:
+    cluster.stop()
+    owned.stop_all()
+"""
+
+
+@pytest.fixture(scope="module")
+def connector_cluster(tmp_path_factory):
+    require_java()
+    work = tmp_path_factory.mktemp("connector-cluster")
+    added_connector_spark(work)
+    proc = subprocess.Popen([str(python_for(CONNECTOR_SPARK)), "-c", CLUSTER, str(work)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("spark://127.0.0.1:"), f"the {CONNECTOR_SPARK} cluster did not start: {url!r}"
+        yield url
+    finally:
+        proc.stdin.close()
+        proc.wait(120)
+
+
 def fired_at(result: dict) -> dict[str, float]:
     """When each of a trial's faults fired (seconds into the trial), by action."""
     return {f["spec"].split("@")[0]: f["t"] for f in result["faults"]}
@@ -176,7 +211,8 @@ def test_doctor_has_a_kafka_line_ok_where_the_connector_is_served_and_a_way_out_
 ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
 
 
-def test_a_jobs_own_kafka_source_runs_through_sparks_connector_and_a_replayed_batch_is_found(tmp_path):
+def test_a_jobs_own_kafka_source_runs_through_sparks_connector_and_a_replayed_batch_is_found(tmp_path,
+                                                                                            connector_cluster):
     """examples/orders_append.py as written (its broker localhost:9092, its topic ``orders``, no start or limit
     options) on the real path: the trial's records in a topic of the harness's broker, the job's
     ``readStream.format("kafka")`` through Spark's connector, the batch the killed driver replays found twice and
@@ -185,6 +221,7 @@ def test_a_jobs_own_kafka_source_runs_through_sparks_connector_and_a_replayed_ba
     added_connector_spark(tmp_path)
     job = f"{REPO}/examples/orders_append.py:run"
     run = cli("--spark", CONNECTOR_SPARK, "trial", job, "--schema", ORDER, "--sink", "postgres:orders",
+              "--cluster", connector_cluster,
               "--events", "1200", "--fault", "kill-executor@1:reading", "--fault", "kill-driver@3:sink-done", "--json",
               "--keep", str(tmp_path / "run"), cwd=tmp_path, timeout=900)
     assert run.rc == 1, run.stderr[-3000:]  # at-least-once: it violates the exactly-once a job declares
@@ -208,12 +245,13 @@ def test_a_jobs_own_kafka_source_runs_through_sparks_connector_and_a_replayed_ba
     assert left_by(run.pid) == []  # the broker went with the harness that started it
 
 
-def test_kafka_windowed_count_is_exactly_once_through_a_broker_kill_and_a_replayed_batch(tmp_path):
+def test_kafka_windowed_count_is_exactly_once_through_a_broker_kill_and_a_replayed_batch(tmp_path, connector_cluster):
     """The window state and Kafka's offsets are saved together in the checkpoint, and the upsert by window makes
     a replay overwrite itself: the source channel to the broker cut at batch 1, the broker killed at batch 3 and
     the driver killed after batch 4's write change nothing; the consistent cut holds at every committed batch."""
     added_connector_spark(tmp_path)
-    run = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-windowed-count", "--events", "1200",
+    run = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-windowed-count", "--cluster", connector_cluster,
+              "--events", "1200",
               "--late-fraction", "0.05", "--fault", "cut-source@1:planned/4s", "--fault", "kill-broker@3:planned/2s",
               "--fault", "kill-driver@4:sink-done", "--json", cwd=tmp_path, timeout=900)
     assert run.rc == 0, run.stderr[-3000:]
@@ -226,13 +264,14 @@ def test_kafka_windowed_count_is_exactly_once_through_a_broker_kill_and_a_replay
     assert left_by(run.pid) == []
 
 
-def test_conformance_of_the_kafka_sinks_agrees_with_what_is_documented(tmp_path):
+def test_conformance_of_the_kafka_sinks_agrees_with_what_is_documented(tmp_path, connector_cluster):
     """Spark's Kafka sink is at-least-once as its guide says; a transaction per batch is exactly-once on committed
     reads with the batch id committed inside it (without it, ``kafka-transactional-id``, at-least-once: measured in
     docs/kafka.md). One harness and broker for both."""
     added_connector_spark(tmp_path)
     out = tmp_path / "conf"
-    run = cli("--spark", CONNECTOR_SPARK, "conformance", "--trials", "1", "--only", "kafka-passthrough",
+    run = cli("--spark", CONNECTOR_SPARK, "conformance", "--cluster", connector_cluster, "--trials", "1",
+              "--only", "kafka-passthrough",
               "--only", "kafka-transactional", "--out", str(out), cwd=tmp_path, timeout=1200)
     assert run.rc == 0, run.stderr[-3000:]
     rows = {r["pipeline"]: r for r in json.loads((out / "conformance.json").read_text())["rows"]}
@@ -260,13 +299,13 @@ LOSSY.fail_on_data_loss = False
 '''
 
 
-def test_records_deleted_before_the_query_read_them_fail_it_or_are_the_sources_loss(tmp_path):
+def test_records_deleted_before_the_query_read_them_fail_it_or_are_the_sources_loss(tmp_path, connector_cluster):
     """``delete-records@0:planned/200``: batch 0's records and 200 more leave the topic before any task fetched
     them. Spark's default (failOnDataLoss=true) fails the query with Kafka's message, every restart again: an
     inconclusive trial that says why. With failOnDataLoss=false the query skips them: the harness reports them as
     what the source lost and judges the sink on the rest (exactly-once)."""
     added_connector_spark(tmp_path)
-    fault = ["--fault", "delete-records@0:planned/200", "--events", "1000", "--json"]
+    fault = ["--fault", "delete-records@0:planned/200", "--events", "1000", "--json", "--cluster", connector_cluster]
     strict = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-passthrough", *fault, cwd=tmp_path, timeout=900)
     assert strict.rc == 3, strict.stderr[-3000:]  # inconclusive
     r = strict.json
@@ -326,13 +365,15 @@ def _answers(port: int) -> bool:
         return False
 
 
-def test_channel_faults_reach_the_connections_to_the_broker_through_the_real_toxiproxy(tmp_path, real_toxiproxy):
+def test_channel_faults_reach_the_connections_to_the_broker_through_the_real_toxiproxy(tmp_path, real_toxiproxy,
+                                                                                       connector_cluster):
     """The job's Kafka source and sink reach the broker through listeners of their own, advertised as the source
     and sink channels' proxies: a cut source channel holds batch 1 for its duration, a reset and a delayed channel
     are ridden out, nothing lost or repeated. With the real Toxiproxy (``--toxiproxy``); the windowed count's
     test above cuts the source channel on the harness's embedded one."""
     added_connector_spark(tmp_path)
     run = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-passthrough", "--toxiproxy", real_toxiproxy,
+              "--cluster", connector_cluster,
               "--events", "1000", "--fault", "cut-source@1:planned/4s", "--fault", "reset-sink@2:planned/3s",
               "--fault", "delay-source@3:planned/latency=800/3s", "--json", cwd=tmp_path, timeout=900)
     assert run.rc == 0, run.stderr[-3000:]

@@ -33,7 +33,7 @@ def test_a_trials_servers_listen_on_loopback_only(tmp_path):
     """pg-append: the Spark master, workers, executors and drivers, the event log, the controller, the embedded
     Toxiproxy and its proxies, PostgreSQL and the Python workers, sampled every half second."""
     require_java()
-    trial = subprocess.Popen([sys.executable, "-m", "chaos", "trial", "pg-append", "--events", "3000",
+    trial = subprocess.Popen([sys.executable, "-m", "chaos", "trial", "pg-append", "--events", "1000",
                               "--fault", "kill-driver@3:sink-done", "--keep", str(tmp_path / "run")],
                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: dict[tuple[str, int], str] = {}

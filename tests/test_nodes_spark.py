@@ -7,6 +7,7 @@ missing daemon fails them.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -130,7 +131,7 @@ def test_nothing_of_a_stopped_or_killed_harness_is_left(node_image, docker_clien
     assert reap_containers() == 0
 
 
-def _node_trial(tmp_path, pipeline: str, *args: str) -> dict:
+def _cli_node_trial(tmp_path, pipeline: str, *args: str) -> dict:
     from tests.conftest import cli, left_by
 
     run = cli("trial", pipeline, "--cluster", "docker", "--keep", str(tmp_path / "run"), "--json", *args,
@@ -156,39 +157,14 @@ def test_a_job_beside_namesakes_of_the_harness_packages_runs_on_nodes(node_image
     assert marks(project / "runs") == [] and left_by(run.pid) == []
 
 
-NODE_FAULTS = ["partition@2:reading/node=1/8s", "partition@4:reading/node=1/from=driver/8s", "kill-node@6:sink-write"]
-
-
-def test_key_count_stays_exactly_once_across_partitions_and_a_node_kill(node_image, docker_client, tmp_path):
-    """One trial, three node faults at their own batches: node 1 cut off both ways, then only from the driver's
-    end (one way), then a node killed after the sink wrote."""
-    args = [arg for fault in NODE_FAULTS for arg in ("--fault", fault)]
-    result = _node_trial(tmp_path, "key-count", "--events", "1600", *args)
-    assert result["verdict"] == "exactly-once" and result["lost"] == [] and result["duplicated"] == []
-    assert result["consistent_cut"]["ok"] is True
-    both, one_way, kill = result["faults"]
-    assert [f["spec"] for f in result["faults"]] == NODE_FAULTS and all(f["fired"] for f in result["faults"])
-    for cut in (both, one_way):
-        assert cut["detail"]["node"] == 1 and cut["detail"]["duration"] == 8.0
-    assert "from" not in both["detail"] and one_way["detail"]["from"] == "driver"  # one way: host -> node 1 dropped
-    assert kill["detail"]["node"] in (0, 1)
-    heals = {e["detail"]["spec"]: e for e in _history(tmp_path / "run") if e["kind"] == "heal"}
-    assert sorted(heals) == sorted(NODE_FAULTS)  # the killed node restarted too
-    for cut in (both, one_way):
-        assert heals[cut["spec"]]["t"] - cut["t"] >= 8.0 - 0.5  # cut for its duration, then healed
-    assert result["cluster"]["kind"] == "docker"
-    prefix = result["cluster"]["network"]
-    assert docker_client.containers.list(all=True, filters={"name": prefix}) == []  # nodes gone with the trial
-    assert docker_client.networks.list(names=[prefix]) == []
-
-
+@pytest.mark.long
 def test_a_starved_node_and_a_node_out_of_memory_keep_key_count_exactly_once(node_image, docker_client, tmp_path):
     """On a user's image (--image): here the built one under a name of the user's. The starved node slows the
     trial; the node out of memory loses an executor to the kernel's OOM killer, not to the harness."""
     image = docker_client.images.get(node_image)
     image.tag("streamchaos-test/users-node", "1")
     try:
-        result = _node_trial(tmp_path, "key-count", "--events", "1400", "--fault", "slow-node@2:reading/6s",
+        result = _cli_node_trial(tmp_path, "key-count", "--events", "1400", "--fault", "slow-node@2:reading/6s",
                              "--fault", "oom-node@5:reading/1/8s", "--image", "streamchaos-test/users-node:1")
     finally:
         docker_client.images.remove("streamchaos-test/users-node:1")
@@ -201,6 +177,7 @@ def test_a_starved_node_and_a_node_out_of_memory_keep_key_count_exactly_once(nod
     assert detail["killed"] and set(detail["killed"]) <= set(detail["executors"])  # by the kernel, not by us
 
 
+@pytest.mark.long
 def test_every_node_cut_off_past_the_recovery_timeout_is_stalled_never_a_pass(node_image, docker_client, tmp_path):
     from tests.conftest import cli, left_by
 
@@ -227,16 +204,61 @@ def test_an_image_dockerd_does_not_have_is_one_line_and_nothing_is_started(docke
 
 
 def _history(run_dir) -> list[dict]:
-    import json
-
     return [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
 
 
-def test_pg_upsert_by_batch_stays_exactly_once_while_its_database_node_is_cut_off(node_image, docker_client,
-                                                                                   tmp_path):
+# -- trials on one harness for the module: its nodes, database node and spare drivers start once, as in a campaign --
+@pytest.fixture(scope="module")
+def node_harness(node_image, docker_client, tmp_path_factory):
+    """The harness ``--cluster docker`` runs; after it closed, none of its containers or its network is left. The
+    nodes mount the session's temporary folder, where each test's run directory is (``trial --keep`` mounts the
+    folder of the directory it keeps)."""
+    from chaos.run.harness import Harness
+
+    with Harness(cluster="docker", workdir=tmp_path_factory.mktemp("node-harness"),
+                 data_dir=tmp_path_factory.getbasetemp()) as harness:
+        yield harness
+        prefix = harness.cluster.prefix if harness.cluster is not None else None
+    assert prefix is not None
+    assert docker_client.containers.list(all=True, filters={"name": prefix}) == []  # the database node too
+    assert docker_client.networks.list(names=[prefix]) == []
+
+
+def _node_trial(harness, tmp_path, pipeline: str, *faults: str, events: int) -> dict:
+    from chaos.run.admission import trial_scenario
+    from chaos.run.judge import run_trial
+
+    scenario = trial_scenario(pipeline, events=events, fault=list(faults), cluster=harness.cluster_spec)
+    result = run_trial(harness, scenario, tmp_path / "run", last=False)
+    return json.loads(json.dumps(result, default=str))
+
+
+NODE_FAULTS = ["partition@2:reading/node=1/8s", "partition@4:reading/node=1/from=driver/8s", "kill-node@6:sink-write"]
+
+
+def test_key_count_stays_exactly_once_across_partitions_and_a_node_kill(node_harness, tmp_path):
+    """One trial, three node faults at their own batches: node 1 cut off both ways, then only from the driver's
+    end (one way), then a node killed after the sink wrote."""
+    result = _node_trial(node_harness, tmp_path, "key-count", *NODE_FAULTS, events=1600)
+    assert result["verdict"] == "exactly-once" and result["lost"] == [] and result["duplicated"] == []
+    assert result["consistent_cut"]["ok"] is True
+    both, one_way, kill = result["faults"]
+    assert [f["spec"] for f in result["faults"]] == NODE_FAULTS and all(f["fired"] for f in result["faults"])
+    for cut in (both, one_way):
+        assert cut["detail"]["node"] == 1 and cut["detail"]["duration"] == 8.0
+    assert "from" not in both["detail"] and one_way["detail"]["from"] == "driver"  # one way: host -> node 1 dropped
+    assert kill["detail"]["node"] in (0, 1)
+    heals = {e["detail"]["spec"]: e for e in _history(tmp_path / "run") if e["kind"] == "heal"}
+    assert sorted(heals) == sorted(NODE_FAULTS)  # the killed node restarted too
+    for cut in (both, one_way):
+        assert heals[cut["spec"]]["t"] - cut["t"] >= 8.0 - 0.5  # cut for its duration, then healed
+    assert result["cluster"]["kind"] == "docker"
+
+
+def test_pg_upsert_by_batch_stays_exactly_once_while_its_database_node_is_cut_off(node_harness, tmp_path):
     """The write of batch 3 cannot reach the database until the partition heals; the sink retries it then."""
     fault = "partition@3:sink-write/node=sink/10s"
-    result = _node_trial(tmp_path, "pg-upsert-by-batch", "--events", "1200", "--fault", fault)
+    result = _node_trial(node_harness, tmp_path, "pg-upsert-by-batch", fault, events=1200)
     assert result["verdict"] == "exactly-once" and result["lost"] == [] and result["duplicated"] == []
     [fired] = result["faults"]
     assert fired["fired"] and fired["detail"]["node"] == "sink" and fired["detail"]["duration"] == 10.0
@@ -244,22 +266,19 @@ def test_pg_upsert_by_batch_stays_exactly_once_while_its_database_node_is_cut_of
     [heal] = [e for e in history if e["kind"] == "heal"]
     [done] = [e for e in history if e["kind"] == "phase" and e["phase"] == "sink-done" and e["batch"] == 3]
     assert done["t"] >= heal["t"] and done["detail"]["attempts"] >= 2  # written only once the node was back
-    prefix = result["cluster"]["network"]
-    assert docker_client.containers.list(all=True, filters={"name": prefix}) == []  # the database node too
 
 
-def test_pg_append_under_a_database_partition_and_a_driver_kill_is_found_at_least_once(node_image, docker_client,
-                                                                                      tmp_path):
-    result = _node_trial(tmp_path, "pg-append", "--events", "1200",
-                         "--fault", "partition@3:sink-write/node=sink/10s", "--fault", "kill-driver@3:sink-done")
+def test_pg_append_under_a_database_partition_and_a_driver_kill_is_found_at_least_once(node_harness, tmp_path):
+    result = _node_trial(node_harness, tmp_path, "pg-append", "partition@3:sink-write/node=sink/10s",
+                         "kill-driver@3:sink-done", events=1200)
     assert result["verdict"] == "at-least-once" and result["lost"] == [] and result["duplicated"]
     assert all(f["fired"] for f in result["faults"])
 
 
-def test_channel_faults_and_executor_side_sinks_work_on_nodes(node_image, docker_client, tmp_path):
+def test_channel_faults_and_executor_side_sinks_work_on_nodes(node_harness, tmp_path):
     """The proxies listen on the host's end of the nodes' network: executors in the nodes read the event log
     through the source channel (cut here) and pg-two-phase's tasks stage their rows through the sink channel."""
-    result = _node_trial(tmp_path, "pg-two-phase", "--events", "1200", "--fault", "cut-source@3:reading/5s")
+    result = _node_trial(node_harness, tmp_path, "pg-two-phase", "cut-source@3:reading/5s", events=1200)
     assert result["verdict"] == "exactly-once" and result["lost"] == [] and result["duplicated"] == []
     [fired] = result["faults"]
     assert fired["fired"] and fired["detail"]["channel"] == "source"

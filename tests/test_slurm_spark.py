@@ -20,7 +20,7 @@ import pytest
 from chaos.campaign.stored import Campaign, CampaignSpec
 from tests.conftest import cli
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.long]  # the long tier: pytest -m long
 
 TOOLS = ("slurmctld", "slurmd", "sbatch", "squeue", "munged", "unshare", "ip")
 

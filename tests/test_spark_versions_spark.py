@@ -18,8 +18,10 @@ from tests.conftest import cli, left_by
 pytestmark = pytest.mark.spark
 
 OLD = "4.1.0"
+ADDED = "4.2.0"  # the Spark the Kafka connector tests add too: one download for both
 
 
+@pytest.mark.long
 def test_a_lost_metadata_file_duplicates_a_batch_on_spark_4_1(tmp_path):
     if OLD not in installed():
         added = cli("spark", "add", OLD, cwd=tmp_path)
@@ -41,6 +43,7 @@ def test_a_lost_metadata_file_duplicates_a_batch_on_spark_4_1(tmp_path):
     assert left_by(run.pid) == []
 
 
+@pytest.mark.long
 def test_a_query_stopped_on_one_spark_resumes_on_another_exactly_once(tmp_path):
     """stop-driver/upgrade=V: a clean stop at a committed batch, then the same checkpoint on the newer version
     (in local mode: the cluster runs the first one); the verdict and the consistent cut cover both. A driver
@@ -75,12 +78,12 @@ def test_an_added_version_imports_this_harness_from_wherever_it_runs(tmp_path):
     import chaos
     from chaos.machine.spark_versions import BASE_SITE_VAR, python_for
 
-    if OLD not in installed():
-        assert cli("spark", "add", OLD, cwd=tmp_path).rc == 0
-    python = python_for(OLD)
+    if ADDED not in installed():
+        assert cli("spark", "add", ADDED, cwd=tmp_path).rc == 0
+    python = python_for(ADDED)
     assert os.environ[BASE_SITE_VAR]
     code = "import chaos, pyspark; print(chaos.__file__); print(pyspark.__version__)"
     seen = subprocess.run([str(python), "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert seen.returncode == 0, seen.stderr
     where, version = seen.stdout.split()
-    assert Path(where).resolve() == Path(chaos.__file__).resolve() and version == OLD
+    assert Path(where).resolve() == Path(chaos.__file__).resolve() and version == ADDED

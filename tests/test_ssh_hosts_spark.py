@@ -311,6 +311,7 @@ def test_the_database_host_killed_and_cut_off_and_a_worker_killed_keep_pg_upsert
         host2.close()
 
 
+@pytest.mark.long  # on the harness's own standalone workers: tests/test_decommission_spark.py
 def test_a_decommissioned_executor_and_worker_hand_over_and_key_count_stays_exactly_once(ssh_harness, hosts):
     r = host_trial(ssh_harness, hosts, "decommission", "key-count", "decommission-executor@2:reading",
                    "decommission-worker@3:reading")
@@ -321,6 +322,7 @@ def test_a_decommissioned_executor_and_worker_hand_over_and_key_count_stays_exac
     assert [h for h in heals if h["kind"] == "heal" and "error" not in h["detail"]], heals[-5:]  # a new worker
 
 
+@pytest.mark.long
 def test_a_cluster_and_a_database_the_user_runs_are_used_and_left_as_they_were(hosts, tmp_path):
     """A master and workers the test started (tagged apart), and the user's own PostgreSQL named by DATABASE_URL:
     the harness starts no Spark process, kills an executor of its own application by its id, writes the sink's

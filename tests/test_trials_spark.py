@@ -205,6 +205,7 @@ def test_killed_executor_is_replaced_without_a_driver_restart(chaos_harness, tmp
     assert after - before, "a new executor took over the reading"
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("spec", ["pause-driver@2:planned/5s", "damage-checkpoint@4:committed/truncate-offsets"])
 def test_pause_and_checkpoint_damage_end_in_a_recorded_outcome(spark_cluster, tmp_path, spec):
     run = cli("trial", "passthrough-idempotent", "--cluster", spark_cluster.master_url, "--events", "1200",
@@ -223,6 +224,7 @@ def test_pause_and_checkpoint_damage_end_in_a_recorded_outcome(spark_cluster, tm
         assert r["faults"][0]["detail"]["file"].startswith("offsets/")
 
 
+@pytest.mark.long
 def test_local_cluster_mode_runs_with_real_executor_processes(tmp_path):
     run = cli("trial", "passthrough-idempotent", "--cluster", "local-cluster[2,1,1024]", "--events", "1000",
               "--fault", "kill-executor@2:reading", "--keep", str(tmp_path / "run"), "--json", cwd=tmp_path)

@@ -15,7 +15,7 @@ import pytest
 from chaos.clusters.postgres import find_bindir
 from tests.conftest import left_by, require_java
 
-pytestmark = [pytest.mark.spark,
+pytestmark = [pytest.mark.spark, pytest.mark.long,  # the long tier: pytest -m long
               pytest.mark.skipif(find_bindir() is None, reason="no PostgreSQL server binaries on this machine")]
 
 # Deterministic verdicts: a driver killed after the sink wrote always duplicates an append, never the

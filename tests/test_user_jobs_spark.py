@@ -235,6 +235,7 @@ def test_an_event_time_job_with_sparks_defaults_and_late_records_claims_no_loss(
 
 
 @needs_postgres
+@pytest.mark.long
 def test_the_ci_recipe_inits_and_passes_the_upsert_job_in_a_users_repository(spark_cluster, tmp_path):
     """examples/ci/consistency.sh, the step examples/ci/github-workflow.yml runs, in a user's repository: init
     writes the test once, pytest passes it (here on this suite's environment and cluster, one trial)."""

@@ -31,11 +31,15 @@ DEFAULT_BROKER_DOWNTIME = 3.0  # a broker's restart: its log recovery and the co
 DEFAULT_DECOMMISSION_DOWNTIME = 5.0  # a decommissioned worker is replaced this long after its executors left
 # The application of a trial with a decommission fault: executors take SIGPWR as a decommission and hand their
 # cached and shuffle blocks to a peer, and there is a peer: two 1-core executors instead of one with both cores.
+# A drained executor exits only after a pass over its blocks that began after its last task; passes are 30 s
+# apart by default, so the drained worker's replacement waited 30-60 s past the trial's last batch. At 2 s the
+# executor leaves within seconds of its last task, as on a host drained between two batches.
 DECOMMISSION_CONF = {
     "spark.decommission.enabled": "true",
     "spark.storage.decommission.enabled": "true",
     "spark.storage.decommission.shuffleBlocks.enabled": "true",
     "spark.storage.decommission.rddBlocks.enabled": "true",
+    "spark.storage.decommission.replicationReattemptInterval": "2s",
     "spark.executor.cores": "1",
 }
 SLOW_NODE_CPUS = 0.1  # slow-node: the CPU a starved node keeps
