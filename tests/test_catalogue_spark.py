@@ -90,6 +90,7 @@ def test_file_sink_through_its_log_is_exactly_once_and_the_raw_directory_shows_t
     assert logged.rc == 0 and logged.json["verdict"] == "exactly-once", logged.stdout[-2000:]
 
 
+@pytest.mark.long  # the faulted run's two views: the test above
 def test_file_sink_without_faults_is_exactly_once_in_both_views(chaos_harness, tmp_path):
     r = trial(chaos_harness, tmp_path, "passthrough-file-raw", "--seed", "5", *SMALL)
     assert r["verdict"] == "exactly-once", r
@@ -143,6 +144,7 @@ def test_chained_operators_timers_and_outer_join_are_exactly_once_through_driver
         assert "query started with trigger=availableNow" in last_log.read_text()
 
 
+@pytest.mark.long
 def test_processing_time_timers_and_a_short_ttl_run_on_the_logged_clock_through_a_driver_and_an_executor_kill(
         chaos_harness, tmp_path):
     r = trial(chaos_harness, tmp_path, "keyed-state-expiry", "--seed", "3", "--fault", "kill-driver@2:sink-done",
@@ -198,6 +200,7 @@ def test_socket_source_is_clean_without_faults_and_not_fault_tolerant_with_one(c
         assert r["anomaly_counts"]["lost"] > 0
 
 
+@pytest.mark.long
 def test_rescale_stop_and_restart_on_fewer_cores_with_a_code_change_stays_exactly_once(chaos_harness, tmp_path):
     r = trial(chaos_harness, tmp_path, "rescale", "--seed", "3", "--fault", "stop-driver@2:committed/1", *SMALL)
     assert r["faults"][0]["fired"] and r["restarts"] == 1

@@ -15,7 +15,7 @@ import pytest
 
 from tests.test_trials_spark import trial
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.long]  # the long tier: pytest -m long
 
 
 def test_a_decommissioned_executor_and_worker_hand_over_and_key_count_stays_exactly_once(chaos_harness, tmp_path):

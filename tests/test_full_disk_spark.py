@@ -46,6 +46,7 @@ def fill(disk: Path) -> Path:
     return filler
 
 
+@pytest.mark.long
 def test_a_full_disk_stops_the_campaign_in_one_line_and_resume_finishes_it(small_disk, spark_cluster):
     """On the session's cluster: the campaign's own files (runs, checkpoints, sinks) are on the small disk."""
     require_java()

@@ -165,7 +165,7 @@ def test_a_starved_node_and_a_node_out_of_memory_keep_key_count_exactly_once(nod
     image.tag("streamchaos-test/users-node", "1")
     try:
         result = _cli_node_trial(tmp_path, "key-count", "--events", "1400", "--fault", "slow-node@2:reading/6s",
-                             "--fault", "oom-node@5:reading/1/8s", "--image", "streamchaos-test/users-node:1")
+                                 "--fault", "oom-node@5:reading/1/8s", "--image", "streamchaos-test/users-node:1")
     finally:
         docker_client.images.remove("streamchaos-test/users-node:1")
     assert result["cluster"]["image"] == "streamchaos-test/users-node:1"

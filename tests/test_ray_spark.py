@@ -20,7 +20,7 @@ from tests.conftest import REPO, cli, require_java
 pytestmark = [pytest.mark.spark, pytest.mark.long]  # the long tier: pytest -m long
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install -e '.[ray]'")
 
-PLAN = ["--pipeline", "passthrough-append", "--events", "600", "--trials", "2", "--seed", "3"]
+PLAN = ["--pipeline", "passthrough-append", "--events", "1000", "--trials", "2", "--seed", "3"]
 
 
 @pytest.fixture(scope="module")

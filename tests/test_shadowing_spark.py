@@ -19,7 +19,7 @@ from tests.shadow_project import JOB, JOB_ARGS, make_project, marks
 pytestmark = pytest.mark.spark
 
 
-@pytest.mark.parametrize("on_python_path", [False, True])
+@pytest.mark.parametrize("on_python_path", [False, pytest.param(True, marks=pytest.mark.long)])
 def test_a_job_beside_namesakes_of_the_harness_packages_runs_on_the_harness_own(tmp_path, on_python_path):
     project = make_project(tmp_path / "project", chaos=not on_python_path)
     env = {**os.environ, "PYTHONPATH": str(project)} if on_python_path else None

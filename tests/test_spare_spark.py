@@ -12,7 +12,9 @@ from chaos.run.harness import Harness
 from chaos.run.judge import judge
 from chaos.scenario.scenario import Scenario
 
-pytestmark = pytest.mark.spark
+# The long tier (pytest -m long): every trial on the session's harness (chaos_harness) starts on a spare or a
+# recycled driver and takes over with a standby; these check each way in detail.
+pytestmark = [pytest.mark.spark, pytest.mark.long]
 
 
 def driver_starts(run_dir: Path) -> list[dict]:
@@ -86,7 +88,6 @@ def test_a_trials_last_driver_is_recycled_as_the_next_trials_first(spark_cluster
     assert spares == ["recycled-" + str(restarted["pid"]), "spare-1"]
 
 
-@pytest.mark.long
 def test_a_standby_spare_is_the_next_trials_first_standby(tmp_path):
     """With standby and spare on the harness's own cluster (two executor slots per worker), a second spare booted
     in the previous tail (or beside the harness's start) is each trial's first standby, and takes over."""

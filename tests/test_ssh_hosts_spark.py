@@ -259,6 +259,7 @@ def test_executors_killed_on_their_hosts_while_reading_and_while_the_sink_writes
     assert r["verdict"] == "exactly-once" and r["consistent_cut"]["ok"] is True, r
 
 
+@pytest.mark.long
 def test_the_file_sinks_phases_come_from_the_hooks_shipped_to_the_hosts(ssh_harness, hosts):
     """The file sink's commit protocol reports ``sink-write`` from the executors' JVMs on the hosts: the hooks'
     jar travels into the venv, as the wheels do; the part files land on the shared storage."""
@@ -275,6 +276,7 @@ def test_the_file_sinks_phases_come_from_the_hooks_shipped_to_the_hosts(ssh_harn
         host1.close()
 
 
+@pytest.mark.long
 def test_a_host_cut_off_from_the_master_while_reading_keeps_key_count_exactly_once(ssh_harness, hosts):
     r = host_trial(ssh_harness, hosts, "partition", "key-count", "partition@2:reading/node=0/with=master/6s")
     fired = r["faults"][0]
@@ -287,6 +289,7 @@ def test_a_host_cut_off_from_the_master_while_reading_keeps_key_count_exactly_on
         host1.close()
 
 
+@pytest.mark.long
 def test_a_host_killed_one_slowed_and_another_frozen_keep_key_count_exactly_once(ssh_harness, hosts):
     r = host_trial(ssh_harness, hosts, "nodes", "key-count", "kill-node@2:reading/0", "slow-node@3:reading/2/4s",
                    "pause-node@4:reading/1/3s")

@@ -191,6 +191,7 @@ def test_values_from_a_file_drive_a_stream_static_join_to_exactly_once(chaos_har
     assert '"acc-0012"' in scenario["pipeline"].replace("%22", '"')  # the values travel in the reference
 
 
+@pytest.mark.long
 def test_a_file_sink_jobs_campaign_opens_its_sink_windows_and_is_exactly_once(spark_cluster, tmp_path):
     run = cli("campaign", "run", "--pipeline", job("clicks_files"), "--sink", "parquet", "--trials", "1",
               "--events", "1000", "--faults", "kill", "--out", "c", "--cluster", spark_cluster.master_url,
