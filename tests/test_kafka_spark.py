@@ -218,7 +218,6 @@ def test_a_jobs_own_kafka_source_runs_through_sparks_connector_and_a_replayed_ba
     ``readStream.format("kafka")`` through Spark's connector, the batch the killed driver replays found twice and
     attributed from the Kafka offsets Spark wrote to ``offsets/N``; an executor killed as batch 1's tasks start
     reading (the executor plugin's ``reading``) changes nothing."""
-    added_connector_spark(tmp_path)
     job = f"{REPO}/examples/orders_append.py:run"
     run = cli("--spark", CONNECTOR_SPARK, "trial", job, "--schema", ORDER, "--sink", "postgres:orders",
               "--cluster", connector_cluster,
@@ -249,7 +248,6 @@ def test_kafka_windowed_count_is_exactly_once_through_a_broker_kill_and_a_replay
     """The window state and Kafka's offsets are saved together in the checkpoint, and the upsert by window makes
     a replay overwrite itself: the source channel to the broker cut at batch 1, the broker killed at batch 3 and
     the driver killed after batch 4's write change nothing; the consistent cut holds at every committed batch."""
-    added_connector_spark(tmp_path)
     run = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-windowed-count", "--cluster", connector_cluster,
               "--events", "1200",
               "--late-fraction", "0.05", "--fault", "cut-source@1:planned/4s", "--fault", "kill-broker@3:planned/2s",
@@ -268,7 +266,6 @@ def test_conformance_of_the_kafka_sinks_agrees_with_what_is_documented(tmp_path,
     """Spark's Kafka sink is at-least-once as its guide says; a transaction per batch is exactly-once on committed
     reads with the batch id committed inside it (without it, ``kafka-transactional-id``, at-least-once: measured in
     docs/kafka.md). One harness and broker for both."""
-    added_connector_spark(tmp_path)
     out = tmp_path / "conf"
     run = cli("--spark", CONNECTOR_SPARK, "conformance", "--cluster", connector_cluster, "--trials", "1",
               "--only", "kafka-passthrough",
@@ -304,7 +301,6 @@ def test_records_deleted_before_the_query_read_them_fail_it_or_are_the_sources_l
     them. Spark's default (failOnDataLoss=true) fails the query with Kafka's message, every restart again: an
     inconclusive trial that says why. With failOnDataLoss=false the query skips them: the harness reports them as
     what the source lost and judges the sink on the rest (exactly-once)."""
-    added_connector_spark(tmp_path)
     fault = ["--fault", "delete-records@0:planned/200", "--events", "1000", "--json", "--cluster", connector_cluster]
     strict = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-passthrough", *fault, cwd=tmp_path, timeout=900)
     assert strict.rc == 3, strict.stderr[-3000:]  # inconclusive
@@ -371,7 +367,6 @@ def test_channel_faults_reach_the_connections_to_the_broker_through_the_real_tox
     and sink channels' proxies: a cut source channel holds batch 1 for its duration, a reset and a delayed channel
     are ridden out, nothing lost or repeated. With the real Toxiproxy (``--toxiproxy``); the windowed count's
     test above cuts the source channel on the harness's embedded one."""
-    added_connector_spark(tmp_path)
     run = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-passthrough", "--toxiproxy", real_toxiproxy,
               "--cluster", connector_cluster,
               "--events", "1000", "--fault", "cut-source@1:planned/4s", "--fault", "reset-sink@2:planned/3s",

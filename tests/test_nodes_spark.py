@@ -225,12 +225,11 @@ def node_harness(node_image, docker_client, tmp_path_factory):
 
 
 def _node_trial(harness, tmp_path, pipeline: str, *faults: str, events: int) -> dict:
-    from chaos.run.admission import trial_scenario
-    from chaos.run.judge import run_trial
+    """``streamchaos trial PIPELINE --cluster docker`` on the module's harness; exit 0 as the command's would be."""
+    from tests.test_trials_spark import trial
 
-    scenario = trial_scenario(pipeline, events=events, fault=list(faults), cluster=harness.cluster_spec)
-    result = run_trial(harness, scenario, tmp_path / "run", last=False)
-    return json.loads(json.dumps(result, default=str))
+    return trial(harness, tmp_path, pipeline, "--cluster", "docker", "--events", str(events),
+                 *[arg for fault in faults for arg in ("--fault", fault)])
 
 
 NODE_FAULTS = ["partition@2:reading/node=1/8s", "partition@4:reading/node=1/from=driver/8s", "kill-node@6:sink-write"]

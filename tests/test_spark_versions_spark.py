@@ -14,11 +14,12 @@ import pytest
 
 from chaos.machine.spark_versions import installed
 from tests.conftest import cli, left_by
+from tests.test_kafka_spark import CONNECTOR_SPARK
 
 pytestmark = pytest.mark.spark
 
 OLD = "4.1.0"
-ADDED = "4.2.0"  # the Spark the Kafka connector tests add too: one download for both
+ADDED = CONNECTOR_SPARK  # the Spark the Kafka connector tests add: one download for both
 
 
 @pytest.mark.long
