@@ -13,7 +13,8 @@ from pathlib import Path
 
 import polars as pl
 
-from chaos.jobs.reference import JobSpec, event_id, id_field, parse_schema
+from chaos.jobs.payloads import event_id, id_field, parse_schema
+from chaos.jobs.reference import JobSpec
 from chaos.scenario.faults import PHASES
 from pipelines_under_test.base import Pipeline
 from pipelines_under_test.files import log_files, partition_values
@@ -61,6 +62,14 @@ class UserJob(Pipeline):
         if self.id_field is not None:
             notes.append(f"the event id is {self.id_field.name}" + ("" if spec.id else
                          " (by its name; --id FIELD names another)"))
+        if spec.time_form is not None:
+            notes.append(f"the event time is {spec.time_form.field}, written as {spec.time_form.form}")
+        from chaos.jobs.declared import declared_schema
+        from chaos.jobs.reference import entry_source
+
+        declared = declared_schema(entry_source(spec.entry)) if spec.schema else None
+        if declared is not None and declared.ddl == spec.schema:
+            notes.append(f"the payload's schema is the one the job declares ({declared.where})")
         from chaos.jobs.databases import named_databases, shown
         from chaos.jobs.reference import entry_text
 
@@ -77,7 +86,7 @@ class UserJob(Pipeline):
         return self.spec.key
 
     def row_event(self, row: dict) -> int | None:
-        """A row that keeps the payload's id field (``order_id``) came from that event (chaos.jobs.reference.roles)."""
+        """A row that keeps the payload's id field (``order_id``) came from that event (chaos.jobs.payloads.roles)."""
         field = self.id_field
         return event_id(field, row[field.name]) if field is not None and field.name in row else None
 

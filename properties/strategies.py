@@ -208,10 +208,10 @@ def scenarios(draw, pipeline: Pipeline, streams: st.SearchStrategy[StreamSpec] |
 def records(schema) -> st.SearchStrategy[dict]:
     """Payloads of a job's schema (Spark DDL, a sample record as JSON, or a ``StructType``), as JSON-ready
     dicts: for property tests of a job's parsing and logic on single records. A trial's records come from its
-    scenario instead (``chaos.jobs.reference.record``), so that keys, skew and lateness reach the job."""
+    scenario instead (``chaos.jobs.payloads.record``), so that keys, skew and lateness reach the job."""
     from datetime import UTC, datetime, timedelta
 
-    from chaos.jobs.reference import as_ddl, parse_schema
+    from chaos.jobs.payloads import as_ddl, parse_schema
 
     start = datetime(2026, 1, 1, tzinfo=UTC)
     instants = st.integers(0, 365 * 24 * 3600 * 1000).map(lambda ms: start + timedelta(milliseconds=ms))
@@ -223,5 +223,11 @@ def records(schema) -> st.SearchStrategy[dict]:
         "timestamp": instants.map(lambda t: t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"),
         "date": instants.map(lambda t: t.strftime("%Y-%m-%d")),
     }
-    fields = parse_schema(as_ddl(schema))
-    return st.fixed_dictionaries({f.name: by_kind[f.kind] for f in fields})
+    def of(field) -> st.SearchStrategy:
+        if field.kind == "struct":
+            return st.fixed_dictionaries({c.name: of(c) for c in field.children})
+        if field.kind == "array":
+            return st.lists(of(field.children[0]), max_size=3)
+        return by_kind[field.kind]
+
+    return st.fixed_dictionaries({f.name: of(f) for f in parse_schema(as_ddl(schema))})

@@ -6,7 +6,8 @@ import ast
 import json
 
 from chaos.guarantees import GUARANTEES
-from chaos.jobs.reference import JobSpec, parse_schema
+from chaos.jobs.payloads import parse_schema
+from chaos.jobs.reference import JobSpec
 from tests.conftest import REPO
 
 CORPUS = REPO / "benchmarks" / "corpus"

@@ -14,18 +14,8 @@ from hypothesis import given, settings
 
 from chaos.errors import UserError
 from chaos.jobs.as_written import database_url
-from chaos.jobs.reference import (
-    JobSpec,
-    canonical_entry,
-    event_id,
-    id_field,
-    job_ref,
-    kafka_row,
-    parse_ref,
-    parse_schema,
-    record,
-    roles,
-)
+from chaos.jobs.payloads import event_id, id_field, kafka_row, parse_schema, record, roles
+from chaos.jobs.reference import JobSpec, canonical_entry, job_ref, parse_ref
 from pipelines_under_test import resolve
 from pipelines_under_test.user_job import UserJob
 from properties.rows import BatchAnswer, infer_from_rows
@@ -56,7 +46,8 @@ def test_a_kafka_record_carries_the_payload_as_json_and_the_event_as_its_provena
 
 
 @pytest.mark.parametrize("ddl, says", [
-    ("order STRUCT<id: INT>", "flat fields"),
+    ("order MAP<STRING, INT>", "STRUCT<...> and ARRAY<...>"),
+    ("order STRUCT<>", "STRUCT with no fields"),
     ("amount", "is not 'name TYPE'"),
     ("", "--schema is empty"),
 ])
@@ -139,7 +130,7 @@ def test_a_job_with_no_sink_or_schema_is_one_line_before_any_jvm(tmp_path):
     assert run.rc == 2 and run.stderr.count("\n") == 1 and "--sink" in run.stderr, run.stderr
     run = cli("trial", f"{REPO}/examples/orders_append.py:run", "--sink", "postgres:orders", "--schema",
               "order MAP<STRING, INT>", cwd=tmp_path)
-    assert run.rc == 2 and "flat fields" in run.stderr and "Traceback" not in run.stderr, run.stderr
+    assert run.rc == 2 and "STRUCT<...> and ARRAY<...>" in run.stderr and "Traceback" not in run.stderr, run.stderr
 
 
 def test_rows_a_late_record_touches_are_optional_whatever_their_counts():
@@ -220,7 +211,8 @@ def test_every_python_path_the_harness_sets_starts_with_its_own_packages(tmp_pat
 
 
 def test_values_come_from_a_list_a_range_or_a_files_column_and_travel_in_the_reference(tmp_path):
-    from chaos.jobs.reference import job_ref, parse_ref, parse_schema, record, roles
+    from chaos.jobs.payloads import parse_schema, record, roles
+    from chaos.jobs.reference import job_ref, parse_ref
     from chaos.jobs.values import parse_values, value_lists
 
     (tmp_path / "accounts.csv").write_text("region,account\nemea,acc-1\namer,acc-2\n\namer,acc-2\n")
@@ -344,7 +336,7 @@ def test_sql_init_files_travel_in_the_reference_and_go_with_a_postgres_sink_only
 
 def test_a_rerouted_jdbc_url_keeps_the_jobs_parameters_and_shown_urls_keep_no_password(monkeypatch):
     from chaos.jobs.databases import _trial_url, shown
-    from chaos.jobs.reference import id_like
+    from chaos.jobs.payloads import id_like
 
     monkeypatch.setenv("JDBC_URL", "jdbc:postgresql://127.0.0.1:41234/postgres")
     assert _trial_url("jdbc:postgresql://db/shop?currentSchema=raw&stringtype=unspecified") == \

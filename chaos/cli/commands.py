@@ -71,6 +71,9 @@ JobKafka = Annotated[str | None, typer.Option(
 JobId = Annotated[str | None, typer.Option(
     "--id", help="your job: the payload field that carries the event id (default: the first named like one, "
                  "id, uuid, *_id, *Id, *ID)")]
+JobTime = Annotated[str | None, typer.Option(
+    "--time", help="your job: the event-time field and its form, FIELD[:FORM] with FORM timestamp (default), "
+                   "epoch-ms, epoch-s or the job's Spark pattern ('ts:yyyy-MM-dd HH:mm:ss'); none if it has none")]
 SqlInit = Annotated[list[Path] | None, typer.Option(
     "--sql-init", help="your job: a SQL file run in the trial's and the oracle's databases before the job starts "
                        "(the DDL a repository keeps beside its job; repeatable)")]
@@ -126,6 +129,7 @@ def trial(
     values: JobValues = None,
     kafka: JobKafka = None,
     id_name: JobId = None,
+    time_field: JobTime = None,
     sql_init: SqlInit = None,
     expect: Expect = None,
 ) -> None:
@@ -138,7 +142,7 @@ def trial(
     scenario = trial_scenario(pipeline, events, seed, fault, events_per_batch, partitions, keys, skew,
                               max_disorder_ms, late_fraction, resent_fraction, cluster, workers, downtime,
                               recovery_timeout, conf, image, schema, sink, key, values, kafka, args, id_name,
-                              [str(p) for p in sql_init or []])
+                              [str(p) for p in sql_init or []], time_field)
     run_dir = keep or Path("runs") / time.strftime("trial-%Y%m%d-%H%M%S")
     from pipelines_under_test import resolve
 
@@ -167,6 +171,7 @@ def init(
     key: JobKey = None,
     values: JobValues = None,
     id_name: JobId = None,
+    time_field: JobTime = None,
     sql_init: SqlInit = None,
     test_file: Annotated[Path | None, typer.Option("--out", help="the test file (default "
                                                                 "tests/test_<job>_consistency.py)")] = None,
@@ -183,7 +188,7 @@ def init(
     if not sink:
         raise UserError("--sink is needed: where the job writes, postgres:TABLE, sqlite:TABLE, parquet or delta[:PATH]")
     path = starter_test(job_ref(job, schema, sink, key, values, args=args, id_name=id_name,
-                                sql_init=[str(f) for f in sql_init or []]), test_file)
+                                sql_init=[str(f) for f in sql_init or []], time=time_field), test_file)
     out.print(f"wrote {path}: run it with `pytest {path}`", markup=False)
 
 
@@ -263,6 +268,7 @@ def campaign_run(
     values: JobValues = None,
     kafka: JobKafka = None,
     id_name: JobId = None,
+    time_field: JobTime = None,
     sql_init: SqlInit = None,
     shard: Annotated[str | None, typer.Option(help=SHARD_HELP)] = None,
     ray: Ray = None,
@@ -282,7 +288,7 @@ def campaign_run(
     cluster = with_image(cluster, image)
     spec = CampaignSpec(
         pipelines=[job_ref(p, schema, sink, key, values, kafka, args, id_name=id_name,
-                           sql_init=[str(f) for f in sql_init or []]) for p in pipeline or []],
+                           sql_init=[str(f) for f in sql_init or []], time=time_field) for p in pipeline or []],
         expect=expect,
         kinds=list(parse_kinds(faults)),
         trials=trials if trials is not None or time_budget else 3, time_budget_s=parse_time_budget(time_budget),

@@ -309,8 +309,11 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
             break
     if stop.is_set():
         t0 = time.monotonic()
+        from chaos.jobs.as_written import finish_available, stop_side_queries
+
+        if over.is_set() and pipeline.spark_oracle:
+            finish_available(query)
         query.stop()
-        from chaos.jobs.as_written import stop_side_queries
 
         stop_side_queries(spark)  # a job's queries beside the one under test (a console query)
         print(f"streamchaos: query stopped in {time.monotonic() - t0:.2f}s", flush=True)

@@ -39,7 +39,8 @@ from chaos.jobs import delta_tables
 from chaos.jobs.databases import reroute
 from chaos.jobs.job_env import DATABASE_VARS, database_env
 from chaos.jobs.kafka_source import kafka_options
-from chaos.jobs.reference import JobSpec, as_ddl, import_entry, parse_schema, roles
+from chaos.jobs.payloads import as_ddl, leaves, parse_schema, roles
+from chaos.jobs.reference import JobSpec, import_entry
 from chaos.jobs.scripts import script_runner
 from chaos.jobs.sink_phases import bracketed, patched, phased_foreach, phased_sources
 from chaos.jobs.stand_ins import JOB_SOURCE_NAME, JobSource
@@ -134,21 +135,22 @@ class _Reads:
             if self.log_options.get("topic"):  # the oracle of a stream read through the connector: its topic
                 topics = [self.log_options["topic"]]
             self.spec.fields()  # the payload's schema is needed: one line if it is missing
-            shape = {"shape": "kafka", "payload": self.spec.schema, "topics": ",".join(topics), "id": self.spec.id}
+            shape = {"shape": "kafka", "payload": self.spec.schema, "topics": ",".join(topics), "id": self.spec.id,
+                     "time": self.spec.time}
         elif fmt == "rate":
             shape = {"shape": "rate"}
         elif fmt in FILE_FORMATS:
             ddl = as_ddl(schema) or self.spec.schema
             if not ddl:
                 raise UserError(f"the job reads a {fmt} directory without a schema: give it with --schema")
-            shape = {"shape": "records", "payload": ddl, "id": self.spec.id}
+            shape = {"shape": "records", "payload": ddl, "id": self.spec.id, "time": self.spec.time}
         else:
             raise UserError(f"the job reads a {fmt!r} stream: streamchaos stands in for kafka, "
                             f"{', '.join(FILE_FORMATS)} and rate sources")
         if self.spec.values and shape.get("payload"):
             fields = parse_schema(shape["payload"])
             # A field it lacks: one line, before any query.
-            value_lists(self.spec.values, fields, roles(fields, self.spec.id))
+            value_lists(self.spec.values, leaves(fields), roles(fields, self.spec.id, self.spec.time_form))
             shape["values"] = self.spec.values
         opts = {**{k: v for k, v in self.log_options.items() if k not in ("kafka", "topic")}, **shape}
         reader = self.spark.readStream
@@ -378,6 +380,28 @@ def stop_side_queries(spark) -> None:
     into the oracle's run or a recycled driver's next trial."""
     for other in spark.streams.active:
         other.stop()
+
+
+FINISH_S = 60.0  # how long a drained job's query may take for what Spark still has to do before it is stopped
+
+
+def finish_available(query) -> None:
+    """Let a drained job's query do what Spark still has to do before it stops: the no-data batch that moves its
+    watermark and emits the windows the last records closed. The stream is drained once a batch covers the input,
+    but Spark's answer (``run_oracle``) runs until nothing is left; stopped before that batch, the stream would
+    miss those windows and the verdict would call them lost. Bounded: ``query.stop()`` ends a wait that hangs."""
+    done = threading.Event()
+
+    def wait() -> None:
+        try:
+            query.processAllAvailable()
+        except Exception:  # noqa: BLE001 - a failing query is judged from its checkpoint, as before
+            pass
+        finally:
+            done.set()
+
+    threading.Thread(target=wait, name="chaos-finish", daemon=True).start()
+    done.wait(FINISH_S)
 
 
 def batch_watermarks(checkpoint: str) -> list[tuple[dict, int]]:

@@ -17,170 +17,17 @@ import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import parse_qsl, quote
 
 from chaos.errors import UserError
-from chaos.jobs.values import parse_values, pick, value_lists
+from chaos.jobs.payloads import Field, as_ddl, kafka_row, leaves, parse_schema, roles
+from chaos.jobs.times import TimeForm, ambiguous, check_field, parse_time
+from chaos.jobs.values import parse_values, value_lists
 from chaos.scenario.names import entry_module, is_script
 
-# Spark's DDL type names the generator can fill, by the Python value a row holds.
-_TYPES = {
-    "string": "string", "varchar": "string", "char": "string",
-    "int": "int", "integer": "int", "bigint": "int", "long": "int", "smallint": "int", "short": "int",
-    "tinyint": "int", "byte": "int",
-    "double": "float", "float": "float", "real": "float", "decimal": "float",
-    "boolean": "bool", "bool": "bool",
-    "timestamp": "timestamp", "timestamp_ntz": "timestamp", "timestamp_ltz": "timestamp",
-    "date": "date",
-}
 SINK_KINDS = ("postgres", "sqlite", "parquet", "delta")
 TABLE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?"  # interpolated into SQL: an identifier only
-ISO_TIMESTAMP = r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?"
-# Spark's Kafka source schema (without headers, which need includeHeaders).
-KAFKA_SCHEMA = ("key BINARY, value BINARY, topic STRING, partition INT, offset LONG, timestamp TIMESTAMP, "
-                "timestampType INT")
-RATE_SCHEMA = "timestamp TIMESTAMP, value LONG"
-
-
-@dataclass(frozen=True)
-class Field:
-    name: str
-    kind: str  # string | int | float | bool | timestamp | date
-    ddl_type: str
-
-
-def parse_schema(ddl: str) -> list[Field]:
-    """``name TYPE, ...`` (Spark DDL, flat) into fields; one clear error for what it cannot fill."""
-    fields = []
-    for part in _split_top_level(ddl):
-        text = part.strip()
-        if text.startswith("`") and text.count("`") >= 2:  # a backquoted name may hold spaces: `IP Address` STRING
-            close = text.index("`", 1)
-            words = [text[1:close], text[close + 1:].strip()]
-        else:
-            words = text.split(None, 1)
-        if len(words) != 2 or not words[0] or not words[1]:
-            raise UserError(f"--schema: {part.strip()!r} is not 'name TYPE' (e.g. 'customer STRING, amount LONG')")
-        name, type_ = words[0].strip("`"), words[1].strip()
-        base = re.split(r"[(<\s]", type_.lower(), maxsplit=1)[0]
-        if base not in _TYPES:
-            raise UserError(f"--schema: field {name} has type {type_}; records can be generated for flat fields of "
-                            f"{', '.join(sorted({t.upper() for t in _TYPES}))}")
-        fields.append(Field(name, _TYPES[base], type_))
-    if not fields:
-        raise UserError("--schema is empty: give the payload's fields as Spark DDL, e.g. "
-                        "'customer STRING, amount LONG'")
-    return fields
-
-
-def _split_top_level(ddl: str) -> list[str]:
-    parts, depth, current = [], 0, ""
-    for ch in ddl:
-        if ch in "(<":
-            depth += 1
-        elif ch in ")>":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += ch
-    if current.strip():
-        parts.append(current)
-    return parts
-
-
-def id_like(name: str) -> bool:
-    """A field name that says it is an id: ``id``, ``uuid``, ``order_id``, ``eventId``, ``TransactionID`` (not
-    ``PAID`` or ``VALID``: ``ID`` after a lower-case letter)."""
-    return name.lower() in ("id", "uuid") or name.lower().endswith("_id") or name.endswith("Id") \
-        or (name.endswith("ID") and len(name) > 2 and name[-3].islower())
-
-
-def roles(fields: list[Field], id_name: str = "") -> dict[str, str]:
-    """Which scenario column fills each field, so the scenario's keys, skew, values and event-time disorder
-    (late records included) reach the job: the field ``id_name`` (``--id``), else every field named like an id,
-    gets the event's unique id; the first other string field gets the event's key, the first other number its value,
-    every timestamp or date its event time; the rest are derived from the id. Documented in docs/jobs.md."""
-    out: dict[str, str] = {}
-    for f in fields:
-        idlike = (f.name == id_name if id_name else id_like(f.name)) and f.kind in ("string", "int")
-        if idlike:
-            out[f.name] = "id"
-        elif f.kind == "string" and "key" not in out.values():
-            out[f.name] = "key"
-        elif f.kind in ("int", "float") and "value" not in out.values():
-            out[f.name] = "value"
-        elif f.kind in ("timestamp", "date"):
-            out[f.name] = "event_time"
-        else:
-            out[f.name] = "derived"
-    return out
-
-
-def record(fields: list[Field], role: dict[str, str], id_: int, key: str, value: int, ms: int,
-           values: dict[str, list] | None = None) -> dict:
-    """One payload as the job's producer would have written it (JSON-ready values); ``values``: the values a field
-    takes (``--values``, chaos.jobs.values)."""
-    row = {}
-    for f in fields:
-        r = role[f.name]
-        if values and f.name in values:
-            row[f.name] = pick(values[f.name], r, id_, key)
-        elif f.kind == "timestamp":
-            row[f.name] = datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-        elif f.kind == "date":
-            row[f.name] = datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d")
-        elif f.kind == "string":
-            row[f.name] = f"{f.name}-{id_}" if r == "id" else key if r == "key" else f"{f.name}-{id_ % 7}"
-        elif f.kind == "int":
-            row[f.name] = id_ if r == "id" else value if r == "value" else id_ % 97
-        elif f.kind == "float":
-            row[f.name] = value / 100 if r == "value" else (id_ % 97) / 4
-        else:
-            row[f.name] = id_ % 2 == 0
-    return row
-
-
-def id_field(fields: list[Field], id_name: str = "") -> Field | None:
-    """The payload field that carries each event's unique id (``roles``), if the schema has one: output rows
-    that keep it name the event they came from."""
-    role = roles(fields, id_name)
-    return next((f for f in fields if role[f.name] == "id"), None)
-
-
-def event_id(field: Field, value) -> int | None:
-    """The event id in a value of ``id_field`` as the sink stored it (``order_id-600`` or 600), or None."""
-    if value is None:
-        return None
-    text = str(value)
-    prefix = f"{field.name}-"
-    digits = text[len(prefix):] if field.kind == "string" and text.startswith(prefix) else text
-    return int(digits) if digits.isdigit() else None
-
-
-def typed(fields: list[Field], row: dict) -> tuple:
-    """A payload as a Spark row of the job's schema (a file source's records)."""
-    out = []
-    for f in fields:
-        v = row[f.name]
-        if f.kind == "timestamp":
-            v = datetime.strptime(v, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-        elif f.kind == "date":
-            v = datetime.strptime(v, "%Y-%m-%d").date()
-        out.append(v)
-    return tuple(out)
-
-
-def kafka_row(fields: list[Field], role: dict[str, str], topics: list[str], id_: int, key: str, value: int,
-              ms: int, partition: int, offset: int, values: dict[str, list] | None = None) -> tuple:
-    """One event as Spark's Kafka source gives it: the payload as JSON bytes in ``value``, the event's key as
-    the record key, its partition and offset as the record's provenance."""
-    payload = json.dumps(record(fields, role, id_, key, value, ms, values), separators=(",", ":")).encode()
-    topic = topics[partition % len(topics)]
-    return (key.encode(), payload, topic, partition, offset, datetime.fromtimestamp(ms / 1000, tz=UTC), 0)
 
 
 @dataclass(frozen=True)
@@ -196,11 +43,13 @@ class JobSpec:
     args: tuple[str, ...] = ()  # a script's command-line arguments (``trial job.py -- ARGS``)
     id: str = ""  # the payload field that carries the event id (``--id``; "" guesses it from the names)
     sql: tuple[str, ...] = ()  # SQL files run in each of the run's databases before the job starts (``--sql-init``)
+    time: str = ""  # the event-time field and its form, FIELD[:FORM] (``--time``; "none": no field carries it)
 
     @property
     def ref(self) -> str:
         query = [(k, v) for k, v in (("schema", self.schema), ("sink", self.sink), ("key", ",".join(self.key)),
                                      ("values", self.values), ("kafka", self.kafka), ("id", self.id),
+                                     ("time", self.time),
                                      ("args", json.dumps(list(self.args)) if self.args else ""),
                                      ("sql", json.dumps(list(self.sql)) if self.sql else "")) if v]
         return self.entry + ("?" + "&".join(f"{k}={quote(v, safe=' :,()')}" for k, v in query) if query else "")
@@ -219,6 +68,10 @@ class JobSpec:
                             "'name TYPE, ...' (Spark DDL)")
         return parse_schema(self.schema)
 
+    @property
+    def time_form(self) -> TimeForm | None:
+        return parse_time(self.time)
+
     def validate(self) -> JobSpec:
         if self.sink_kind not in SINK_KINDS:
             raise UserError(f"--sink {self.sink or '(none)'}: say where the job writes, one of postgres:TABLE or "
@@ -228,14 +81,21 @@ class JobSpec:
             raise UserError(f"--sink {self.sink}: name the job's table, e.g. {self.sink_kind}:customer_totals")
         if self.schema:
             fields = parse_schema(self.schema)
-            if self.id and self.id not in {f.name for f in fields}:
-                raise UserError(f"--id {self.id}: the payload has no such field; it has "
-                                f"{', '.join(f.name for f in fields)}")
-            if self.id and next(f for f in fields if f.name == self.id).kind not in ("string", "int"):
+            named = {f.key: f for f in leaves(fields)}
+            if self.id and self.id not in named:
+                raise UserError(f"--id {self.id}: the payload has no such field; it has {', '.join(named)}")
+            if self.id and named[self.id].kind not in ("string", "int"):
                 raise UserError(f"--id {self.id}: an event id is a string or an integer field")
-            value_lists(self.values, fields, roles(fields, self.id))
-        elif self.id:
-            raise UserError(f"--id {self.id} names a payload field: give the payload's schema with --schema")
+            time = self.time_form
+            kinds = {f.key: f.kind for f in leaves(fields)}
+            if time is not None:
+                check_field(time, kinds)
+            elif not self.time and (asked := ambiguous(list(kinds.items()))):
+                raise UserError(asked)
+            value_lists(self.values, leaves(fields), roles(fields, self.id, time))
+        elif self.id or self.time:
+            raise UserError(f"--{'id' if self.id else 'time'} names a payload field: give the payload's schema with "
+                            "--schema")
         if self.sql and self.sink_kind != "postgres":
             raise UserError(f"--sql-init runs in the trial's PostgreSQL: it goes with --sink postgres:TABLE, not "
                             f"{self.sink}")
@@ -246,10 +106,10 @@ def parse_ref(ref: str) -> JobSpec:
     """The job a pipeline reference names (``entry?schema=...&sink=...&key=...&values=...``)."""
     entry, _, query = ref.partition("?")
     opts = dict(parse_qsl(query, keep_blank_values=True))
-    unknown = set(opts) - {"schema", "sink", "key", "values", "kafka", "args", "id", "sql"}
+    unknown = set(opts) - {"schema", "sink", "key", "values", "kafka", "args", "id", "sql", "time"}
     if unknown:
         raise UserError(f"{ref!r}: unknown job option(s) {', '.join(sorted(unknown))}: use schema, sink, key, values, "
-                        "kafka, args, id, sql")
+                        "kafka, args, id, sql, time")
     if opts.get("kafka", "") not in ("", *KAFKA_SOURCES):
         raise UserError(f"{ref!r}: kafka={opts['kafka']}: use one of {', '.join(KAFKA_SOURCES)}")
     key = tuple(k.strip() for k in opts.get("key", "").split(",") if k.strip())
@@ -257,7 +117,7 @@ def parse_ref(ref: str) -> JobSpec:
     if args and not is_script(entry):
         raise UserError(f"{entry}: arguments go to a script (path/to/job.py), not to a function")
     return JobSpec(entry, opts.get("schema") or None, opts.get("sink", ""), key, opts.get("values", ""),
-                   opts.get("kafka", ""), tuple(args), opts.get("id", ""), tuple(sql))
+                   opts.get("kafka", ""), tuple(args), opts.get("id", ""), tuple(sql), opts.get("time", ""))
 
 
 def _string_list(ref: str, opts: dict, name: str) -> list[str]:
@@ -322,13 +182,15 @@ def kafka_records(spec: JobSpec, events) -> Iterator[tuple[int, bytes, bytes, in
     in id order: the same key and JSON value bytes the stand-in gives (``kafka_row``), so the oracle's stand-in and
     the stream's broker serve equal rows."""
     fields = spec.fields()
-    role = roles(fields, spec.id)
-    values = value_lists(spec.values, fields, role)
+    time = spec.time_form
+    role = roles(fields, spec.id, time)
+    values = value_lists(spec.values, leaves(fields), role)
     frame = events.sort("partition", "offset")
     for id_, key, value, ms, part, offset in zip(frame["id"], frame["key"], frame["value"],
                                                  frame["event_time"].dt.epoch("ms"), frame["partition"],
                                                  frame["offset"], strict=True):
-        row = kafka_row(fields, role, ["topic"], int(id_), key, int(value), int(ms), int(part), int(offset), values)
+        row = kafka_row(fields, role, ["topic"], int(id_), key, int(value), int(ms), int(part), int(offset), values,
+                        time)
         yield int(part), row[0], row[1], ms
 
 
@@ -385,60 +247,20 @@ def canonical_entry(entry: str) -> str:
     return f"{module}:{func}"
 
 
-def schema_from_sample(text: str) -> str:
-    """A payload's DDL from one sample record (JSON): strings, integers, floats, booleans, and strings that read
-    as ISO dates or timestamps."""
-    try:
-        sample = json.loads(text)
-    except ValueError as exc:
-        raise UserError(f"--schema: the sample record is not JSON ({exc})") from None
-    if not isinstance(sample, dict) or not sample:
-        raise UserError("--schema: give a sample record as one JSON object, e.g. '{\"customer\": \"c1\", "
-                        "\"amount\": 5}'")
-    fields = []
-    for name, value in sample.items():
-        if isinstance(value, bool):
-            kind = "BOOLEAN"
-        elif isinstance(value, int):
-            kind = "LONG"
-        elif isinstance(value, float):
-            kind = "DOUBLE"
-        elif isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
-            kind = "DATE"
-        elif isinstance(value, str) and re.fullmatch(ISO_TIMESTAMP, value):
-            kind = "TIMESTAMP"
-        elif isinstance(value, str):
-            kind = "STRING"
-        else:
-            raise UserError(f"--schema: the sample's field {name} holds {type(value).__name__}; records can be "
-                            "generated for flat fields only")
-        fields.append(f"{name} {kind}")
-    return ", ".join(fields)
-
-
-def as_ddl(schema) -> str | None:
-    """A payload schema as given: Spark DDL, a sample record (JSON), or a ``StructType``."""
-    if schema is None:
-        return None
-    if hasattr(schema, "fields"):
-        return ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields)
-    text = str(schema).strip()
-    return schema_from_sample(text) if text.startswith("{") else text
-
-
 def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tuple | list | None = None,
             values: list[str] | tuple[str, ...] | None = None, kafka: str | None = None,
             args: list[str] | tuple[str, ...] | None = None, id_name: str | None = None,
-            sql_init: list[str] | tuple[str, ...] | None = None) -> str:
-    """A user's job with its schema (DDL, sample record or StructType), sink, key, ``--values``
-    (chaos.jobs.values), what its Kafka reads (``kafka_source``) and a script's arguments folded into the
-    reference scenarios store; catalogue names and Pipeline classes as they are."""
+            sql_init: list[str] | tuple[str, ...] | None = None, time: str | None = None) -> str:
+    """A user's job with its schema (DDL, sample record or StructType; else the one its code declares,
+    chaos.jobs.declared), sink, key, ``--values`` (chaos.jobs.values), ``--time`` (chaos.jobs.times), what its
+    Kafka reads (``kafka_source``) and a script's arguments folded into the reference scenarios store; catalogue
+    names and Pipeline classes as they are."""
     script = is_script(pipeline.partition("?")[0])
     if not script and (":" not in pipeline or "?" in pipeline
                        or not (schema or sink or key or values or ".py:" in pipeline)):
-        if values or id_name or sql_init:
-            raise UserError(f"--{'values' if values else 'id' if id_name else 'sql-init'} applies to a job as written "
-                            f"(path/to/job.py:function), not {pipeline}")
+        if values or id_name or sql_init or time:
+            flag = 'values' if values else 'id' if id_name else 'time' if time else 'sql-init'
+            raise UserError(f"--{flag} applies to a job as written (path/to/job.py:function), not {pipeline}")
         if args:
             raise UserError(f"arguments after -- go to a script (path/to/job.py), not to {pipeline}")
         return pipeline
@@ -447,11 +269,17 @@ def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tupl
     given = parse_ref(pipeline)
     refuse_namesakes(given.entry)
     keys = tuple(k.strip() for k in (key.split(",") if isinstance(key, str) else key or ()) if k.strip())
-    return JobSpec(canonical_entry(given.entry), as_ddl(schema) or given.schema, sink or given.sink,
+    ddl = as_ddl(schema) or given.schema
+    if not ddl:
+        from chaos.jobs.declared import declared_schema
+
+        found = declared_schema(entry_source(given.entry))
+        ddl = found.ddl if found else None
+    return JobSpec(canonical_entry(given.entry), ddl, sink or given.sink,
                    keys or given.key, parse_values(values) or given.values,
                    given.kafka if given.kafka and kafka is None else kafka_source(given.entry, kafka),
                    tuple(args) if args else given.args, id_name or given.id,
-                   tuple(sql_files(sql_init)) if sql_init else given.sql).validate().ref
+                   tuple(sql_files(sql_init)) if sql_init else given.sql, time or given.time).validate().ref
 
 
 def sql_files(paths: list[str] | tuple[str, ...]) -> list[str]:

@@ -38,7 +38,7 @@ def parse_values(items: list[str] | tuple[str, ...] | dict | None, base: Path | 
     for item in items or ():
         name, eq, spec = item.partition("=")
         name, spec = name.strip(), spec.strip()
-        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or not spec:
+        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", name) or not spec:
             raise UserError(f"--values {item!r}: write FIELD=a,b,c or FIELD=1..100 or FIELD=@file.csv")
         if name in out:
             raise UserError(f"--values names {name} twice: give one list per field")
@@ -77,11 +77,11 @@ def _from_file(name: str, path: Path) -> list[str]:
 
 
 def value_lists(text: str | None, fields, role: dict[str, str]) -> dict[str, list]:
-    """The JSON of ``parse_values`` typed for the job's fields (``role``: chaos.jobs.reference.roles); a field the
+    """The JSON of ``parse_values`` typed for the job's fields (``role``: chaos.jobs.payloads.roles); a field the
     schema lacks, the field that carries each event's id, or one whose type cannot take the values is one line."""
     if not text:
         return {}
-    kinds = {f.name: f.kind for f in fields}
+    kinds = {f.key: f.kind for f in fields}  # nested fields by their path (chaos.jobs.payloads.leaves)
     out = {}
     for name, values in json.loads(text).items():
         kind = kinds.get(name)
@@ -90,8 +90,8 @@ def value_lists(text: str | None, fields, role: dict[str, str]) -> dict[str, lis
         if role.get(name) == "id":
             raise UserError(f"--values {name}: this field carries each event's unique id (its name ends in id), "
                             "which names the event in the sink: give values for another field")
-        if kind not in FILLABLE:
-            raise UserError(f"--values {name}: a {kind} field takes the event's time; give values for "
+        if kind not in FILLABLE or role.get(name) == "event_time":
+            raise UserError(f"--values {name}: this field takes the event's time; give values for other "
                             f"{', '.join(FILLABLE)} fields")
         out[name] = [_typed(name, kind, v) for v in values]
     return out

@@ -1,0 +1,90 @@
+"""Jobs in their own shapes on a real cluster: a nested payload whose schema the job declares, timed in epoch
+milliseconds; a script that parses its time from a string in its own pattern. Both window by event time with a
+watermark, and their late records are the ones Spark's watermark drops."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from chaos.jobs.reference import parse_ref
+from pipelines_under_test import resolve
+from tests.conftest import REPO
+from tests.test_trials_spark import trial
+
+pytestmark = pytest.mark.spark
+
+TEXT_JOB = '''import argparse
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--input", required=True)
+parser.add_argument("--output", required=True)
+opts = parser.parse_args()
+
+spark = SparkSession.builder.appName("trades-text").getOrCreate()
+trades = (spark.readStream.schema("trade_id STRING, symbol STRING, qty LONG, traded STRING").json(opts.input)
+          .withColumn("at", F.to_timestamp("traded", "yyyy-MM-dd HH:mm:ss")))
+query = (trades.withWatermark("at", "30 seconds").groupBy(F.window("at", "1 minute"), "symbol").count()
+         .select(F.col("window.start").alias("minute"), "symbol", "count")
+         .writeStream.format("parquet").outputMode("append").option("path", opts.output)
+         .option("checkpointLocation", opts.output + "/_checkpoint").start())
+query.awaitTermination()
+'''
+
+
+def judged_counts(r: dict, column: str, unit_ms: int) -> tuple[int, int]:
+    """Records counted in the sink's windows, and the count Spark's watermark predicts: a record is dropped when
+    its one-minute window ended at or before the watermark of the batch before the one that read it (a window
+    aggregation's late rule: the window's end, not the record's time, on the time as the job reads it, against
+    the previous batch's watermark), and a window is written once the final watermark passes its end (append
+    mode)."""
+    from chaos.jobs.as_written import batch_watermarks
+
+    job, run = resolve(r["pipeline"]), Path(r["run_dir"])
+    sink = job.read_output(run / "sink")
+    assert sink.height > 0
+    years = {m.year for m in sink["minute"]}
+    assert years <= {2025, 2026}, years  # the job's windows hold the stream's times, not 1970's
+    marks = batch_watermarks(str(run / "checkpoint"))
+    final = max(wm for _, wm in marks)
+    events = pl.read_parquet(run / "events.parquet")
+    kept = 0
+    for ms, part, offset in zip(events["event_time"].dt.epoch("ms"), events["partition"], events["offset"],
+                                strict=True):
+        reader = next(i for i, (ends, _) in enumerate(marks) if int(ends.get(str(part), 0)) > offset)
+        mark = marks[reader - 1][1] if reader else 0
+        end = (ms // unit_ms * unit_ms) // 60_000 * 60_000 + 60_000
+        kept += end > mark and end <= final
+    return int(sink[column].sum()), kept
+
+
+@pytest.mark.parametrize("case", ["nested-epoch-ms", "script-pattern"])
+def test_event_times_in_the_jobs_form_fill_its_windows_and_late_records_are_sparks(chaos_harness, tmp_path, case):
+    kill = ["--late-fraction", "0.05", "--events", "1000", "--fault", "kill-driver@3:sink-done"]
+    if case == "nested-epoch-ms":
+        # No --schema: the job's StructType (nested, with `IP Address`) is read from its code.
+        r = trial(chaos_harness, tmp_path, f"{REPO}/examples/trades_nested.py:run", "--sink", "parquet",
+                  "--time", "trade.trade_time:epoch-ms", *kill)
+        assert parse_ref(r["pipeline"]).schema == ("trade STRUCT<tradeId: STRING, symbol: STRING, qty: BIGINT, "
+                                                   "trade_time: BIGINT>, `IP Address` STRING")
+        column = "trades"
+    else:
+        script = tmp_path / "trades_text.py"
+        script.write_text(TEXT_JOB)
+        r = trial(chaos_harness, tmp_path, str(script), "--sink", "parquet", "--time", "traded:yyyy-MM-dd HH:mm:ss",
+                  *kill, "--", "--input", "/data/trades", "--output", "/data/trades_per_minute")
+        column = "count"
+    assert all(f["fired"] for f in r["faults"]) and r["recoveries"], r["faults"]
+    assert r["verdict"] == "exactly-once" and r["meets"] is True, r
+    assert r["keys"]["optional"] > 0 and r["keys"]["exact"] > 0, r["keys"]
+    # The windows count exactly the records Spark's watermark keeps, from offsets/N's batchWatermarkMs on the time
+    # as the job reads it (whole seconds for the pattern), and late records were there to drop.
+    in_sink, predicted = judged_counts(r, column, 1 if case == "nested-epoch-ms" else 1000)
+    assert in_sink == predicted, (in_sink, predicted)
+    answer = resolve(r["pipeline"]).expected_output(Path(r["run_dir"]))
+    assert answer.on_time is not None and answer.rows[column].sum() > answer.on_time[column].sum()
