@@ -3,7 +3,8 @@
 exactly-once > at-least-once, at-most-once > none > incorrect; at-least-once and at-most-once are
 incomparable (their meet is none). ``stalled`` says nothing about consistency: it is inconclusive; so does
 ``refused``: Spark refused to run the query as configured (a configuration variant it does not support), with
-its message in the trial's result.
+its message in the trial's result; so does ``batch-dependent``: a job's output differs from Spark's one-batch
+answer without any fault, so no fault can be blamed for a difference (the job's, for every trial of it).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from chaos.guarantees import (  # noqa: F401  (re-exported: the checker's vocabulary)
     AT_LEAST_ONCE,
     AT_MOST_ONCE,
+    BATCH_DEPENDENT,
     EXACTLY_ONCE,
     INCONCLUSIVE,
     INCORRECT,
@@ -49,7 +51,10 @@ def at_least_as_strong(measured: str, declared: str) -> bool:
 
 
 def weakest(verdicts: list[str]) -> str | None:
-    """The campaign verdict: the meet of the trials' verdicts (stalled and refused trials are left out)."""
+    """The campaign verdict: the meet of the trials' verdicts (stalled and refused trials are left out); a job whose
+    output depends on its batching is ``batch-dependent`` whatever its other trials say."""
+    if BATCH_DEPENDENT in verdicts:
+        return BATCH_DEPENDENT
     conclusive = [v for v in verdicts if v not in INCONCLUSIVE]
     if not conclusive:
         if not verdicts:

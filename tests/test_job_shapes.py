@@ -140,3 +140,13 @@ def test_a_trial_of_a_job_with_an_ambiguous_time_is_one_line(tmp_path):
                    '.json("/in").writeStream.format("parquet").start("/out")\n')
     run = cli("trial", f"{job}:run", "--sink", "parquet", cwd=tmp_path)
     assert run.rc == 2 and run.stderr.count("\n") == 1 and "--time trade_time:epoch-ms" in run.stderr, run.stderr
+
+
+def test_a_job_whose_output_depends_on_batching_is_inconclusive_and_names_the_campaign_row():
+    from properties.verdicts import BATCH_DEPENDENT, aggregate, meets, weakest
+
+    assert weakest(["exactly-once", BATCH_DEPENDENT, "at-least-once"]) == BATCH_DEPENDENT
+    assert meets(BATCH_DEPENDENT, "exactly-once") is None
+    row = aggregate([{"pipeline": "job", "declared": "exactly-once", "verdict": v}
+                     for v in ("at-least-once", BATCH_DEPENDENT)])["job"]
+    assert row["verdict"] == BATCH_DEPENDENT and row["meets"] is None

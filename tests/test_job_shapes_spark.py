@@ -88,3 +88,39 @@ def test_event_times_in_the_jobs_form_fill_its_windows_and_late_records_are_spar
     assert in_sink == predicted, (in_sink, predicted)
     answer = resolve(r["pipeline"]).expected_output(Path(r["run_dir"]))
     assert answer.on_time is not None and answer.rows[column].sum() > answer.on_time[column].sum()
+
+
+UPDATES_JOB = '''import os
+import sqlite3
+
+from pyspark.sql import functions as F
+
+ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
+
+
+def append_updates(batch, batch_id):
+    rows = [tuple(r) for r in batch.collect()]
+    with sqlite3.connect(os.environ["DATABASE_URL"].removeprefix("sqlite:///")) as db:
+        db.executemany("INSERT INTO customer_updates (customer, orders) VALUES (?, ?)", rows)
+
+
+def run(spark):
+    with sqlite3.connect(os.environ["DATABASE_URL"].removeprefix("sqlite:///")) as db:
+        db.execute("CREATE TABLE IF NOT EXISTS customer_updates (customer TEXT, orders INTEGER)")
+    counts = (spark.readStream.format("kafka").option("subscribe", "orders").load()
+              .select(F.from_json(F.col("value").cast("string"), ORDER).alias("o")).select("o.*")
+              .groupBy("customer").agg(F.count("*").alias("orders")))
+    return counts.writeStream.outputMode("update").foreachBatch(append_updates).start()
+'''
+
+
+def test_output_that_depends_on_batching_is_named_without_blaming_a_fault(chaos_harness, tmp_path):
+    """Each batch appends its updated counts with no key: Spark's one-batch answer holds one row per customer, the
+    stream one per customer and batch. With no fault at all, that is the job's, not a fault's."""
+    job = tmp_path / "customer_updates.py"
+    job.write_text(UPDATES_JOB)
+    r = trial(chaos_harness, tmp_path, f"{job}:run", "--sink", "sqlite:customer_updates", "--events", "400",
+              code=3)
+    assert r["verdict"] == "batch-dependent" and r["meets"] is None, r
+    assert "depends on how the stream is cut into micro-batches" in r["note"]
+    assert r["anomaly_counts"]["unexpected"] + r["anomaly_counts"]["duplicated"] > 0

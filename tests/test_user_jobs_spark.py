@@ -107,6 +107,7 @@ def test_a_job_naming_its_own_database_writes_the_trials_and_its_serial_columns_
     assert (run / "checkpoint-debug" / "offsets").is_dir() and (run / "oracle" / "checkpoint-debug").is_dir()
     assert "Batch: 0" in (run / "logs" / "driver-0.log").read_text()
     assert resolve(r["pipeline"]).notes == ("the event id is order_id (by its name; --id FIELD names another)",
+                                            "the payload's schema is the one the job declares (orders_raw_jdbc.py:51)",
                                             "the job's database jdbc:postgresql://postgres:5432/shop is the trial's "
                                             "(its tables kept)")
     # Between trials every schema is emptied, not only public: raw is there, with no table left in it.

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from chaos.campaign.stored import Campaign, row_of_entry
 from chaos.errors import HarnessError
+from chaos.guarantees import BATCH_DEPENDENT
 from chaos.machine import interrupt
 from chaos.run.judge import judge
 from chaos.scenario.names import short_name
@@ -29,6 +30,8 @@ from properties.planning import applicable_actions
 from properties.shrink import shrink_schedule
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from chaos.run.harness import Harness
 
 
@@ -178,6 +181,26 @@ class Runner:
                 seen |= {r["phase"] for r in load_history(self.c.trial_dir(trial_id)) if r["kind"] == "phase"}
         return tuple(p for p in phases if p in seen) or phases
 
+    def batch_dependent(self, prefix: str, base: Scenario, cache: dict, record_path: Path, expected: str,
+                        origin_id: str) -> bool:
+        """Before a job judged against Spark's answer is shrunk: the same stream with no fault (``-control``, kept
+        in the shrink's cache as its empty schedule). If that differs from the answer too, the job's output depends
+        on how the stream is cut into micro-batches: said once for the job, no fault is blamed, nothing shrunk."""
+        trial_id = f"{prefix}-control"
+        control = replace(base, faults=[])
+        verdict = self.c.verdict_of(trial_id) if self.c.finished(trial_id) else self.run_trial(trial_id, control)
+        cache[()] = (trial_id, verdict)
+        if verdict["verdict"] != BATCH_DEPENDENT:
+            return False
+        write_json(record_path, {
+            "pipeline": base.pipeline, "declared": expected, "from": origin_id, "from_faults": base.specs,
+            "minimal": [], "minimal_trial": trial_id, "verdict": BATCH_DEPENDENT, "path": [],
+            "command": control.command(), "batch_dependent": True})
+        self.progress.note(f"{short_name(base.pipeline)} differs from Spark's one-batch answer without any fault "
+                           f"({trial_id}): its output depends on how the stream is cut into micro-batches, so no "
+                           "fault is blamed and nothing is shrunk")
+        return True
+
     def shrink(self, row: str) -> None:
         """Shrink the row's smallest violating schedule to a minimal one (shrinks/<prefix>.json)."""
         progress = self.progress
@@ -216,6 +239,8 @@ class Runner:
 
         resolved = resolve(pipeline)
         expected = self.c.spec.expect or resolved.guarantee
+        if resolved.spark_oracle and self.batch_dependent(prefix, base, cache, record_path, expected, origin_id):
+            return
         actions = applicable_actions(self.c.spec.kinds, sink_channel=resolved.sink_channel,
                                      database=resolved.database, source_channel=resolved.source_channel,
                                      kafka=resolved.kafka,

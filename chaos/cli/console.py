@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from chaos.guarantees import BATCH_DEPENDENT
 from chaos.scenario.names import display_names, short_name
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -83,6 +84,8 @@ def print_verdict(v: dict) -> None:
     what = f"the expected {v['expected']}" if v.get("expected") else "its declared guarantee"
     out.print(f"  verdict: [bold]{v['verdict']}[/] ({meets} {what}): "
               f"{n['lost']} lost, {n['duplicated']} duplicated, {n['unexpected']} unexpected ({unit})")
+    if v["verdict"] == BATCH_DEPENDENT and v.get("note"):
+        out.print(f"  {v['note']}", markup=False)
     if v.get("multiplicity"):
         m = v["multiplicity"]
         out.print(f"  ids in sink: {m['0']} missing, {m['1']} once, {m['>1']} more than once")

@@ -38,6 +38,7 @@ def verdict_fields(v: dict) -> dict:
         "redelivered": (v["deliveries"] or {}).get("redelivered"),
         "consistent_cut": v.get("consistent_cut"),
         "late_writes": v.get("late_writes"),
+        "note": v["effect"].get("note"),
     }
 
 
