@@ -120,7 +120,7 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
               conf: dict | list[str] | None = None, schema=None, sink: str | None = None,
               key: str | tuple[str, ...] | None = None, values: list[str] | None = None,
               id: str | None = None, args: list[str] | None = None,  # noqa: A002 - the CLI's --id
-              sql_init: list[str] | None = None, time: str | None = None) -> dict:
+              sql_init: list[str] | None = None, time: str | None = None, kafka_value: str | None = None) -> dict:
         from chaos.campaign.runner import Runner
         from chaos.campaign.stored import Campaign, CampaignSpec, slug
         from chaos.guarantees import BATCH_DEPENDENT
@@ -137,7 +137,8 @@ def chaos_check(request: pytest.FixtureRequest, chaos_harness, tmp_path_factory)
                                key or options.get("key"), values or options.get("values"),
                                args=_listed(args or options.get("args")), id_name=id or options.get("id"),
                                sql_init=_listed(sql_init or options.get("sql_init")),
-                               time=time or options.get("time"))
+                               time=time or options.get("time"),
+                               encoding=kafka_value or options.get("kafka_value"))
         except UserError as exc:
             pytest.fail(f"streamchaos: {exc}", pytrace=False)
         spec = CampaignSpec(

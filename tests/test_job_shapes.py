@@ -10,7 +10,7 @@ import pytest
 
 from chaos.errors import UserError
 from chaos.jobs.declared import declared_schema
-from chaos.jobs.payloads import kafka_row, leaves, parse_schema, record, roles, typed
+from chaos.jobs.payloads import encode, kafka_row, leaves, parse_schema, record, roles, typed
 from chaos.jobs.reference import JobSpec, job_ref, parse_ref
 from chaos.jobs.stand_ins import on_time
 from chaos.jobs.times import format_pattern, parse_time
@@ -150,3 +150,16 @@ def test_a_job_whose_output_depends_on_batching_is_inconclusive_and_names_the_ca
     row = aggregate([{"pipeline": "job", "declared": "exactly-once", "verdict": v}
                      for v in ("at-least-once", BATCH_DEPENDENT)])["job"]
     assert row["verdict"] == BATCH_DEPENDENT and row["meets"] is None
+
+
+def test_a_kafka_value_may_be_a_csv_line_of_the_payloads_fields_in_order():
+    fields = parse_schema("order_id STRING, `IP Address` STRING, amount LONG, ok BOOLEAN, ts TIMESTAMP")
+    _, value, *_ = kafka_row(fields, roles(fields), ["orders"], 7, "k001", 12, MS, 0, 0, None, None, "csv")
+    assert value == b"order_id-7,k001,12,false,2026-01-01T00:00:58.412Z"
+    assert encode({"a": 'say "hi", then', "b": None, "c": " x"}, "csv") == b'"say \\"hi\\", then",," x"'
+    spec = JobSpec("job:run", "order_id STRING, ts TIMESTAMP", "parquet", encoding="csv").validate()
+    assert parse_ref(spec.ref) == spec
+    with pytest.raises(UserError, match="a CSV line holds flat fields"):
+        JobSpec("job:run", "o STRUCT<a: STRING>, ts TIMESTAMP", "parquet", encoding="csv").validate()
+    with pytest.raises(UserError, match="--kafka-value xml: use one of json, csv"):
+        JobSpec("job:run", "order_id STRING, ts TIMESTAMP", "parquet", encoding="xml").validate()

@@ -124,3 +124,29 @@ def test_output_that_depends_on_batching_is_named_without_blaming_a_fault(chaos_
     assert r["verdict"] == "batch-dependent" and r["meets"] is None, r
     assert "depends on how the stream is cut into micro-batches" in r["note"]
     assert r["anomaly_counts"]["unexpected"] + r["anomaly_counts"]["duplicated"] > 0
+
+
+CSV_JOB = '''from pyspark.sql import functions as F
+
+ORDER = "order_id STRING, customer STRING, amount LONG, paid BOOLEAN, ts TIMESTAMP"
+
+
+def run(spark):
+    orders = (spark.readStream.format("kafka").option("subscribe", "orders-csv").load()
+              .select(F.from_csv(F.col("value").cast("string"), ORDER).alias("o")).select("o.*")
+              .where("paid"))
+    return orders.writeStream.format("parquet").option("path", "/data/paid").start()
+'''
+
+
+def test_a_job_parsing_csv_kafka_values_reads_the_payload_as_it_expects(chaos_harness, tmp_path):
+    """--kafka-value csv: each record's value one CSV line of the payload's fields (its schema from the code),
+    which from_csv parses back: every paid order reaches the sink, none with a null field."""
+    job = tmp_path / "orders_csv.py"
+    job.write_text(CSV_JOB)
+    r = trial(chaos_harness, tmp_path, f"{job}:run", "--sink", "parquet", "--kafka-value", "csv", "--events", "400",
+              "--fault", "kill-driver@1:sink-done")
+    assert r["verdict"] == "exactly-once" and r["meets"] is True, r
+    written = resolve(r["pipeline"]).read_output(Path(r["run_dir"]) / "sink")
+    assert written.height == 200 and written.null_count().sum_horizontal().item() == 0  # paid: even ids
+    assert written["order_id"].str.starts_with("order_id-").all() and written["customer"].str.starts_with("k").all()

@@ -74,6 +74,9 @@ JobId = Annotated[str | None, typer.Option(
 JobTime = Annotated[str | None, typer.Option(
     "--time", help="your job: the event-time field and its form, FIELD[:FORM] with FORM timestamp (default), "
                    "epoch-ms, epoch-s or the job's Spark pattern ('ts:yyyy-MM-dd HH:mm:ss'); none if it has none")]
+JobKafkaValue = Annotated[str | None, typer.Option(
+    "--kafka-value", help="your job: the form of its Kafka records' values, json (default) or csv (one line of the "
+                          "payload's fields in order, as from_csv reads it)")]
 SqlInit = Annotated[list[Path] | None, typer.Option(
     "--sql-init", help="your job: a SQL file run in the trial's and the oracle's databases before the job starts "
                        "(the DDL a repository keeps beside its job; repeatable)")]
@@ -130,6 +133,7 @@ def trial(
     kafka: JobKafka = None,
     id_name: JobId = None,
     time_field: JobTime = None,
+    kafka_value: JobKafkaValue = None,
     sql_init: SqlInit = None,
     expect: Expect = None,
 ) -> None:
@@ -142,7 +146,7 @@ def trial(
     scenario = trial_scenario(pipeline, events, seed, fault, events_per_batch, partitions, keys, skew,
                               max_disorder_ms, late_fraction, resent_fraction, cluster, workers, downtime,
                               recovery_timeout, conf, image, schema, sink, key, values, kafka, args, id_name,
-                              [str(p) for p in sql_init or []], time_field)
+                              [str(p) for p in sql_init or []], time_field, kafka_value)
     run_dir = keep or Path("runs") / time.strftime("trial-%Y%m%d-%H%M%S")
     from pipelines_under_test import resolve
 
@@ -172,6 +176,7 @@ def init(
     values: JobValues = None,
     id_name: JobId = None,
     time_field: JobTime = None,
+    kafka_value: JobKafkaValue = None,
     sql_init: SqlInit = None,
     test_file: Annotated[Path | None, typer.Option("--out", help="the test file (default "
                                                                 "tests/test_<job>_consistency.py)")] = None,
@@ -188,7 +193,8 @@ def init(
     if not sink:
         raise UserError("--sink is needed: where the job writes, postgres:TABLE, sqlite:TABLE, parquet or delta[:PATH]")
     path = starter_test(job_ref(job, schema, sink, key, values, args=args, id_name=id_name,
-                                sql_init=[str(f) for f in sql_init or []], time=time_field), test_file)
+                                sql_init=[str(f) for f in sql_init or []], time=time_field,
+                                encoding=kafka_value), test_file)
     out.print(f"wrote {path}: run it with `pytest {path}`", markup=False)
 
 
@@ -269,6 +275,7 @@ def campaign_run(
     kafka: JobKafka = None,
     id_name: JobId = None,
     time_field: JobTime = None,
+    kafka_value: JobKafkaValue = None,
     sql_init: SqlInit = None,
     shard: Annotated[str | None, typer.Option(help=SHARD_HELP)] = None,
     ray: Ray = None,
@@ -288,7 +295,8 @@ def campaign_run(
     cluster = with_image(cluster, image)
     spec = CampaignSpec(
         pipelines=[job_ref(p, schema, sink, key, values, kafka, args, id_name=id_name,
-                           sql_init=[str(f) for f in sql_init or []], time=time_field) for p in pipeline or []],
+                           sql_init=[str(f) for f in sql_init or []], time=time_field, encoding=kafka_value)
+                   for p in pipeline or []],
         expect=expect,
         kinds=list(parse_kinds(faults)),
         trials=trials if trials is not None or time_budget else 3, time_budget_s=parse_time_budget(time_budget),

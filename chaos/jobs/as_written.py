@@ -136,7 +136,7 @@ class _Reads:
                 topics = [self.log_options["topic"]]
             self.spec.fields()  # the payload's schema is needed: one line if it is missing
             shape = {"shape": "kafka", "payload": self.spec.schema, "topics": ",".join(topics), "id": self.spec.id,
-                     "time": self.spec.time}
+                     "time": self.spec.time, "encoding": self.spec.encoding}
         elif fmt == "rate":
             shape = {"shape": "rate"}
         elif fmt in FILE_FORMATS:

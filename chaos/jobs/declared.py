@@ -1,10 +1,10 @@
 """The payload schema a job declares in its own code, so ``--schema`` may be left out.
 
-Jobs name their payload once: a ``StructType([...])`` (or a DDL string) handed to ``from_json(col, schema)`` or to
-a file source's ``.schema(...)``. The module is read, not run (running it would start its query): the schema
-expression is found by name (an assignment in the module or in the function that uses it) and evaluated with
-Spark's type constructors only and no builtins, so nothing else of the job executes. What it cannot evaluate (a
-schema built in a loop, read from a file) is not guessed: ``--schema`` stays the way.
+Jobs name their payload once: a ``StructType([...])`` (or a DDL string) handed to ``from_json(col, schema)``
+(``from_csv``) or to a file source's ``.schema(...)``. The module is read, not run (running it would start its
+query): the schema expression is found by name (an assignment in the module or in the function that uses it) and
+evaluated with Spark's type constructors only and no builtins, so nothing else of the job executes. What it cannot
+evaluate (a schema built in a loop, read from a file) is not guessed: ``--schema`` stays the way.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ class Declared:
 
 
 def declared_schema(source: Path) -> Declared | None:
-    """The first schema the module at ``source`` hands to ``from_json`` or a streaming reader's ``.schema(...)``, as
-    DDL."""
+    """The first schema the module at ``source`` hands to ``from_json``, ``from_csv`` or a streaming reader's
+    ``.schema(...)``, as DDL."""
     try:
         text = source.read_text(errors="replace")
         tree = ast.parse(text)
@@ -34,9 +34,9 @@ def declared_schema(source: Path) -> Declared | None:
         if not isinstance(node, ast.Call):
             continue
         name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-        if name == "from_json" and len(node.args) >= 2:
+        if name in ("from_json", "from_csv") and len(node.args) >= 2:
             given = node.args[1]
-        elif name == "from_json" and (kw := next((k for k in node.keywords if k.arg == "schema"), None)):
+        elif name in ("from_json", "from_csv") and (kw := next((k for k in node.keywords if k.arg == "schema"), None)):
             given = kw.value
         elif name == "schema" and isinstance(node.func, ast.Attribute) and len(node.args) == 1 \
                 and _on_read_stream(node.func.value):

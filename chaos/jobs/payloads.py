@@ -213,15 +213,33 @@ def typed(fields: list[Field], row: dict) -> tuple:
 
 def kafka_row(fields: list[Field], role: dict[str, str], topics: list[str], id_: int, key: str, value: int,
               ms: int, partition: int, offset: int, values: dict[str, list] | None = None,
-              time: TimeForm | None = None) -> tuple:
-    """One event as Spark's Kafka source gives it: the payload as JSON bytes in ``value``, the event's key as
-    the record key (the value its key field takes where ``--values`` names that field), its partition and offset
-    as the record's provenance."""
-    payload = json.dumps(record(fields, role, id_, key, value, ms, values, time), separators=(",", ":")).encode()
+              time: TimeForm | None = None, encoding: str = "json") -> tuple:
+    """One event as Spark's Kafka source gives it: the payload in ``value`` (compact JSON, or a CSV line in the
+    schema's order: ``encoding``), the event's key as the record key (the value its key field takes where
+    ``--values`` names that field), its partition and offset as the record's provenance."""
+    payload = encode(record(fields, role, id_, key, value, ms, values, time), encoding)
     topic = topics[partition % len(topics)]
     keyed = next((path for path, r in role.items() if r == "key" and values and path in values), None)
     record_key = str(pick(values[keyed], "key", id_, key)) if keyed else key
     return (record_key.encode(), payload, topic, partition, offset, datetime.fromtimestamp(ms / 1000, tz=UTC), 0)
+
+
+VALUE_ENCODINGS = ("json", "csv")
+
+
+def encode(row: dict, encoding: str = "json") -> bytes:
+    """A payload as a Kafka record's value: compact JSON (what ``from_json`` reads), or one CSV line of its values
+    in the schema's order as ``from_csv`` reads it with Spark's defaults (comma, ``"`` quotes, ``true``/``false``,
+    an empty field for null, ISO times)."""
+    if encoding == "json":
+        return json.dumps(row, separators=(",", ":")).encode()
+    cells = []
+    for v in row.values():
+        text = "" if v is None else ("true" if v else "false") if isinstance(v, bool) else str(v)
+        quoted = any(c in text for c in ',"\\\n\r') or text != text.strip()
+        escaped = text.replace("\\", "\\\\").replace('"', '\\"')  # Spark's CSV escape is a backslash
+        cells.append(f'"{escaped}"' if quoted else text)
+    return ",".join(cells).encode()
 
 
 def schema_from_sample(text: str) -> str:

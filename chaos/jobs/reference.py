@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, quote
 
 from chaos.errors import UserError
-from chaos.jobs.payloads import Field, as_ddl, kafka_row, leaves, parse_schema, roles
+from chaos.jobs.payloads import VALUE_ENCODINGS, Field, as_ddl, kafka_row, leaves, parse_schema, roles
 from chaos.jobs.times import TimeForm, ambiguous, check_field, parse_time
 from chaos.jobs.values import parse_values, value_lists
 from chaos.scenario.names import entry_module, is_script
@@ -44,12 +44,13 @@ class JobSpec:
     id: str = ""  # the payload field that carries the event id (``--id``; "" guesses it from the names)
     sql: tuple[str, ...] = ()  # SQL files run in each of the run's databases before the job starts (``--sql-init``)
     time: str = ""  # the event-time field and its form, FIELD[:FORM] (``--time``; "none": no field carries it)
+    encoding: str = ""  # a Kafka record value's form: "" or json, csv (``--kafka-value``)
 
     @property
     def ref(self) -> str:
         query = [(k, v) for k, v in (("schema", self.schema), ("sink", self.sink), ("key", ",".join(self.key)),
                                      ("values", self.values), ("kafka", self.kafka), ("id", self.id),
-                                     ("time", self.time),
+                                     ("time", self.time), ("encoding", self.encoding),
                                      ("args", json.dumps(list(self.args)) if self.args else ""),
                                      ("sql", json.dumps(list(self.sql)) if self.sql else "")) if v]
         return self.entry + ("?" + "&".join(f"{k}={quote(v, safe=' :,()')}" for k, v in query) if query else "")
@@ -93,9 +94,14 @@ class JobSpec:
             elif not self.time and (asked := ambiguous(list(kinds.items()))):
                 raise UserError(asked)
             value_lists(self.values, leaves(fields), roles(fields, self.id, time))
+            if self.encoding == "csv" and any(f.children for f in fields):
+                raise UserError("--kafka-value csv: a CSV line holds flat fields; this payload nests "
+                                f"{next(f.name for f in fields if f.children)}: use json")
         elif self.id or self.time:
             raise UserError(f"--{'id' if self.id else 'time'} names a payload field: give the payload's schema with "
                             "--schema")
+        if self.encoding not in ("", *VALUE_ENCODINGS):
+            raise UserError(f"--kafka-value {self.encoding}: use one of {', '.join(VALUE_ENCODINGS)}")
         if self.sql and self.sink_kind != "postgres":
             raise UserError(f"--sql-init runs in the trial's PostgreSQL: it goes with --sink postgres:TABLE, not "
                             f"{self.sink}")
@@ -106,10 +112,10 @@ def parse_ref(ref: str) -> JobSpec:
     """The job a pipeline reference names (``entry?schema=...&sink=...&key=...&values=...``)."""
     entry, _, query = ref.partition("?")
     opts = dict(parse_qsl(query, keep_blank_values=True))
-    unknown = set(opts) - {"schema", "sink", "key", "values", "kafka", "args", "id", "sql", "time"}
+    unknown = set(opts) - {"schema", "sink", "key", "values", "kafka", "args", "id", "sql", "time", "encoding"}
     if unknown:
         raise UserError(f"{ref!r}: unknown job option(s) {', '.join(sorted(unknown))}: use schema, sink, key, values, "
-                        "kafka, args, id, sql, time")
+                        "kafka, args, id, sql, time, encoding")
     if opts.get("kafka", "") not in ("", *KAFKA_SOURCES):
         raise UserError(f"{ref!r}: kafka={opts['kafka']}: use one of {', '.join(KAFKA_SOURCES)}")
     key = tuple(k.strip() for k in opts.get("key", "").split(",") if k.strip())
@@ -117,7 +123,8 @@ def parse_ref(ref: str) -> JobSpec:
     if args and not is_script(entry):
         raise UserError(f"{entry}: arguments go to a script (path/to/job.py), not to a function")
     return JobSpec(entry, opts.get("schema") or None, opts.get("sink", ""), key, opts.get("values", ""),
-                   opts.get("kafka", ""), tuple(args), opts.get("id", ""), tuple(sql), opts.get("time", ""))
+                   opts.get("kafka", ""), tuple(args), opts.get("id", ""), tuple(sql), opts.get("time", ""),
+                   opts.get("encoding", ""))
 
 
 def _string_list(ref: str, opts: dict, name: str) -> list[str]:
@@ -190,7 +197,7 @@ def kafka_records(spec: JobSpec, events) -> Iterator[tuple[int, bytes, bytes, in
                                                  frame["event_time"].dt.epoch("ms"), frame["partition"],
                                                  frame["offset"], strict=True):
         row = kafka_row(fields, role, ["topic"], int(id_), key, int(value), int(ms), int(part), int(offset), values,
-                        time)
+                        time, spec.encoding or "json")
         yield int(part), row[0], row[1], ms
 
 
@@ -250,7 +257,8 @@ def canonical_entry(entry: str) -> str:
 def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tuple | list | None = None,
             values: list[str] | tuple[str, ...] | None = None, kafka: str | None = None,
             args: list[str] | tuple[str, ...] | None = None, id_name: str | None = None,
-            sql_init: list[str] | tuple[str, ...] | None = None, time: str | None = None) -> str:
+            sql_init: list[str] | tuple[str, ...] | None = None, time: str | None = None,
+            encoding: str | None = None) -> str:
     """A user's job with its schema (DDL, sample record or StructType; else the one its code declares,
     chaos.jobs.declared), sink, key, ``--values`` (chaos.jobs.values), ``--time`` (chaos.jobs.times), what its
     Kafka reads (``kafka_source``) and a script's arguments folded into the reference scenarios store; catalogue
@@ -258,8 +266,9 @@ def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tupl
     script = is_script(pipeline.partition("?")[0])
     if not script and (":" not in pipeline or "?" in pipeline
                        or not (schema or sink or key or values or ".py:" in pipeline)):
-        if values or id_name or sql_init or time:
-            flag = 'values' if values else 'id' if id_name else 'time' if time else 'sql-init'
+        if values or id_name or sql_init or time or encoding:
+            flag = 'values' if values else 'id' if id_name else 'time' if time else 'kafka-value' if encoding \
+                else 'sql-init'
             raise UserError(f"--{flag} applies to a job as written (path/to/job.py:function), not {pipeline}")
         if args:
             raise UserError(f"arguments after -- go to a script (path/to/job.py), not to {pipeline}")
@@ -279,7 +288,8 @@ def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tupl
                    keys or given.key, parse_values(values) or given.values,
                    given.kafka if given.kafka and kafka is None else kafka_source(given.entry, kafka),
                    tuple(args) if args else given.args, id_name or given.id,
-                   tuple(sql_files(sql_init)) if sql_init else given.sql, time or given.time).validate().ref
+                   tuple(sql_files(sql_init)) if sql_init else given.sql, time or given.time,
+                   encoding or given.encoding).validate().ref
 
 
 def sql_files(paths: list[str] | tuple[str, ...]) -> list[str]:

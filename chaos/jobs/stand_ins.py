@@ -28,6 +28,7 @@ class _Shaper:
         self.shape = options.get("shape", "kafka")
         self.fields = parse_schema(options["payload"]) if options.get("payload") else []
         self.time = parse_time(options.get("time") or "")  # --time FIELD:FORM (chaos.jobs.times)
+        self.encoding = options.get("encoding") or "json"  # --kafka-value
         self.role = roles(self.fields, options.get("id") or "", self.time)
         self.values = value_lists(options.get("values"), leaves(self.fields), self.role)  # --values
         self.topics = [t for t in options.get("topics", "").split(",") if t] or ["events"]
@@ -43,7 +44,7 @@ class _Shaper:
         for id_, key, value, ms, part, offset in raw:
             if self.shape == "kafka":
                 yield kafka_row(self.fields, self.role, self.topics, id_, key, value, ms, part, offset, self.values,
-                                self.time)
+                                self.time, self.encoding)
             elif self.shape == "rate":
                 yield (datetime.fromtimestamp(ms / 1000, tz=UTC), id_)
             else:

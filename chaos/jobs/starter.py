@@ -29,6 +29,7 @@ KEY = {key}  # an upsert sink's key: its final row per key is compared; () compa
 VALUES = {values}  # the values payload fields take (--values); None: generated ones
 EVENT_ID = {event_id}  # the payload field carrying the event id (--id); None: the first named like one
 TIME = {time}  # the event-time field and its form (--time FIELD:FORM); None: its TIMESTAMP fields
+KAFKA_VALUE = {encoding}  # its Kafka records' values: "json" (None) or "csv" (--kafka-value)
 SQL_INIT = {sql_init}  # SQL files run in the trial's databases before the job starts (--sql-init)
 ARGS = {args}  # a script's own command-line arguments (after --)
 
@@ -36,6 +37,7 @@ ARGS = {args}  # a script's own command-line arguments (after --)
 @pytest.mark.consistency(expect="exactly-once", faults="kill")
 def test_{name}_is_exactly_once_under_crashes(chaos_check):
     chaos_check(JOB, schema=SCHEMA, sink=SINK, key=KEY, values=VALUES, id=EVENT_ID, time=TIME,
+                kafka_value=KAFKA_VALUE,
                 sql_init=SQL_INIT, args=ARGS)
 '''
 
@@ -55,6 +57,7 @@ def starter_test(ref: str, out: Path | None) -> Path:
                            sink=spec.sink, sink_note=note, key=repr(tuple(spec.key)), name=name,
                            values=repr(json.loads(spec.values)) if spec.values else None,
                            event_id=repr(spec.id or None), time=repr(spec.time or None),
+                           encoding=repr(spec.encoding or None),
                            sql_init=repr(list(spec.sql)) if spec.sql else None,
                            args=repr(list(spec.args)) if spec.args else None)
     return write_text(path, text)

@@ -73,14 +73,15 @@ def trial_scenario(pipeline: str, events: int = EVENTS, seed: int = 0, fault: li
                    image: str | None = None, schema: str | None = None, sink: str | None = None,
                    key: str | None = None, values: list[str] | None = None, kafka: str | None = None,
                    args: list[str] | None = None, id_name: str | None = None,
-                   sql_init: list[str] | None = None, time_field: str | None = None) -> Scenario:
+                   sql_init: list[str] | None = None, time_field: str | None = None,
+                   kafka_value: str | None = None) -> Scenario:
     """The scenario ``streamchaos trial`` runs for these options (the pipeline's stream defaults under what is
     given, the scenario's own under both), checked before any JVM starts."""
     from chaos.jobs.reference import job_ref
     from chaos.scenario.variants import parse_conf
 
     cluster = with_image(cluster, image)
-    pipeline = job_ref(pipeline, schema, sink, key, values, kafka, args, id_name, sql_init, time_field)
+    pipeline = job_ref(pipeline, schema, sink, key, values, kafka, args, id_name, sql_init, time_field, kafka_value)
     chosen = resolve(pipeline)
     given = {"partitions": partitions, "late_fraction": late_fraction, "resent_fraction": resent_fraction,
              "keys": keys, "skew": skew, "max_disorder_ms": max_disorder_ms}
