@@ -57,29 +57,37 @@ class UserJob(Pipeline):
         self.checkpoint_phases = ("planned",) if self.kafka else ()
         self.task_phases = ("reading",) if self.kafka else ()
         self.phases = PHASES
-        self.id_field = id_field(parse_schema(spec.schema), spec.id) if spec.schema else None
+        self.id_field = id_field(parse_schema(spec.schema), spec.id, spec.time_form) if spec.schema else None
         notes = []
         if self.id_field is not None:
             notes.append(f"the event id is {self.id_field.name}" + ("" if spec.id else
                          " (by its name; --id FIELD names another)"))
         if spec.time_form is not None:
             notes.append(f"the event time is {spec.time_form.field}, written as {spec.time_form.form}")
-        from chaos.jobs.declared import declared_schema
-        from chaos.jobs.reference import entry_source
-
-        declared = declared_schema(entry_source(spec.entry)) if spec.schema else None
-        if declared is not None and declared.ddl == spec.schema:
-            notes.append(f"the payload's schema is the one the job declares ({declared.where})")
+        self._payload_notes = tuple(notes)
+        sink_notes = []
         from chaos.jobs.databases import named_databases, shown
         from chaos.jobs.reference import entry_text
 
         named = named_databases(entry_text(spec.entry))  # one with no server here is one line, before any JVM
         if self.database:
-            notes += [f"the job's database {shown(url)} is the trial's (its tables kept)" for url in named]
+            sink_notes += [f"the job's database {shown(url)} is the trial's (its tables kept)" for url in named]
         if self.delta:
-            notes.append(f"the job's Delta table {spec.table or '(the first it writes)'} is the trial's; "
+            sink_notes.append(f"the job's Delta table {spec.table or '(the first it writes)'} is the trial's; "
                          "other tables it names by path are the trial's too")
-        self.notes = tuple(notes)
+        self._sink_notes = tuple(sink_notes)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the trial says in its first lines. Whether the schema is the one the job's code declares is read from
+        its file here, where the lines are printed, not at every resolve of the job."""
+        from chaos.jobs.declared import declared_schema
+        from chaos.jobs.reference import entry_source
+
+        declared = declared_schema(entry_source(self.spec.entry)) if self.spec.schema else None
+        origin = (f"the payload's schema is the one the job declares ({declared.where})",) \
+            if declared is not None and declared.ddl == self.spec.schema else ()
+        return (*self._payload_notes, *origin, *self._sink_notes)
 
     @property
     def compare_key(self) -> tuple[str, ...]:

@@ -114,7 +114,7 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
     # Differs from Spark's one-batch answer with no fault fired and no restart: the job's output depends on how
     # the stream is cut into micro-batches; no fault is to blame (docs/verdicts.md).
     unfaulted = not any(f.get("fired") for f in result.get("faults") or []) and not result.get("restarts")
-    batch_dependent = pipeline.spark_oracle and verdict == measured and measured != EXACTLY_ONCE and unfaulted
+    batch_dependent = pipeline.spark_oracle and outcome == "drained" and measured != EXACTLY_ONCE and unfaulted
     verdict = BATCH_DEPENDENT if batch_dependent else verdict
     report = {
         "pipeline": scenario.pipeline,

@@ -176,10 +176,10 @@ def record(fields: list[Field], role: dict[str, str], id_: int, key: str, value:
     return {f.name: fill(f) for f in fields}
 
 
-def id_field(fields: list[Field], id_name: str = "") -> Field | None:
-    """The payload field that carries each event's unique id (``roles``), if the schema has one: output rows
-    that keep it name the event they came from."""
-    role = roles(fields, id_name)
+def id_field(fields: list[Field], id_name: str = "", time: TimeForm | None = None) -> Field | None:
+    """The payload field that carries each event's unique id (``roles``, with the same ``--time`` the generator
+    fills it by), if the schema has one: output rows that keep it name the event they came from."""
+    role = roles(fields, id_name, time)
     return next((f for f in leaves(fields) if role[f.key] == "id"), None)
 
 

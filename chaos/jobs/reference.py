@@ -88,7 +88,7 @@ class JobSpec:
             if self.id and named[self.id].kind not in ("string", "int"):
                 raise UserError(f"--id {self.id}: an event id is a string or an integer field")
             time = self.time_form
-            kinds = {f.key: f.kind for f in leaves(fields)}
+            kinds = {key: f.kind for key, f in named.items()}
             if time is not None:
                 check_field(time, kinds)
             elif not self.time and (asked := ambiguous(list(kinds.items()))):

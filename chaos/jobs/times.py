@@ -139,6 +139,13 @@ def tokens(pattern: str, given: str | None = None) -> list[tuple[str, str]]:
     return out
 
 
+# The pattern letters written as a zero-padded number, and the number each takes from a moment.
+_NUMBERS = {
+    "d": lambda t: t.day, "D": lambda t: t.timetuple().tm_yday, "H": lambda t: t.hour, "k": lambda t: t.hour or 24,
+    "h": lambda t: (t.hour % 12) or 12, "K": lambda t: t.hour % 12, "m": lambda t: t.minute, "s": lambda t: t.second,
+}
+
+
 def format_pattern(pattern: str, moment: datetime) -> str:
     """``moment`` (UTC) written in Spark's ``pattern``, as ``date_format`` would write it with the session in UTC."""
     parts = []
@@ -151,22 +158,8 @@ def format_pattern(pattern: str, moment: datetime) -> str:
         elif letter in "ML":
             parts.append(moment.strftime("%B") if n >= 4 else moment.strftime("%b") if n == 3
                          else f"{moment.month:0{n}d}")
-        elif letter == "d":
-            parts.append(f"{moment.day:0{n}d}")
-        elif letter == "D":
-            parts.append(f"{moment.timetuple().tm_yday:0{n}d}")
-        elif letter == "H":
-            parts.append(f"{moment.hour:0{n}d}")
-        elif letter == "k":
-            parts.append(f"{moment.hour or 24:0{n}d}")
-        elif letter == "h":
-            parts.append(f"{(moment.hour % 12) or 12:0{n}d}")
-        elif letter == "K":
-            parts.append(f"{moment.hour % 12:0{n}d}")
-        elif letter == "m":
-            parts.append(f"{moment.minute:0{n}d}")
-        elif letter == "s":
-            parts.append(f"{moment.second:0{n}d}")
+        elif letter in _NUMBERS:  # zero-padded to the run's length
+            parts.append(f"{_NUMBERS[letter](moment):0{n}d}")
         elif letter == "S":
             parts.append(f"{moment.microsecond:06d}{'0' * 3}"[:n])
         elif letter == "a":
