@@ -67,6 +67,9 @@ class Pipeline:
     sink_channel: bool = False  # the sink talks to a server over a socket the harness can proxy
     database: bool = False  # the sink is the harness's PostgreSQL (prepare_database / export_database)
     socket_feed: bool = False  # reads the harness's line server (chaos/stream/socketfeed.py), not the replayable source
+    # Its Kafka topic is fed over the trial, one batch of records per commit (chaos/stream/kafkafeed.py), not
+    # written whole before the first driver: for queries that cut batches by time (real-time mode).
+    kafka_fed: bool = False
     own_source: bool = False  # builds its own source (socket, rate) instead of reading the harness's event log
     # Scenario fields this pipeline's streams need unless the user says otherwise (dedup: re-sent records).
     stream_defaults: dict[str, Any] = {}  # noqa: RUF012 (read-only class default)

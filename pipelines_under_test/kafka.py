@@ -86,14 +86,16 @@ class KafkaSourced:
     def kafka_records(self, events: pl.DataFrame):
         return event_records(events)
 
-    def read_kafka(self, ctx: DriverContext):
-        """The trial's topic through Spark's Kafka connector, as the events' columns."""
+    def read_kafka(self, ctx: DriverContext, *, max_offsets: bool = True):
+        """The trial's topic through Spark's Kafka connector, as the events' columns (batches of
+        ``--events-per-batch`` records, unless ``max_offsets`` is false: real-time mode refuses the option)."""
         from pyspark.sql import functions as F
 
         k = ctx.kafka or {}
         raw = (ctx.spark.readStream.format("kafka").option("kafka.bootstrap.servers", k["bootstrap"])
-               .option("subscribe", k["topic"]).option("startingOffsets", "earliest")
-               .option("maxOffsetsPerTrigger", str(k["max_offsets"])))
+               .option("subscribe", k["topic"]).option("startingOffsets", "earliest"))
+        if max_offsets:
+            raw = raw.option("maxOffsetsPerTrigger", str(k["max_offsets"]))
         if self.fail_on_data_loss is not None:
             raw = raw.option("failOnDataLoss", str(self.fail_on_data_loss).lower())
         return raw.load().select(F.from_json(F.col("value").cast("string"), EVENT_DDL).alias("e")).select("e.*")
@@ -135,10 +137,59 @@ class KafkaPassthrough(KafkaSourced, RowPassthrough):
         return None  # Spark's sink writes per task: no batch-level deliveries view
 
 
+class KafkaRealTime(KafkaPassthrough):
+    """``kafka-passthrough`` under real-time mode (``trigger(realTime=...)``, Spark 4.1+): long-running tasks read
+    each partition until the batch's duration ends, writing every record to the output topic as it comes; the
+    driver writes ``offsets/N`` (the offsets the tasks reached) and ``commits/N`` only then, one after the other.
+    So ``planned`` and ``sink-done`` both come after the batch's records reached the output topic, ``reading`` is
+    its tasks' start. A restart purges an ``offsets/N`` without ``commits/N`` and reads batch N again from
+    ``offsets/N-1``: Spark's real-time guide promises at-least-once delivery to the Kafka sink. The topic is fed a
+    batch of records per commit (``kafka_fed``): written ahead, batch 0 would read it whole."""
+
+    kafka_fed = True
+    phases = ("reading", "planned", "sink-done", "committed")
+    # From batch 2: a run's first batches are near empty (its tasks' consumers start after the deadline is set).
+    conformance_mix = ("kill-driver@2:sink-done kill-driver@4:reading",
+                       "kill-driver@2:planned kill-executor@3:reading kill-driver@4:committed",
+                       "kill-broker@2:reading/2s kill-driver@3:sink-done")
+
+    def unavailable(self) -> str | None:
+        import pyspark
+
+        if tuple(int(p) for p in pyspark.__version__.split(".")[:2]) < REAL_TIME_SPARK:
+            return (f"real-time mode needs Spark 4.1 or later, this is {pyspark.__version__}: streamchaos spark add "
+                    "4.2.0, then streamchaos --spark 4.2.0 ...")
+        return super().unavailable()
+
+    def start(self, ctx: DriverContext):
+        from pyspark.sql import functions as F
+
+        k = ctx.kafka or {}
+        # Spark's floor is 5 s (spark.sql.streaming.realTimeMode.minBatchDuration): lowered so a trial has batches.
+        ctx.spark.conf.set("spark.sql.streaming.realTimeMode.minBatchDuration", str(REAL_TIME_BATCH_MS))
+        rows = self.transform(self.read_kafka(ctx, max_offsets=False))
+        out = rows.select(F.col("key"), F.to_json(F.struct("id", "key", "value")).alias("value"))
+        bootstrap = k.get("sink_bootstrap") or k["bootstrap"]
+        return (out.writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                .option("topic", k["output"]).option("checkpointLocation", ctx.checkpoint).outputMode("update")
+                .trigger(realTime=f"{REAL_TIME_BATCH_MS} milliseconds")
+                .queryName(self.query_name).start())
+
+
+REAL_TIME_SPARK = (4, 1)
+REAL_TIME_BATCH_MS = 4000  # a batch's duration: Spark's checkpoint interval in real-time mode
+
 KAFKA_PASSTHROUGH = KafkaPassthrough(
     "kafka-passthrough", "kafka", "at-least-once",
     "Spark's Kafka source to Spark's Kafka sink: a batch replayed after its records reached the topic is "
     "written again (Spark documents its Kafka sink as at-least-once).",
+)
+
+KAFKA_REAL_TIME = KafkaRealTime(
+    "kafka-real-time", "kafka", "at-least-once",
+    "Spark's Kafka source to its Kafka sink in real-time mode (4 s batches): records reach the output topic while "
+    "the batch runs, its offsets and commit are written at its end; a replay writes them again (at-least-once, as "
+    "Spark's real-time guide says of the Kafka sink).",
 )
 
 

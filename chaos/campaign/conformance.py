@@ -42,6 +42,8 @@ ROWS = (
     Row("Kafka sink (Spark's connector), Kafka source", "kafka-passthrough", "at-least-once",
         DOCS + "structured-streaming-kafka-integration.html#writing-data-to-kafka (Kafka only supports at least "
         "once write semantics)"),
+    Row("Kafka sink in real-time mode (trigger(realTime=...)), Kafka source", "kafka-real-time", "at-least-once",
+        DOCS + "real-time-mode.html (exactly-once processing, at-least-once delivery to the Kafka sink)"),
     Row("ours: foreachBatch, one Kafka transaction per batch with the batch id committed in it, read_committed",
         "kafka-transactional", "exactly-once",
         "docs/pipelines.md, kafka-transactional (a batch whose id the group's offset holds is skipped)"),

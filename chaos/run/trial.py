@@ -40,6 +40,7 @@ from chaos.nemesis.controller import Controller, History
 from chaos.run.admission import first_upgrade
 from chaos.run.services import TrialServices
 from chaos.run.standby import Standbys
+from chaos.run.topics import TrialTopics
 from chaos.run.watcher import CheckpointWatcher
 from chaos.scenario.scenario import Scenario, generate_events
 from chaos.scenario.variants import JOB_ERROR, JOB_ERROR_RC, REFUSED_RC
@@ -57,7 +58,6 @@ ORACLE_GRACE = 600.0  # a job's stop waits this long for Spark's answer (up to 3
 # machine or on Docker nodes can outlast a short --recovery-timeout, which is about commits, not boots.
 BOOT_GRACE_S = 120.0
 DISK_FULL_BYTES = 1 << 20  # less than this free where the trial runs: its writes fail, whatever the logs say
-OUTPUT_TOPIC = "-out"  # the trial's output topic: its topic's name and this (a pipeline with a Kafka sink)
 DISK_CHECK_S = 3.0  # no commit for this long on a full disk: the trial stops then, not at the recovery timeout
 
 
@@ -84,6 +84,7 @@ class Trial:
         self.history: History | None = None
         self.config: dict = {}  # driver.json
         self.kafka_topic: str | None = None  # the trial's topic on the harness's broker (a job read through it)
+        self.topics: TrialTopics | None = None
 
     # -- set-up -------------------------------------------------------------------------------
     def _prepare(self) -> pl.DataFrame:
@@ -100,29 +101,10 @@ class Trial:
             self.pipeline.prepare_database(self.h.database.dsn)
         self.h.eventlog.load(events, self.scenario.partitions)
         if self.h.kafka is not None:
-            self._produce(events)
+            self.topics = TrialTopics(self.h.kafka, self.dir, self.pipeline, self.history)
+            self.topics.make(events, self.scenario.partitions, self.scenario.events_per_batch)
+            self.kafka_topic = self.topics.topic
         return events
-
-    def _produce(self, events: pl.DataFrame) -> None:
-        """The trial's records into a topic of its own on the harness's broker, all before the first driver starts:
-        Kafka's offsets are then the events' offsets in their partition, and batch N the same records in every
-        replay (chaos.jobs.as_written.kafka_options)."""
-        broker = self.h.kafka
-        topic = "streamchaos-" + "".join(c if c.isalnum() or c in "._-" else "-" for c in self.dir.name)
-        # Event times start in 2026 and may lie ahead of this machine's clock: no retention by time, any timestamp.
-        broker.create_topic(topic, self.scenario.partitions,
-                            {"retention.ms": "-1", "message.timestamp.after.max.ms": str(2**63 - 1)})
-        broker.produce(topic, self.pipeline.kafka_records(events))
-        if self.pipeline.kafka_sink:  # made ahead with the same partitions: Spark's sink writes into it
-            broker.create_topic(topic + OUTPUT_TOPIC, self.scenario.partitions, {"retention.ms": "-1"})
-        ends = broker.end_offsets(topic)
-        counts = {str(p): n for p, n in events.group_by("partition").len().iter_rows()}
-        if {p: n for p, n in ends.items() if n} != counts:
-            raise HarnessError(f"the broker's topic {topic} holds {ends} records per partition, not the trial's "
-                               f"{counts}")
-        self.kafka_topic = topic
-        self.history.add("kafka", topic=topic, partitions=self.scenario.partitions, ends=ends,
-                         bootstrap=broker.bootstrap)
 
     def spawn_driver(self, incarnation: int, standby: bool = False) -> Group:
         argv = driver_argv() + [str(self.dir), str(incarnation)]
@@ -199,8 +181,10 @@ class Trial:
                                      peers=self.h.cluster.peers_in_reports)
         self.controller.listeners.append(self.nemesis.on_phase)
         feed = SocketFeed(events, self.scenario.events_per_batch) if self.pipeline.socket_feed else None
-        if feed is not None:
-            self.controller.listeners.append(lambda batch, phase: feed.advance() if phase == "committed" else None)
+        for fed in (feed, self.topics and self.topics.feed):
+            if fed is not None:
+                self.controller.listeners.append(lambda batch, phase, fed=fed: fed.advance()
+                                                 if phase == "committed" else None)
         self.nemesis.before_driver_kill = self.standbys.await_ready
         self.config = {
             "pipeline": self.scenario.pipeline,
@@ -222,7 +206,7 @@ class Trial:
             # The job's connections go through the source and sink channels' proxies (chaos.clusters.kafka.broker).
             "kafka": {"bootstrap": self.h.kafka.source_bootstrap, "sink_bootstrap": self.h.kafka.sink_bootstrap,
                       "topic": self.kafka_topic,
-                      "output": self.kafka_topic + OUTPUT_TOPIC if self.pipeline.kafka_sink else None,
+                      "output": self.topics.output,
                       "max_offsets": self.scenario.events_per_batch} if self.kafka_topic else None,
             **self.h.start_settings,
         }
@@ -263,12 +247,14 @@ class Trial:
             self.controller.close()
             if feed is not None:
                 feed.close()
-            if self.kafka_topic is not None:
-                self._end_topics(export=finished)
+            if self.topics is not None:
+                self.topics.end(export=finished)
         seconds = round(time.monotonic() - started, 2)
         lost = self.h.cluster.lost()
         if lost:
             raise HarnessError(lost)
+        if self.topics is not None:
+            self.topics.raise_feed_error()
         if finished and outcome == "drained" and self.pipeline.spark_oracle \
                 and not (self.dir / "oracle" / "meta.json").exists():
             raise HarnessError(f"Spark's answer for {self.dir} (the job over every record) did not finish in "
@@ -453,21 +439,6 @@ class Trial:
         from chaos.clusters.kafka.jars import connector
 
         return {**found, "connector": str(connector(spark_version())), "bootstrap": self.h.kafka.source_bootstrap}
-
-    def _end_topics(self, export: bool) -> None:
-        """The output topic's records into the run directory (what the verdict is judged from), then the trial's
-        topics deleted."""
-        from chaos.clusters.kafka.broker import OUTPUT_RECORDS
-
-        broker = self.h.kafka
-        topics = [self.kafka_topic] + ([self.kafka_topic + OUTPUT_TOPIC] if self.pipeline.kafka_sink else [])
-        if export and self.pipeline.kafka_sink:
-            broker.export(topics[1], self.dir / "sink" / OUTPUT_RECORDS)
-        for topic in topics:
-            try:
-                broker.delete_topic(topic)
-            except Exception as exc:  # a broker a fault left down: the topic goes with the broker
-                self.history.add("kafka", deleted=False, topic=topic, error=str(exc)[:200])
 
     def _raise_if_disk_full(self) -> None:
         """A trial a full disk stopped says nothing of the pipeline: Spark fails its checkpoint or sink writes,
