@@ -204,7 +204,7 @@ def plan_schedules(batches: int, actions: tuple[str, ...], trials: int, seed: in
         if len(plan) < trials and schedule not in plan:
             plan.append(schedule)
     rank = ({a: len(ACTION_ORDER) - i for i, a in enumerate(ACTION_ORDER)}
-            | {a: 1 for a in (*DECOMMISSION_ACTIONS, *NODE_ACTIONS)})
+            | {a: 1 for a in (*BROKER_ACTIONS, *DECOMMISSION_ACTIONS, *NODE_ACTIONS)})
     candidates = draw_schedules(batches, actions, max(50, CANDIDATES_PER_TRIAL * trials), seed, max_faults, phases)
     seen = {tuple(s) for s in plan}
     unique = []

@@ -276,3 +276,14 @@ def test_a_job_is_named_by_its_stem_and_function_in_ids_lines_and_the_report(tmp
     from html import escape
 
     assert f'<span title="{escape(append)}">orders_append:run</span>' in html
+
+
+def test_broker_faults_are_planned_beside_the_others_for_a_pipeline_that_reads_kafka():
+    """``--faults kill,kafka``: the coverage-first draws rank the broker's actions like the other optional ones
+    (a KeyError once stopped every such campaign before its first trial)."""
+    actions = applicable_actions(["kill", "kafka"], sink_channel=True, database=False, refused=STANDALONE,
+                                 kafka=True)
+    assert {"kill-broker", "pause-broker"} <= set(actions)
+    plan = plan_schedules(6, actions, 30, seed=58, phases=CATALOGUE["kafka-real-time"].phases)
+    assert len(plan) == 30
+    assert {f.split("@")[0] for s in plan for f in s} >= {"kill-driver", "kill-broker", "pause-broker"}
