@@ -137,6 +137,10 @@ class KafkaPassthrough(KafkaSourced, RowPassthrough):
         return None  # Spark's sink writes per task: no batch-level deliveries view
 
 
+REAL_TIME_SPARK = (4, 1)
+REAL_TIME_BATCH_MS = 4000  # a batch's duration: Spark's checkpoint interval in real-time mode
+
+
 class KafkaRealTime(KafkaPassthrough):
     """``kafka-passthrough`` under real-time mode (``trigger(realTime=...)``, Spark 4.1+): long-running tasks read
     each partition until the batch's duration ends, writing every record to the output topic as it comes; the
@@ -175,9 +179,6 @@ class KafkaRealTime(KafkaPassthrough):
                 .trigger(realTime=f"{REAL_TIME_BATCH_MS} milliseconds")
                 .queryName(self.query_name).start())
 
-
-REAL_TIME_SPARK = (4, 1)
-REAL_TIME_BATCH_MS = 4000  # a batch's duration: Spark's checkpoint interval in real-time mode
 
 KAFKA_PASSTHROUGH = KafkaPassthrough(
     "kafka-passthrough", "kafka", "at-least-once",

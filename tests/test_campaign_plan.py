@@ -135,7 +135,7 @@ def test_no_planned_fault_at_a_phase_its_pipeline_never_reports(name):
     stateless query never reaches state-commit, a source of its own never reports planned/reading)."""
     pipeline = CATALOGUE[name]
     actions = applicable_actions(FAULT_KINDS, sink_channel=pipeline.sink_channel, database=pipeline.database,
-                                 refused=STANDALONE, source_channel=pipeline.source_channel)
+                                 refused=STANDALONE, source_channel=pipeline.source_channel, kafka=pipeline.kafka)
     stateful = pipeline.state or pipeline.state_store
     assert ("state-commit" in pipeline.phases) == bool(stateful)
     assert ("planned" in pipeline.phases) == (not pipeline.own_source or "planned" in pipeline.checkpoint_phases)

@@ -20,6 +20,8 @@ OUTPUT_TOPIC = "-out"  # the trial's output topic: its topic's name and this (a 
 
 
 class TrialTopics:
+    """One trial's input topic (and output topic), named after its run directory so a leftover is recognisable."""
+
     def __init__(self, broker, run_dir: Path, pipeline, history) -> None:
         self.broker, self.dir, self.pipeline, self.history = broker, Path(run_dir), pipeline, history
         self.topic = "streamchaos-" + "".join(c if c.isalnum() or c in "._-" else "-" for c in self.dir.name)
@@ -27,22 +29,24 @@ class TrialTopics:
         self.feed: KafkaFeed | None = None
 
     def make(self, events: pl.DataFrame, partitions: int, chunk: int) -> None:
+        """Both topics made, the input written (or its first chunk fed: its feed's thread starts last, when nothing
+        else can fail before the trial's own clean-up owns it)."""
         broker, topic = self.broker, self.topic
         # Event times start in 2026 and may lie ahead of this machine's clock: no retention by time, any timestamp.
         broker.create_topic(topic, partitions, {"retention.ms": "-1", "message.timestamp.after.max.ms": str(2**63 - 1)})
+        if self.output:  # Spark's sink writes into it
+            broker.create_topic(self.output, partitions, {"retention.ms": "-1"})
         if self.pipeline.kafka_fed:
             self.feed = KafkaFeed(broker, topic, events, chunk, self.pipeline.kafka_records, self.history).start()
         else:
             broker.produce(topic, self.pipeline.kafka_records(events))
-        if self.output:  # Spark's sink writes into it
-            broker.create_topic(self.output, partitions, {"retention.ms": "-1"})
         ends = broker.end_offsets(topic)
         counts = {str(p): n for p, n in events.group_by("partition").len().iter_rows()}
         if self.feed is None and {p: n for p, n in ends.items() if n} != counts:
             raise HarnessError(f"the broker's topic {topic} holds {ends} records per partition, not the trial's "
                                f"{counts}")
         self.history.add("kafka", topic=topic, partitions=partitions, ends=ends, bootstrap=broker.bootstrap,
-                         **({"fed_in": len(self.feed.chunks)} if self.feed else {}))
+                         **({"chunks": len(self.feed.chunks)} if self.feed else {}))
 
     def end(self, export: bool) -> None:
         """The feed stopped; the output topic's records into the run directory (what the verdict is judged from),
@@ -62,5 +66,7 @@ class TrialTopics:
                 self.history.add("kafka", deleted=False, topic=topic, error=str(exc)[:200])
 
     def raise_feed_error(self) -> None:
+        """A chunk the broker did not take (down longer than the producer waits): the trial starved of input is
+        the harness's failure, not a verdict on the pipeline."""
         if self.feed is not None and self.feed.error is not None:
             raise HarnessError(f"feeding the trial's topic {self.topic}: {self.feed.error}")

@@ -2,12 +2,13 @@
 
 Every other pipeline's topic holds all of the trial's records before the first driver starts, and
 ``maxOffsetsPerTrigger`` cuts them into batches. Real-time mode refuses that option and cuts batches by time (a
-batch reads whatever arrives until its duration ends), so a topic written ahead would be read whole by batch 0.
+batch reads whatever arrives until its duration ends), so a topic written ahead would be read whole by one batch.
 The feed writes the first ``chunk`` records (in id order) before the query starts and the next ``chunk`` each time a
-batch commits (the controller tells it, as it tells the socket feed): batch N then reads about chunk N, the way a
-live producer's records meet a running query, and a fault at batch N meets records in flight. Records are sent
-by an idempotent producer and acknowledged before the next chunk; what a killed driver read is still in the topic
-(Kafka keeps it), unlike the socket feed's lines.
+batch commits (the controller tells it, as it tells the socket feed), the way a live producer's records meet a
+running query, so a fault at batch N meets records in flight. Batch N reads about chunk N once the tasks' Kafka
+consumers are warm; a new application's first batch reads little (docs/spark-notes.md, real-time mode) and the
+next one the backlog. Records go through an idempotent producer and are acknowledged before the next chunk; what
+a killed driver read stays in the topic (Kafka keeps it), unlike the socket feed's lines.
 """
 
 from __future__ import annotations
@@ -17,8 +18,13 @@ from collections.abc import Callable, Iterable
 
 import polars as pl
 
+# ``KafkaBroker.produce`` waits this long for the broker's acknowledgements (a broker down longer fails the chunk).
+PRODUCE_WAIT_S = 60
+
 
 class KafkaFeed:
+    """The chunks, how many went out and how many may have; one thread sends, the controller's listener allows."""
+
     def __init__(self, broker, topic: str, events: pl.DataFrame, chunk: int,
                  records: Callable[[pl.DataFrame], Iterable], history) -> None:
         ordered = events.sort("id")
@@ -32,7 +38,10 @@ class KafkaFeed:
         self.thread = threading.Thread(target=self._loop, name="kafka-feed", daemon=True)
 
     def start(self) -> KafkaFeed:
-        self.send_next()  # the first chunk before any driver starts, in the caller's thread: a refusal is its error
+        """The first chunk in the caller's thread (before any driver starts: a refusal is the caller's error), then
+        the thread that sends the rest."""
+        if self.chunks:
+            self._send_next()
         self.thread.start()
         return self
 
@@ -46,9 +55,9 @@ class KafkaFeed:
     def done(self) -> bool:
         return self.sent >= len(self.chunks)
 
-    def send_next(self) -> None:
+    def _send_next(self) -> None:
         frame = self.chunks[self.sent]
-        count = self.broker.produce(self.topic, self.records(frame))
+        count = self.broker.produce(self.topic, self.records(frame))  # every record acknowledged, or it raises
         self.sent += 1
         self.history.add("fed", chunk=self.sent - 1, records=count, first_id=int(frame["id"][0]))
 
@@ -60,13 +69,17 @@ class KafkaFeed:
                 if self.closed:
                     return
             try:
-                self.send_next()
+                self._send_next()
             except Exception as exc:  # noqa: BLE001 - kept for the trial, which raises it as the harness's
-                self.error = exc
+                if not self.closed:  # a chunk cut short by the trial's end is no error
+                    self.error = exc
                 return
 
     def close(self) -> None:
+        """No chunk more; a send under way is waited for (at most its acknowledgement wait), so the topic is not
+        exported or deleted under it."""
         with self.cond:
             self.closed = True
             self.cond.notify_all()
-        self.thread.join(30)
+        if self.thread.is_alive():
+            self.thread.join(PRODUCE_WAIT_S + 30)
