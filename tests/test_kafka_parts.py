@@ -3,12 +3,15 @@ join a Spark installation; Spark's Kafka offsets in the checkpoint read as recor
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from chaos.clusters.kafka.jars import connector, connector_jars
 from chaos.machine.maven import artifact_name as _artifact_name
 from chaos.machine.maven import folder_of
-from chaos.store.checkpoint import kafka_offsets, read_offsets_file
+from chaos.scenario.variants import async_progress
+from chaos.store.checkpoint import kafka_offsets, offset_counts, read_offsets_file
+from chaos.stream.kafkafeed import KafkaFeed
 from tests.conftest import cli
 
 
@@ -93,3 +96,26 @@ def test_delete_records_takes_a_count_and_only_a_pipeline_that_reads_the_broker(
     with pytest.raises(UserError, match="reads no Kafka through the harness's broker"):
         validate_schedule(Scenario(pipeline="passthrough-append", faults=[fault]), resolve("passthrough-append"))
     validate_schedule(Scenario(pipeline="kafka-passthrough", faults=[fault]), resolve("kafka-passthrough"))
+
+
+def test_a_progress_reports_end_offsets_count_as_the_checkpoints_do():
+    """Under asynchronous progress tracking the driver tells the harness each finished batch's end offsets (a
+    progress report's ``endOffset``, parsed or as JSON text): they count records per partition like offsets/N."""
+    assert offset_counts({"streamchaos-t": {"0": 614, "1": 381}}) == {"0": 614, "1": 381}
+    assert offset_counts(json.loads('{"streamchaos-t":{"0":3}}')) == {"0": 3}
+    assert offset_counts("not an offset") is None
+    assert async_progress({"asyncProgressTrackingEnabled": "TRUE"}) and not async_progress(None)
+    assert not async_progress({"asyncProgressTrackingEnabled": "false"})
+
+
+def test_a_fed_topic_is_cut_into_chunks_in_id_order():
+    """Real-time mode's feed: the first chunk goes before the query starts, one more per committed batch; chunks
+    follow the ids, so batch N meets about chunk N whatever the partitions."""
+    import polars as pl
+
+    events = pl.DataFrame({"id": [4, 0, 3, 1, 2], "partition": [0, 1, 0, 1, 0]})
+    feed = KafkaFeed(None, "t", events, 2, lambda frame: frame, None)
+    assert [c["id"].to_list() for c in feed.chunks] == [[0, 1], [2, 3], [4]]
+    assert feed.allowed == 1 and not feed.done
+    feed.advance()
+    assert feed.allowed == 2

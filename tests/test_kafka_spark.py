@@ -296,6 +296,22 @@ def test_conformance_of_the_kafka_sinks_agrees_with_what_is_documented(tmp_path,
     assert left_by(run.pid) == []
 
 
+@pytest.mark.long
+def test_asynchronous_progress_tracking_drains_though_its_last_batch_is_never_checkpointed(tmp_path,
+                                                                                        connector_cluster):
+    """``asyncProgressTrackingEnabled``: Spark writes offsets/N and commits/N at most once a second, and not for the
+    last batches before the input ends, so the checkpoint never shows the input read (the trial once stalled for
+    180 s). The driver tells the harness each batch its query finished; the trial drains, at-least-once."""
+    run = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-passthrough", "--cluster", connector_cluster,
+              "--conf", "asyncProgressTrackingEnabled=true", "--events", "1000", "--fault", "kill-driver@1:sink-done",
+              "--json", cwd=tmp_path, timeout=900)
+    assert run.rc == 0, run.stderr[-3000:]
+    r = run.json
+    assert r["outcome"] == "drained" and r["verdict"] == "at-least-once", r
+    history = [json.loads(line) for line in (Path(r["run_dir"]) / "history.jsonl").read_text().splitlines()]
+    assert any(h["kind"] == "driver" and h["detail"].get("event") == "progress" for h in history)
+
+
 def verdicts_of(out: Path) -> dict[str, dict]:
     """A conformance run's verdicts by pipeline (one trial each)."""
     return {p.parent.name.rsplit("-", 1)[0]: json.loads(p.read_text()) for p in out.glob("trials/*/verdict.json")}

@@ -168,11 +168,24 @@ def checkpoint_barrier(spark, phases: tuple[str, ...], config: dict, incarnation
         spark.conf.set(key, value)
 
 
-def tell(spark, config: dict, event: str, incarnation: int) -> None:
+def tell(spark, config: dict, event: str, incarnation: int, **detail) -> None:
     """A driver event for the harness's controller (recorded in the history)."""
     host, port = config["controller"].rsplit(":", 1)
     barrier.request(host, int(port), {"type": "driver", "event": event, "incarnation": incarnation,
-                                      "app_id": spark.sparkContext.applicationId, "pid": os.getpid()})
+                                      "app_id": spark.sparkContext.applicationId, "pid": os.getpid(), **detail})
+
+
+def tell_progress(spark, config: dict, incarnation: int, query, told: int) -> int:
+    """Under asynchronous progress tracking Spark writes ``offsets/N`` and ``commits/N`` at most once an interval
+    (``asyncProgressTrackingCheckpointIntervalMs``), and never for the last batches of a query that then has no
+    input: the checkpoint cannot tell the harness that the input was read. The driver tells it each batch the
+    query finished (its progress report's end offsets); the last batch told."""
+    progress = query.lastProgress
+    if not progress or progress.get("batchId", -1) <= told:
+        return told
+    ends = [source.get("endOffset") for source in progress.get("sources") or []]
+    tell(spark, config, "progress", incarnation, batch=progress["batchId"], ends=ends)
+    return progress["batchId"]
 
 
 # Spark SQL evaluated by its interpreter instead of generated, Janino-compiled code: (value, Spark's default).
@@ -251,7 +264,7 @@ def await_trial(spark, folder: Path, signals: Signals) -> tuple[dict, int, bool]
 
 
 def run(spark, config: dict, incarnation: int, source=None) -> int:
-    from chaos.scenario.variants import applied
+    from chaos.scenario.variants import applied, async_progress
     from pipelines_under_test import DriverContext, resolve
 
     controller = config["controller"]
@@ -301,12 +314,15 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # a clean stop (the stop-driver fault)
     signal.signal(signal.SIGUSR2, lambda *_: (over.set(), stop.set()))  # the harness's stop: the trial is over
     tell(spark, config, "running", incarnation)  # from here on, the harness's stop writes the answer
+    told = -1 if async_progress(config.get("query_conf")) else None
     while not stop.is_set():
         try:
             if query.awaitTermination(0.5):
                 break
         except Exception:  # it failed: query.exception() below, once the stop is ruled out, says how
             break
+        if told is not None:
+            told = tell_progress(spark, config, incarnation, query, told)
     if stop.is_set():
         t0 = time.monotonic()
         from chaos.jobs.as_written import finish_available, stop_side_queries

@@ -103,6 +103,9 @@ class Controller:
         self.standby_ready: set[int] = set()  # standby driver incarnations booted and warm
         self.booted = threading.Event()  # a driver reported its session up (the trial's stall clock restarts)
         self.running = threading.Event()  # a driver's query runs and its stop (SIGUSR2) is handled
+        # The end offsets of the last batch a driver's query finished, as its progress report has them: told
+        # under asynchronous progress tracking, whose checkpoint may lag (chaos.driver.process.tell_progress).
+        self.finished_ends: list | None = None
         self.listeners: list[Callable[[int, str], None]] = []  # told of every phase (e.g. heals "until PHASE")
         self.last_point: tuple[int | None, str | None] = (None, None)  # where a timed fault lands
         self.stopped = threading.Event()
@@ -145,6 +148,8 @@ class Controller:
                     self.booted.set()
                 elif message.get("event") == "running":
                     self.running.set()
+                elif message.get("event") == "progress":  # a batch finished, its offsets maybe not yet written
+                    self.finished_ends = message.get("ends") or []
             self.history.add("driver", **_drop(message, "type"))
             return {"ok": True}
         detail = dict(message.get("detail") or {})

@@ -45,6 +45,7 @@ from chaos.run.watcher import CheckpointWatcher
 from chaos.scenario.scenario import Scenario, generate_events
 from chaos.scenario.variants import JOB_ERROR, JOB_ERROR_RC, REFUSED_RC
 from chaos.store.atomic import write_json
+from chaos.store.checkpoint import offset_counts
 from chaos.store.evidence import freeze, judged_sink
 from chaos.store.result import batch_offsets, recoveries
 from chaos.stream.socketfeed import SocketFeed
@@ -279,7 +280,7 @@ class Trial:
         unplanned = 0
         while True:
             interrupt.check()
-            if watcher.drained.wait(0.1):
+            if watcher.drained.wait(0.1) or self._finished_all(watcher.total):
                 return "drained", ""
             self.standbys.keep()
             self.standbys.keep_spares()
@@ -320,6 +321,16 @@ class Trial:
             self.history.add("restart", incarnation=self.incarnation + 1, downtime=downtime)
             self._start_driver()
             booting, last_progress = not self.controller.booted.is_set(), time.monotonic()
+
+    def _finished_all(self, total: int) -> bool:
+        """A running query told the harness it finished a batch that read every event, though its checkpoint need
+        not say so yet (asynchronous progress tracking writes it at most once an interval). Its first source, as
+        the watcher reads offsets/N."""
+        ends = self.controller.finished_ends
+        if not ends:
+            return False
+        counts = offset_counts(json.loads(ends[0]) if isinstance(ends[0], str) else ends[0])
+        return counts is not None and sum(int(v) for v in counts.values()) >= total
 
     def _exited(self, rc: int | None, fault) -> None:
         self.h.owned.forget(self.driver)

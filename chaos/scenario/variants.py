@@ -148,3 +148,8 @@ def grid(summary: dict) -> tuple[list[str], dict[str, dict[str, dict]]] | None:
             columns.append(column)
         cells.setdefault(row.get("pipeline", "?"), {})[column] = row
     return columns, cells
+
+
+def async_progress(conf: dict[str, str] | None) -> bool:
+    """Whether a variant turns asynchronous progress tracking on (its offsets and commits then lag the query)."""
+    return str((conf or {}).get("asyncProgressTrackingEnabled", "")).lower() == "true"

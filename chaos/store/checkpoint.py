@@ -22,18 +22,27 @@ def read_offsets_file(path: str) -> list[dict]:
             value = json.loads(line)
         except (ValueError, RecursionError):  # not JSON, or a number too long to convert
             continue
-        if isinstance(value, dict) and value and all(_is_kafka_topic(v) for v in value.values()):
-            found.append(_kafka_counts(value))
-        elif isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
-            try:
-                found.append(_rate_counts(value))
-            except (KeyError, TypeError, ValueError):
-                continue
-        elif isinstance(value, dict) and all(type(v) is int for v in value.values()):
-            found.append(value)
-        elif type(value) is int:  # a LongOffset (socket source): the index of the last line read
-            found.append({"0": value + 1})
+        counts = offset_counts(value)
+        if counts is not None:
+            found.append(counts)
     return found
+
+
+def offset_counts(value: object) -> dict | None:
+    """One source's offset (parsed JSON, as in offsets/N or a progress report's ``endOffset``) as
+    ``{partition: events read}``, or None where it is no offset of a source the harness knows."""
+    if isinstance(value, dict) and value and all(_is_kafka_topic(v) for v in value.values()):
+        return _kafka_counts(value)
+    if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+        try:
+            return _rate_counts(value)
+        except (KeyError, TypeError, ValueError):
+            return None
+    if isinstance(value, dict) and all(type(v) is int for v in value.values()):
+        return value
+    if type(value) is int:  # a LongOffset (socket source): the index of the last line read
+        return {"0": value + 1}
+    return None
 
 
 def _rate_counts(offset: dict) -> dict:

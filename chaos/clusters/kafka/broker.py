@@ -223,7 +223,9 @@ class KafkaBroker:
                 errors.append(str(err))
 
         producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
-                             "linger.ms": 5, "acks": "all", "log_level": 3})
+                             # A broker a fault killed refuses connections until it is back: the feed's sends
+                             # retry, and their errors reach `errors`, not the user's terminal.
+                             "linger.ms": 5, "acks": "all", "log_level": 2})
         count = 0
         for partition, key, value, ms in records:
             while True:
