@@ -133,6 +133,12 @@ class Pipeline:
         return not self.own_source or self.kafka
 
     @property
+    def state_known(self) -> bool:
+        """Whether it is known, before any trial runs, to keep a state store: its campaigns open the state store's
+        window among their first trials (properties.planning.canonical_windows)."""
+        return bool(self.state if self.state_store is None else self.state_store)
+
+    @property
     def phases(self) -> tuple[str, ...]:
         """The phases this pipeline's batches pass through: only there are faults planned and accepted.
 

@@ -64,6 +64,14 @@ class UserJob(Pipeline):
                          " (by its name; --id FIELD names another)"))
         if spec.time_form is not None:
             notes.append(f"the event time is {spec.time_form.field}, written as {spec.time_form.form}")
+        from chaos.jobs.reference import entry_source
+        from chaos.jobs.stateful import stateful_operators
+
+        # Read from its code: a job seen to keep state gets the state store's window among its first trials.
+        self.stateful_operators = stateful_operators(entry_source(spec.entry))
+        if self.stateful_operators:
+            notes.append(f"its query keeps state ({', '.join(self.stateful_operators[:2])}"
+                         f"{', ...' if len(self.stateful_operators) > 2 else ''})")
         self._payload_notes = tuple(notes)
         sink_notes = []
         from chaos.jobs.databases import named_databases, shown
@@ -76,6 +84,12 @@ class UserJob(Pipeline):
             sink_notes.append(f"the job's Delta table {spec.table or '(the first it writes)'} is the trial's; "
                          "other tables it names by path are the trial's too")
         self._sink_notes = tuple(sink_notes)
+
+    @property
+    def state_known(self) -> bool:
+        """Known from its code (chaos.jobs.stateful), not from ``state_store``, which only lets every phase be
+        planned until a checkpoint shows whether the query keeps state."""
+        return bool(self.stateful_operators)
 
     @property
     def notes(self) -> tuple[str, ...]:

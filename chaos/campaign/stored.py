@@ -198,7 +198,7 @@ class Campaign:
             else:
                 schedules = plan_schedules(template.batches, actions, per_pipeline, stable_seed(spec.seed, name),
                                            max_faults=spec.max_faults, examples=spec.examples,
-                                           phases=pipeline.phases)
+                                           phases=pipeline.phases, state_first=pipeline.state_known)
             # The canonical windows this pipeline can take: the summary says which its fired faults opened.
             seeds = trial_seeds(spec.seed, name, len(schedules))
             for j, variant in enumerate(conf_variants):
@@ -207,7 +207,8 @@ class Campaign:
                 while prefix in prefixes:  # two jobs of one stem, function and options, in two folders
                     prefix += "_"
                 prefixes.add(prefix)
-                windows[row] = window_names(canonical_windows(actions, pipeline.phases, spec.max_faults))
+                windows[row] = window_names(canonical_windows(actions, pipeline.phases, spec.max_faults,
+                                                              pipeline.state_known))
                 plans[row] = [
                     {"id": f"{prefix}-{k:03d}", "pipeline": name, "row": row,
                      "scenario": replace(template, seed=s, faults=faults, conf=variant).to_dict()}

@@ -1,0 +1,85 @@
+"""A job seen to keep state in its code gets the state store's window within a campaign's first three trials."""
+
+from __future__ import annotations
+
+import textwrap
+
+from chaos.campaign.stored import Campaign, CampaignSpec
+from chaos.jobs.reference import job_ref
+from chaos.jobs.stateful import stateful_operators
+from chaos.scenario.faults import PHASES, parse_fault
+from pipelines_under_test import CATALOGUE, resolve
+from properties.planning import STATE_WINDOW, canonical_windows, covered_windows, plan_schedules, window_names
+from tests.conftest import REPO
+
+KILLS = ("kill-driver", "kill-executor", "kill-worker")
+ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
+
+
+def module(tmp_path, text: str):
+    path = tmp_path / "job.py"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_operators_on_the_stream_count_and_those_inside_foreach_batch_do_not(tmp_path):
+    path = module(tmp_path, """
+        from pyspark.sql import functions as F
+
+        def write(batch, batch_id):
+            batch.groupBy("customer").count().write.jdbc("url", "t")   # a static micro-batch: no state
+            batch.dropDuplicates(["order_id"]).write.jdbc("url", "u")
+
+        def run(spark):
+            orders = spark.readStream.format("kafka").load()
+            seen = orders.withWatermark("ts", "1 minute").dropDuplicatesWithinWatermark(["order_id"])
+            seen.writeStream.foreachBatch(write).start()
+            seen.writeStream.foreachBatch(lambda b, i: b.groupBy("x").count().collect()).start()
+    """)
+    assert stateful_operators(path) == ["dropDuplicatesWithinWatermark (job.py:10)"]
+    path = module(tmp_path, """
+        def run(spark):
+            orders = spark.readStream.format("kafka").load()
+            customers = spark.read.parquet("customers")
+            orders.join(customers, "customer").writeStream.format("console").start()
+    """)
+    assert stateful_operators(path) == []  # a stream-static join keeps no state
+    path = module(tmp_path, """
+        def run(spark):
+            clicks = spark.readStream.format("kafka").load()
+            views = spark.readStream.format("kafka").load()
+            clicks.join(views, "id").writeStream.format("console").start()
+    """)
+    assert stateful_operators(path) == ["join (job.py:5)"]
+    assert stateful_operators(tmp_path / "missing.py") == [] and stateful_operators(module(tmp_path, "def (")) == []
+
+
+def test_a_pipeline_known_to_keep_state_opens_its_window_in_the_second_trial():
+    for seed in range(1, 6):
+        plan = plan_schedules(10, KILLS, 3, seed=seed, state_first=True)
+        opened = set().union(*(covered_windows(s) for s in plan))
+        assert STATE_WINDOW in opened, plan
+        assert [(f.action, f.phase) for f in map(parse_fault, plan[1])] == [("kill-driver", "state-commit"),
+                                                                           ("kill-driver", "committed")]
+        assert plan[0] == plan_schedules(10, KILLS, 3, seed=seed)[0]  # the first trial is the same
+        # Every window is still opened, the executor kill while writing a trial later.
+        longer = plan_schedules(10, KILLS, 4, seed=seed, state_first=True)
+        assert set(window_names(canonical_windows(KILLS, PHASES))) <= set().union(
+            *(covered_windows(s) for s in longer))
+    # Without the state store's phase, state_first changes nothing.
+    stateless = tuple(p for p in PHASES if p != "state-commit")
+    assert plan_schedules(10, KILLS, 3, seed=2, phases=stateless, state_first=True) == \
+        plan_schedules(10, KILLS, 3, seed=2, phases=stateless)
+
+
+def test_a_stateful_job_as_written_gets_the_state_window_in_three_trials(tmp_path):
+    upsert = job_ref("examples.orders_upsert:run", ORDER, "postgres:customer_totals", "customer", kafka="stand-in")
+    append = job_ref(f"{REPO}/examples/orders_append.py:run", ORDER, "postgres:orders", "", kafka="stand-in")
+    assert resolve(upsert).state_known and not resolve(append).state_known
+    assert any(n.startswith("its query keeps state (groupBy (orders_upsert.py:") for n in resolve(upsert).notes)
+    assert CATALOGUE["key-count"].state_known and not CATALOGUE["passthrough-append"].state_known
+    campaign = Campaign.create(tmp_path / "c", CampaignSpec(pipelines=[upsert, append], trials=3, events=400))
+    opened = {}
+    for entry in campaign.plan:
+        opened.setdefault(entry["row"], set()).update(covered_windows(entry["scenario"]["faults"]))
+    assert STATE_WINDOW in opened[upsert] and STATE_WINDOW not in opened[append]
