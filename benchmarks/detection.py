@@ -1,23 +1,30 @@
-"""Benchmark: how fast phase-exact faults find real consistency bugs, against time-based chaos.
+"""Benchmark: how many real consistency bugs a CPU-hour of chaos finds, and how soon, against time-based chaos.
 
-    python benchmarks/detection.py [--trials 5] [--jobs a,b,...] [--events 2000] [--seed 0] [--out DIR]
+    python benchmarks/detection.py [--budget 100] [--trials 3] [--seeds 0,1,2] [--triggers default,processingTime:5s]
+                                   [--jobs a,b,...] [--events 2000] [--out DIR]
 
 Every job of the corpus (benchmarks/corpus/, each with its truth in truths.json: 12 seeded bugs, 6 correct
-twins) runs as written, on one harness, ``--trials`` times in each of three modes, with the same events and
-seeds in every mode:
+twins) runs as written, on one harness, in three modes, with the same events and seeds in every mode:
 
-* **planner**: the trials ``streamchaos campaign run --trials K`` plans for the job (``Campaign.create``: the
-  canonical windows first, then drawn schedules);
+* **planner**: the trials ``streamchaos campaign run`` plans for the job (``Campaign.create``: the canonical
+  windows first, then drawn schedules);
 * **random**: the same faults at uniformly random wall-clock times over ``[0, T]``, T being the median seconds
   of the job's no-fault trials (``--timing random``, chaos/scenario/random_times.py), as Chaos Mesh, Litmus, Pumba or a
   cron fire them;
 * **none**: no fault (run first: they give T).
 
-A trial *finds* the bug when its verdict does not meet exactly-once (what the job declares). Per job and mode:
-found within K or not, trials to the first violation and the machine's busy CPU-seconds to it (/proc/stat,
-every process counted; run on an otherwise idle machine). Totals: detection rate, median trials to detection,
-violations found per CPU-hour of each mode and their ratio (a lower bound, counting one detection, when the
-baseline finds none), and false alarms (violations on the twins). Everything lands in ``DIR/detection.json``.
+Each mode gets the same CPU budget per job (``--budget`` CPU-seconds: the machine's busy time, /proc/stat, every
+process counted; run on an otherwise idle machine) and runs trials until its first violation, as a campaign's
+user stops once the bug is found, or until the budget is spent. A trial *finds* the bug when its verdict does not
+meet exactly-once (what the job declares); a find past the budget is censored ("not found in B CPU-s").
+
+Per job, mode, trigger and seed: trials and CPU-seconds to the first find. Per mode: **distinct bugs found per
+CPU-hour** (bugs found within the budget over the CPU spent on the bug jobs, each job's spending capped at the
+budget), the detection rate within ``--trials`` K trials, the median trials and CPU-seconds to a find, violating
+trials per CPU-hour (secondary), false alarms (violations on the twins) and harness errors; each over every seed,
+with its median and range. ``--triggers``: ``default`` runs each job's own trigger (the corpus jobs run batches
+back to back); ``processingTime:5s`` runs it as production jobs run, a batch every five seconds that spends a
+small share of its interval writing. Everything lands in ``DIR/detection.json``.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,14 +43,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from usage import machine_busy  # noqa: E402  (benchmarks/usage.py)
 
 from chaos.campaign.stored import Campaign, CampaignSpec  # noqa: E402
+from chaos.errors import UserError  # noqa: E402
 from chaos.jobs.reference import job_ref  # noqa: E402
 from chaos.run.harness import Harness  # noqa: E402
 from chaos.run.judge import run_trial  # noqa: E402
 from chaos.scenario.random_times import at_random_times, timed_seed  # noqa: E402
 from chaos.scenario.scenario import Scenario  # noqa: E402
+from chaos.scenario.variants import TRIGGER, trigger_args  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 MODES = ("planner", "random", "none")
+DEFAULT_TRIGGER = "default"  # the job's own trigger
+PLAN_LENGTH = 12  # trials planned per job: more than any budget here spends
 
 
 def load_truths() -> dict:
@@ -54,9 +66,10 @@ def job_reference(name: str, truths: dict) -> str:
     return job_ref(f"{CORPUS / name}.py:run", truths["schema"], job["sink"], job["key"] or None)
 
 
-def planned(ref: str, trials: int, seed: int, events: int, scratch: Path) -> list[Scenario]:
-    """The scenarios ``campaign run --trials K`` plans for the job (planned in a scratch directory)."""
-    spec = CampaignSpec(pipelines=[ref], trials=trials, seed=seed, events=events, shrink=False)
+def planned(ref: str, trigger: str, seed: int, events: int, scratch: Path) -> list[Scenario]:
+    """The scenarios ``campaign run`` plans for the job (planned in a scratch directory), in the plan's order."""
+    conf = None if trigger == DEFAULT_TRIGGER else {TRIGGER: [trigger]}
+    spec = CampaignSpec(pipelines=[ref], trials=PLAN_LENGTH, seed=seed, events=events, shrink=False, conf=conf)
     campaign = Campaign.create(scratch, spec)
     return [Scenario(**entry["scenario"]) for entry in campaign.plan]
 
@@ -67,94 +80,156 @@ def one(harness: Harness, scenario: Scenario, run_dir: Path) -> dict:
         verdict = run_trial(harness, scenario, run_dir, last=False)
     except Exception as exc:  # a harness failure is a row of the table, not the end of the benchmark
         return {"faults": scenario.specs, "error": f"{type(exc).__name__}: {str(exc)[:200]}",
-                "cpu": machine_busy() - busy}
+                "cpu": round(machine_busy() - busy, 1)}
     return {"faults": scenario.specs, "verdict": verdict["verdict"], "found": verdict["meets"] is False,
             "fired": [f["spec"] for f in verdict.get("faults", []) if f.get("fired")],
             "seconds": verdict.get("seconds"), "cpu": round(machine_busy() - busy, 1)}
 
 
-def first_found(runs: list[dict]) -> tuple[int | None, float | None]:
-    """Trials and CPU-seconds to the first violation (None: none found)."""
+def until_found(trial: Callable[[int], dict], budget: float, limit: int) -> list[dict]:
+    """Trials ``trial(0)``, ``trial(1)``... until one finds the bug or the CPU budget is spent (a trial starts only
+    while some budget is left), at most ``limit``."""
+    runs: list[dict] = []
+    spent = 0.0
+    for k in range(limit):
+        if spent >= budget:
+            break
+        runs.append(trial(k))
+        spent += runs[-1]["cpu"]
+        if runs[-1].get("found"):
+            break
+    return runs
+
+
+def first_find(runs: list[dict], budget: float) -> dict:
+    """Trials and CPU-seconds to the first violation, and the CPU spent counted against the budget (capped at it):
+    a find that costs more than the budget is censored, as if the trials had been stopped there."""
     cpu = 0.0
     for k, run in enumerate(runs, 1):
         cpu += run["cpu"]
-        if run.get("found"):
-            return k, round(cpu, 1)
-    return None, None
+        if run.get("found") and cpu <= budget:
+            return {"trials_to_first": k, "cpu_to_first": round(cpu, 1), "spent": round(cpu, 1)}
+    return {"trials_to_first": None, "cpu_to_first": None, "spent": round(min(cpu, budget), 1)}
 
 
-def run_job(harness: Harness, name: str, truths: dict, trials: int, seed: int, events: int, out: Path) -> dict:
+def run_job(harness: Harness, name: str, truths: dict, trigger: str, seed: int, budget: float, events: int,
+            out: Path) -> dict:
     ref = job_reference(name, truths)
-    scenarios = planned(ref, trials, seed, events, out / "plans" / name)
-    runs: dict[str, list[dict]] = {m: [] for m in MODES}
-    for k, scenario in enumerate(scenarios):  # no fault first: its first trial times the random faults
-        runs["none"].append(one(harness, replace(scenario, faults=[]), out / name / f"none-{k}"))
+    where = out / f"{trigger.replace(':', '-')}-seed{seed}" / name
+    scenarios = planned(ref, trigger, seed, events, where / "plan")
+    runs: dict[str, list[dict]] = {}
+    # No fault first: its trials time the random faults.
+    runs["none"] = until_found(lambda k: one(harness, replace(scenarios[k], faults=[]), where / f"none-{k}"),
+                               budget, len(scenarios))
     # The median, not the first: a job's first trial on the harness is cold (its driver boots with no spare).
     measured = [r["seconds"] for r in runs["none"] if r.get("seconds")]
     t = statistics.median(measured) if measured else None
-    for k, scenario in enumerate(scenarios):
-        runs["planner"].append(one(harness, scenario, out / name / f"planner-{k}"))
-        if t is not None:
-            timed = at_random_times(scenario.faults, t, timed_seed(scenario.seed))
-            runs["random"].append(one(harness, replace(scenario, faults=timed), out / name / f"random-{k}"))
+    runs["planner"] = until_found(lambda k: one(harness, scenarios[k], where / f"planner-{k}"), budget,
+                                  len(scenarios))
+    runs["random"] = [] if t is None else until_found(
+        lambda k: one(harness, replace(scenarios[k], faults=at_random_times(scenarios[k].faults, t,
+                                                                          timed_seed(scenarios[k].seed))),
+                      where / f"random-{k}"), budget, len(scenarios))
     job = truths["jobs"][name]
-    row = {"job": name, "bug": "bug" in job, "truth": job["truth"], "T": t, "runs": runs}
+    row = {"job": name, "bug": "bug" in job, "truth": job["truth"], "trigger": trigger, "seed": seed, "T": t,
+           "runs": runs}
     for mode in MODES:
-        row[mode] = dict(zip(("trials_to_first", "cpu_to_first"), first_found(runs[mode]), strict=True))
+        row[mode] = first_find(runs[mode], budget)
     return row
 
 
-def totals(rows: list[dict]) -> dict:
+def mode_figures(rows: list[dict], mode: str, within: int) -> dict:
+    """One mode's figures over ``rows`` (one trigger and seed)."""
     bugs = [r for r in rows if r["bug"]]
     twins = [r for r in rows if not r["bug"]]
-    out = {"bugs": len(bugs), "twins": len(twins)}
-    for mode in MODES:
-        found = [r[mode]["trials_to_first"] for r in bugs if r[mode]["trials_to_first"] is not None]
-        violations = sum(1 for r in bugs for run in r["runs"][mode] if run.get("found"))
-        cpu_h = sum(run["cpu"] for r in bugs for run in r["runs"][mode]) / 3600
-        out[mode] = {
-            "found": len(found), "rate": round(len(found) / len(bugs), 3) if bugs else None,
-            "median_trials": statistics.median(found) if found else None,
-            "violations": violations, "cpu_hours": round(cpu_h, 3),
-            "per_cpu_hour": round(violations / cpu_h, 1) if cpu_h else None,
-            "false_alarms": sum(1 for r in twins for run in r["runs"][mode] if run.get("found")),
-            "twin_trials": sum(len(r["runs"][mode]) for r in twins),
-            "errors": sum(1 for r in rows for run in r["runs"][mode] if "error" in run),
-        }
-    planner, baseline = out["planner"], out["random"]
-    if planner["per_cpu_hour"] is not None and baseline["cpu_hours"]:
-        counted = max(baseline["violations"], 1)  # none found: one counted, the ratio a lower bound
-        out["ratio"] = round(planner["per_cpu_hour"] / (counted / baseline["cpu_hours"]), 1)
-        out["ratio_lower_bound"] = baseline["violations"] == 0
+    firsts = [r[mode] for r in bugs if r[mode]["trials_to_first"] is not None]
+    spent_h = sum(r[mode]["spent"] for r in bugs) / 3600
+    every_h = sum(run["cpu"] for r in bugs for run in r["runs"][mode]) / 3600
+    violations = sum(1 for r in bugs for run in r["runs"][mode] if run.get("found"))
+    return {
+        "found": len(firsts), "bugs": len(bugs),
+        "rate_within": round(sum(1 for f in firsts if f["trials_to_first"] <= within) / len(bugs), 3)
+        if bugs else None,
+        "median_trials": statistics.median(f["trials_to_first"] for f in firsts) if firsts else None,
+        "median_cpu_to_first": statistics.median(f["cpu_to_first"] for f in firsts) if firsts else None,
+        "cpu_hours": round(spent_h, 6),
+        "bugs_per_cpu_hour": round(len(firsts) / spent_h, 1) if spent_h else None,
+        "violations_per_cpu_hour": round(violations / every_h, 1) if every_h else None,
+        "false_alarms": sum(1 for r in twins for run in r["runs"][mode] if run.get("found")),
+        "twin_trials": sum(len(r["runs"][mode]) for r in twins),
+        "errors": sum(1 for r in rows for run in r["runs"][mode] if "error" in run),
+    }
+
+
+def spread(values: list[float | None]) -> dict:
+    """Median and range over seeds (a seed whose figure is undefined is left out, and counted)."""
+    known = [v for v in values if v is not None]
+    return {"median": statistics.median(known) if known else None, "min": min(known, default=None),
+            "max": max(known, default=None), "seeds": len(values), "undefined": len(values) - len(known)}
+
+
+def totals(rows: list[dict], within: int) -> dict:
+    """Per trigger and mode: each seed's figures and their spread; the planner over the random baseline in
+    distinct bugs per CPU-hour, per seed (a lower bound, counting one find, when the baseline finds none)."""
+    out: dict[str, dict] = {}
+    for trigger in dict.fromkeys(r["trigger"] for r in rows):
+        seeds = list(dict.fromkeys(r["seed"] for r in rows if r["trigger"] == trigger))
+        per_seed = {seed: {mode: mode_figures([r for r in rows if r["trigger"] == trigger and r["seed"] == seed],
+                                              mode, within) for mode in MODES} for seed in seeds}
+        modes = {mode: {key: spread([per_seed[s][mode][key] for s in seeds])
+                        for key in ("found", "rate_within", "median_trials", "median_cpu_to_first",
+                                    "bugs_per_cpu_hour", "violations_per_cpu_hour", "false_alarms", "errors")}
+                 for mode in MODES}
+        ratios, bounded = [], False
+        for seed in seeds:
+            planner, random = per_seed[seed]["planner"], per_seed[seed]["random"]
+            if not planner["cpu_hours"] or not random["cpu_hours"]:
+                continue
+            bounded |= random["found"] == 0
+            ratios.append(round(planner["found"] / planner["cpu_hours"]
+                                / (max(random["found"], 1) / random["cpu_hours"]), 2))
+        out[trigger] = {"per_seed": per_seed, "modes": modes, "ratio": spread(ratios), "ratio_lower_bound": bounded}
     return out
 
 
-def print_table(rows: list[dict], total: dict) -> None:
+def print_table(rows: list[dict], total: dict, budget: float, within: int) -> None:
     def cell(r: dict, mode: str) -> str:
-        k, cpu = r[mode]["trials_to_first"], r[mode]["cpu_to_first"]
-        n = sum(1 for run in r["runs"][mode] if run.get("found"))
-        return f"{n}/{len(r['runs'][mode])} first {k} ({cpu} CPU-s)" if k else f"0/{len(r['runs'][mode])}"
+        first = r[mode]
+        if first["trials_to_first"] is None:
+            return f"not in {budget:g} CPU-s ({len(r['runs'][mode])})"
+        return f"at {first['trials_to_first']} ({first['cpu_to_first']:g} CPU-s)"
 
-    print(f"{'job':<26} {'kind':<5} {'T s':>6}  {'planner':<26} {'random':<26} {'none':<26}")
+    def fmt(s: dict) -> str:
+        if s["median"] is None:
+            return "-"
+        return f"{s['median']:g}" if s["min"] == s["max"] else f"{s['median']:g} [{s['min']:g}-{s['max']:g}]"
+
+    print(f"{'job':<26} {'kind':<5} {'trigger':<20} {'seed':>4} {'T s':>6}  "
+          f"{'planner':<26} {'random':<26} {'none':<26}")
     for r in rows:
-        print(f"{r['job']:<26} {'bug' if r['bug'] else 'twin':<5} {r['T'] or 0:>6.1f}  {cell(r, 'planner'):<26} "
-              f"{cell(r, 'random'):<26} {cell(r, 'none'):<26}")
-    for mode in MODES:
-        t = total[mode]
-        print(f"{mode}: found {t['found']}/{total['bugs']} bugs (median {t['median_trials']} trials to the first), "
-              f"{t['violations']} violating trials in {t['cpu_hours']} CPU-h = {t['per_cpu_hour']}/CPU-h; "
-              f"false alarms {t['false_alarms']}/{t['twin_trials']} twin trials; harness errors {t['errors']}")
-    if "ratio" in total:
-        print(f"planner / random, violations per CPU-hour: {'>= ' if total['ratio_lower_bound'] else ''}"
-              f"{total['ratio']}x")
+        print(f"{r['job']:<26} {'bug' if r['bug'] else 'twin':<5} {r['trigger']:<20} {r['seed']:>4} "
+              f"{r['T'] or 0:>6.1f}  {cell(r, 'planner'):<26} {cell(r, 'random'):<26} {cell(r, 'none'):<26}")
+    for trigger, t in total.items():
+        for mode in MODES:
+            m = t["modes"][mode]
+            print(f"{trigger} / {mode}: bugs found {fmt(m['found'])}, within {within} trials {fmt(m['rate_within'])}, "
+                  f"median trials {fmt(m['median_trials'])}, CPU-s to a find {fmt(m['median_cpu_to_first'])}, "
+                  f"distinct bugs per CPU-hour {fmt(m['bugs_per_cpu_hour'])}, violating trials per CPU-hour "
+                  f"{fmt(m['violations_per_cpu_hour'])}, false alarms {fmt(m['false_alarms'])}, "
+                  f"harness errors {fmt(m['errors'])}")
+        print(f"{trigger}: planner / random, distinct bugs per CPU-hour: "
+              f"{'>= ' if t['ratio_lower_bound'] else ''}{fmt(t['ratio'])}x")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=5, help="trials per job and mode")
+    parser.add_argument("--budget", type=float, default=100.0, help="CPU-seconds per job, mode, trigger and seed")
+    parser.add_argument("--trials", type=int, default=3, help="K of the detection rate within K trials")
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (each repeats every mode)")
+    parser.add_argument("--triggers", default=f"{DEFAULT_TRIGGER},processingTime:5s",
+                        help="comma-separated: default (the job's own) or processingTime:5s and the like")
     parser.add_argument("--jobs", default="", help="comma-separated corpus jobs (default: all)")
     parser.add_argument("--events", type=int, default=2000)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("runs") / time.strftime("detection-%Y%m%d-%H%M%S"))
     args = parser.parse_args()
     truths = load_truths()
@@ -162,22 +237,39 @@ def main() -> None:
     unknown = [n for n in names if n not in truths["jobs"]]
     if unknown:
         sys.exit(f"--jobs: no corpus job {', '.join(unknown)}; the corpus has {', '.join(truths['jobs'])}")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        sys.exit(f"--seeds {args.seeds!r}: give integers, comma-separated (e.g. 0,1,2)")
+    triggers = [t.strip() for t in args.triggers.split(",") if t.strip()]
+    for trigger in triggers:
+        if trigger != DEFAULT_TRIGGER:
+            try:
+                trigger_args(trigger)  # one line for a trigger Spark would refuse
+            except UserError as exc:
+                sys.exit(f"--triggers: {exc}")
+    if not seeds or not triggers or args.budget <= 0 or args.trials < 1:
+        sys.exit("--seeds, --triggers, a positive --budget and --trials >= 1 are needed")
     if args.out.exists() and any(args.out.iterdir()):
         sys.exit(f"{args.out} exists and is not empty: choose another --out")
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     t0 = time.monotonic()
     with Harness(workdir=args.out / "harness") as harness:
-        for name in names:
-            rows.append(run_job(harness, name, truths, args.trials, args.seed, args.events, args.out))
-            r = rows[-1]
-            print(f"{name}: planner {r['planner']['trials_to_first']}, random {r['random']['trials_to_first']}, "
-                  f"none {r['none']['trials_to_first']} (trials to the first violation)", flush=True)
-            (args.out / "detection.json").write_text(json.dumps({"rows": rows, "totals": totals(rows)}, indent=1))
-    total = totals(rows)
-    (args.out / "detection.json").write_text(json.dumps({"rows": rows, "totals": total,
-                                                         "wall_s": round(time.monotonic() - t0)}, indent=1))
-    print_table(rows, total)
+        for trigger in triggers:
+            for seed in seeds:
+                for name in names:
+                    r = run_job(harness, name, truths, trigger, seed, args.budget, args.events, args.out)
+                    rows.append(r)
+                    print(f"{name} {trigger} seed {seed}: planner {r['planner']['trials_to_first']}, random "
+                          f"{r['random']['trials_to_first']}, none {r['none']['trials_to_first']} "
+                          "(trials to the first violation)", flush=True)
+                    (args.out / "detection.json").write_text(json.dumps({"rows": rows}, indent=1))
+    total = totals(rows, args.trials)
+    (args.out / "detection.json").write_text(json.dumps(
+        {"budget_cpu_s": args.budget, "within_trials": args.trials, "rows": rows, "totals": total,
+         "wall_s": round(time.monotonic() - t0)}, indent=1))
+    print_table(rows, total, args.budget, args.trials)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,88 @@
+"""benchmarks/detection.py's measure: each mode stops at its first find or at its CPU budget, a find past the
+budget is censored, and distinct bugs per CPU-hour count each bug once however often it is violated."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.fixture()
+def detection(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # as the script runs: its neighbours import by name
+    spec = importlib.util.spec_from_file_location("detection", REPO / "benchmarks" / "detection.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "detection", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def trials(*found: bool, cpu: float = 30.0) -> list[dict]:
+    return [{"cpu": cpu, "found": f} for f in found]
+
+
+def test_a_mode_stops_at_its_first_find(detection):
+    script = trials(False, True, True, True)
+    runs = detection.until_found(lambda k: script[k], budget=1000, limit=4)
+    assert [r["found"] for r in runs] == [False, True]
+
+
+def test_a_mode_starts_no_trial_once_its_budget_is_spent(detection):
+    runs = detection.until_found(lambda k: trials(False)[0], budget=70, limit=10)
+    assert len(runs) == 3  # 0, 30, 60 CPU-s spent when each started; 90 >= 70 stops it
+
+
+def test_a_find_past_the_budget_is_censored_and_the_spending_capped(detection):
+    assert detection.first_find(trials(False, True), budget=100) == {
+        "trials_to_first": 2, "cpu_to_first": 60.0, "spent": 60.0}
+    assert detection.first_find(trials(False, False, False, True), budget=100) == {
+        "trials_to_first": None, "cpu_to_first": None, "spent": 100.0}
+
+
+def row(detection, job: str, bug: bool, seed: int, runs: dict[str, list[dict]], budget: float = 100) -> dict:
+    r = {"job": job, "bug": bug, "trigger": "default", "seed": seed, "T": 5.0, "runs": runs}
+    for mode in detection.MODES:
+        r[mode] = detection.first_find(runs[mode], budget)
+    return r
+
+
+def test_distinct_bugs_per_cpu_hour_count_each_bug_once(detection):
+    # Two bugs: the planner finds both at its first trial (30 CPU-s each); random times find one at its third
+    # trial and spend the budget on the other; with no fault, one bug (violated without any fault) is found at
+    # once, in 10 CPU-s. A twin's violation is a false alarm.
+    rows = [
+        row(detection, "a", True, 0, {"planner": trials(True), "random": trials(False, False, True),
+                                      "none": trials(False, False, False, False, cpu=25)}),
+        row(detection, "b", True, 0, {"planner": trials(True), "random": trials(False, False, False, False),
+                                      "none": trials(True, cpu=10)}),
+        row(detection, "a-twin", False, 0, {"planner": trials(False, False, False, False),
+                                            "random": trials(False, True, False, False),
+                                            "none": trials(False, False, False, False, cpu=25)}),
+    ]
+    planner = detection.mode_figures(rows, "planner", within=3)
+    assert planner["found"] == 2 and planner["rate_within"] == 1.0 and planner["median_trials"] == 1
+    assert planner["bugs_per_cpu_hour"] == pytest.approx(2 / (60 / 3600), abs=0.1)
+    random = detection.mode_figures(rows, "random", within=2)
+    assert random["found"] == 1 and random["rate_within"] == 0.0  # found at trial 3, not within 2
+    assert random["bugs_per_cpu_hour"] == pytest.approx(1 / (190 / 3600), abs=0.1)  # 90 + the capped 100
+    assert random["false_alarms"] == 1 and random["twin_trials"] == 4
+    none = detection.mode_figures(rows, "none", within=3)
+    assert none["bugs_per_cpu_hour"] == pytest.approx(1 / (110 / 3600), abs=0.1)
+    total = detection.totals(rows, within=3)["default"]
+    assert total["ratio"]["median"] == pytest.approx(2 / 60 * 190, rel=1e-2)  # planner over random, per CPU-s
+    assert total["ratio_lower_bound"] is False
+
+
+def test_the_spread_is_over_seeds_and_a_baseline_that_finds_nothing_gives_a_lower_bound(detection):
+    never = trials(False, False, False, False)
+    rows = [row(detection, "a", True, seed, {"planner": trials(True, cpu=cpu), "random": never, "none": never})
+            for seed, cpu in ((0, 20.0), (1, 40.0), (2, 50.0))]
+    total = detection.totals(rows, within=3)["default"]
+    per_hour = total["modes"]["planner"]["bugs_per_cpu_hour"]
+    assert (per_hour["min"], per_hour["median"], per_hour["max"]) == (72.0, 90.0, 180.0)
+    assert per_hour["seeds"] == 3 and total["modes"]["random"]["found"]["median"] == 0
+    assert total["ratio_lower_bound"] is True and total["ratio"]["min"] == pytest.approx(2.0)
