@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from chaos.errors import HarnessError, UserError
+from chaos.jobs.named_checkpoints import named_checkpoints
 from chaos.scenario.scenario import Scenario
 from chaos.store.atomic import write_json
 from chaos.store.evidence import judged_sink, late_writes
@@ -135,6 +136,8 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
         "unexpected": effect["unexpected"],
         "deliveries": deliveries_view(result.get("deliveries"), dup_batches),
         "sink": read_sink(pipeline, sink, findings=True),
+        # The checkpoint locations the job named at each start, and the one its answer's run named.
+        "named_checkpoints": named_checkpoints(run_dir),
         "consistent_cut": (check_cut(run_dir / "state", events, offsets, pipeline.expected_state)
                            if pipeline.state else None),
     }

@@ -65,3 +65,16 @@ def test_a_fault_at_a_time_fires_where_the_stream_is_and_the_answer_is_still_wri
     assert fault["spec"] == "kill-driver@1.2s" and fault["fired"] and fault["detail"]["timed"] is True
     assert fault["batch"] is None or fault["batch"] >= 0
     assert (Path(r["run_dir"]) / "oracle" / "meta.json").exists()
+
+
+@pytest.mark.long
+def test_a_job_that_names_a_fresh_checkpoint_per_run_starts_over_after_a_restart(chaos_harness, tmp_path):
+    """available_now_rerun checkpoints to a new temporary directory at each start: killed after commits/3, its next
+    run reads the topic from the beginning, and batches 0-3 are written twice (run on one stable checkpoint, the
+    harness would have resumed it and called it exactly-once)."""
+    r = corpus(chaos_harness, tmp_path, "available_now_rerun", "--fault", "kill-driver@3:committed",
+               "--expect", "at-least-once")
+    assert r["verdict"] == "at-least-once" and r["anomaly_counts"]["duplicated"] == 800, r["anomaly_counts"]
+    named = r["named_checkpoints"]
+    assert named["per_start"] and named["started_over"] == 1 and len(set(named["starts"])) == 2
+    assert (Path(r["run_dir"]) / "checkpoint.run-1" / "commits" / "3").exists()

@@ -102,6 +102,13 @@ def print_verdict(v: dict) -> None:
     if v.get("filled_by_database"):
         out.print(f"  compared without column(s) {', '.join(v['filled_by_database'])}: filled by the database",
                   markup=False)
+    named = v.get("named_checkpoints")
+    if named and named["per_start"]:
+        shown_names = ", ".join(dict.fromkeys(n for n in (*named["starts"], named["answer"]) if n))
+        out.print(f"  the job names a new checkpoint location at each start ({shown_names[:160]}): a restart does not "
+                  "resume, it reads its source from the beginning again"
+                  + (f" ({named['started_over']} restart(s) here started over)" if named["started_over"] else ""),
+                  markup=False)
     if v.get("keys") and not compared:
         k = v["keys"]
         out.print(f"  keys (inferred, no provenance): {k['exact']} exact, {k['over']} over-counted, "

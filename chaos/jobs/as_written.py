@@ -39,6 +39,7 @@ from chaos.jobs import delta_tables
 from chaos.jobs.databases import reroute
 from chaos.jobs.job_env import DATABASE_VARS, database_env
 from chaos.jobs.kafka_source import kafka_options
+from chaos.jobs.named_checkpoints import named_location, start_on
 from chaos.jobs.payloads import as_ddl, leaves, parse_schema, roles
 from chaos.jobs.reference import JobSpec, import_entry
 from chaos.jobs.scripts import script_runner
@@ -207,14 +208,16 @@ OTHER_SINKS = ("kafka", "delta", "iceberg", "hudi")  # never the job's own write
 
 def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Callable[..., None] | None,
                    started: list, sink_kind: str = "parquet", delta_phases: Callable[[], None] | None = None,
-                   tagged: Callable[[Callable], Callable] | None = None) -> None:
+                   tagged: Callable[[Callable], Callable] | None = None,
+                   fresh: Callable[[str | None], None] | None = None) -> None:
     """``writeStream``: the sink phases around foreachBatch, the trial's checkpoint and sink paths. A job may start
     several queries (a console query beside its sink, a bronze table and a silver one): the first whose sink is the
     kind under test (``sink_kind``: ``parquet`` a file sink, ``delta`` a Delta table by path or a foreachBatch, else
     the job's own writer) gets the trial's checkpoint and its sink phases, every other one a checkpoint of its own
     beside it (``checkpoint-NAME``, its ``queryName`` or ``query-N`` by order of start) and, for a file sink, a path
     of its own (a Delta table: chaos.jobs.delta_tables); ``delta_phases`` installs a Delta sink's phases, reported at
-    its checkpoint (it has no Python in it), ``tagged`` wraps the foreachBatch under test (its writes' history).
+    its checkpoint (it has no Python in it), ``tagged`` wraps the foreachBatch under test (its writes' history),
+    ``fresh`` is told the checkpoint location the job named for it (chaos.jobs.named_checkpoints).
     ``started`` lists ``(query, under test, its sink's kind)``."""
     from pyspark.sql.streaming.readwriter import DataStreamWriter as W
 
@@ -239,7 +242,9 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
         return not files and fmt not in OTHER_SINKS
 
     def start(self, path=None, format=None, outputMode=None, partitionBy=None, queryName=None, **opts):
-        opts.pop("checkpointLocation", None)
+        named = named_location(_seen(self)["options"], opts)
+        for key in [k for k in opts if k.lower() == "checkpointlocation"]:
+            opts.pop(key)
         fmt = (format or _seen(self)["format"] or "").lower()
         given = path or opts.get("path") or _seen(self)["options"].get("path")
         files = fmt in FILE_FORMATS or (fmt == "" and bool(given))
@@ -248,6 +253,8 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
         tested = of_kind(fmt, files, str(given) if given else "")
         name = "" if tested else re.sub(r"[^\w.-]", "_", str(queryName or _seen(self).get("name")
                                                               or f"query-{len(started)}"))
+        if tested and fresh is not None:  # the job's own location, each start's: a new one starts over
+            fresh(named)
         orig["option"](self, "checkpointLocation", checkpoint if tested else f"{checkpoint}-{name}")
         if tested and _seen(self).get("batch") is not None:
             func = _seen(self)["batch"]
@@ -359,7 +366,7 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
         _Reads(spark, spec, log_options).install(stack)
         _stream_writes(stack, checkpoint, file_sink, phase, started, spec.sink_kind,
                        delta_phases if phase is not None and log_options.get("controller") else None,
-                       delta_history)
+                       delta_history, lambda named: start_on(checkpoint, named, incarnation))
         if phase is not None and log_options.get("controller"):
             phased_sources(stack, log_options["controller"], incarnation)
             phased_foreach(stack, log_options["controller"], incarnation)

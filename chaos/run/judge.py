@@ -37,6 +37,7 @@ def verdict_fields(v: dict) -> dict:
         "left_out": v.get("left_out") or [], "filled_by_database": v.get("filled_by_database") or [],
         "redelivered": (v["deliveries"] or {}).get("redelivered"),
         "consistent_cut": v.get("consistent_cut"),
+        "named_checkpoints": v.get("named_checkpoints"),
         "late_writes": v.get("late_writes"),
         "note": v["effect"].get("note"),
     }
