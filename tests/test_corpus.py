@@ -42,33 +42,3 @@ def test_the_jobs_are_plain_pyspark_with_an_entry_point():
         assert any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in tree.body), path.name
         doc = ast.get_docstring(tree) or ""
         assert doc.startswith(("Bug: ", "Correct twin of ")), path.name
-
-
-def test_the_detection_benchmark_counts_first_finds_rates_false_alarms_and_a_lower_bound(monkeypatch):
-    import importlib.util
-
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("detection", REPO / "benchmarks" / "detection.py")
-    detection = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(detection)
-
-    def runs(*found):
-        return [{"found": f, "cpu": 36.0} for f in found]
-
-    rows = []
-    for name, bug, modes in [("a", True, {"planner": runs(True, False), "random": runs(False, False),
-                                         "none": runs(False, False)}),
-                             ("b", True, {"planner": runs(False, True), "random": runs(False, False),
-                                          "none": runs(False, False)}),
-                             ("a_fixed", False, {"planner": runs(False, False), "random": runs(False, True),
-                                                 "none": runs(False, False)})]:
-        row = {"job": name, "bug": bug, "runs": modes}
-        for mode, got in modes.items():
-            row[mode] = dict(zip(("trials_to_first", "cpu_to_first"), detection.first_found(got), strict=True))
-        rows.append(row)
-    assert rows[1]["planner"] == {"trials_to_first": 2, "cpu_to_first": 72.0}
-    total = detection.totals(rows)
-    assert total["planner"]["found"] == 2 and total["planner"]["median_trials"] == 1.5
-    assert total["planner"]["per_cpu_hour"] == 50.0  # 2 violations in 4 trials of 36 CPU-s
-    assert total["random"]["found"] == 0 and total["random"]["false_alarms"] == 1
-    assert total["ratio"] == 2.0 and total["ratio_lower_bound"]  # none found: one counted

@@ -83,3 +83,49 @@ def test_a_stateful_job_as_written_gets_the_state_window_in_three_trials(tmp_pat
     for entry in campaign.plan:
         opened.setdefault(entry["row"], set()).update(covered_windows(entry["scenario"]["faults"]))
     assert STATE_WINDOW in opened[upsert] and STATE_WINDOW not in opened[append]
+
+
+class Harness:
+    """Stands in for the trial runner only: writes each trial as a finished one (tests.campaign_samples)."""
+
+    def __init__(self) -> None:
+        self.ran: list[list[str]] = []
+
+    def trial(self, scenario, run_dir, last=False):
+        from tests.campaign_samples import write_trial
+
+        self.ran.append(scenario.specs)
+        write_trial(run_dir, scenario, "exactly-once", "exactly-once")
+
+
+def test_a_state_store_learned_from_the_checkpoints_gets_one_trial_more(tmp_path, monkeypatch):
+    from chaos.campaign.runner import Progress, Runner
+    from chaos.scenario.scenario import Scenario
+    from tests.campaign_samples import write_trial
+
+    class Notes(Progress):
+        def __init__(self) -> None:
+            self.notes: list[str] = []
+
+        def note(self, text: str) -> None:
+            self.notes.append(text)
+
+    hidden = job_ref(f"{REPO}/examples/orders_append.py:run", ORDER, "postgres:orders", "", kafka="stand-in")
+    campaign = Campaign.create(tmp_path / "c", CampaignSpec(pipelines=[hidden], trials=3, events=1000,
+                                                            shrink=False))
+    for entry in campaign.plan:  # its code shows no state; its checkpoints do
+        write_trial(campaign.trial_dir(entry["id"]), Scenario(**entry["scenario"]), "exactly-once", "exactly-once")
+        state = campaign.trial_dir(entry["id"]) / "checkpoint" / "state" / "0" / "0"
+        state.mkdir(parents=True)
+        (state / "1.delta").write_bytes(b"x")
+    harness, progress = Harness(), Notes()
+    monkeypatch.setattr("chaos.campaign.runner.judge", lambda run_dir: None)  # the stand-in wrote its verdict
+    summary = Runner(campaign, harness, progress).run()
+    assert harness.ran == [["kill-driver@2:state-commit"]]
+    assert any("one trial more, kill-driver@2:state-commit" in n for n in progress.notes), progress.notes
+    row = summary["pipelines"][hidden]
+    assert [t.endswith("-learned-state") for t in row["learned"]] == [True] and STATE_WINDOW in row["covered"]
+    assert STATE_WINDOW not in row["not_covered"]
+    # Resumed, it runs nothing more; a job whose checkpoints hold no state gets no extra trial.
+    Runner(campaign, Harness(), Notes()).run()
+    assert len(list((campaign.root / "trials").glob("*-learned-*"))) == 1

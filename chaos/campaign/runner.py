@@ -15,7 +15,7 @@ import shutil
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from chaos.campaign.stored import Campaign, row_of_entry
+from chaos.campaign.stored import LEARNED, Campaign, keeps_state, row_of_entry
 from chaos.errors import HarnessError
 from chaos.guarantees import BATCH_DEPENDENT
 from chaos.machine import interrupt
@@ -26,7 +26,7 @@ from chaos.store.atomic import write_json
 from chaos.store.evidence import late_writes
 from chaos.store.records import load_history, load_result
 from pipelines_under_test import resolve
-from properties.planning import applicable_actions
+from properties.planning import STATE_WINDOW, applicable_actions, covered_windows
 from properties.shrink import shrink_schedule
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ class Runner:
         todo = [e for e in self.c.share if not self.c.finished(e["id"])]
         self.progress.begin(self.c, len(self.c.share) - len(todo))
         self.run_planned(todo)
+        self.run_learned()
         if self.c.spec.shrink:
             for pipeline in list(self.c.rows()):
                 self.shrink(pipeline)
@@ -79,6 +80,36 @@ class Runner:
                 break
             last = k == len(todo) - 1 and not self.c.spec.shrink  # nothing follows: no spare for it
             self.run_trial(entry["id"], Scenario(**entry["scenario"]), last)
+
+    def run_learned(self) -> None:
+        """One trial more for each row whose checkpoints showed a state store its plan did not open (a job as written
+        whose code did not show it): a driver kill at ``state-commit``, the window the planner would have opened
+        early had it known (``PREFIX-learned-state``, said as it starts; not on a shard, whose plan is fixed)."""
+        if (self.c.data.get("shard") or "kill" not in self.c.spec.kinds or self.c.spec.schedules
+                or self.c.spec.timing == "random"):  # a timing comparison keeps both modes' trials alike
+            return
+        for row, prefix in self.c.rows().items():
+            interrupt.check()
+            trial_id = f"{prefix}{LEARNED}state"
+            base = Scenario(**next(e for e in self.c.plan if row_of_entry(e) == row)["scenario"])
+            if (self.harness is None and not self.c.finished(trial_id)) or \
+                    "state-commit" not in resolve(base.pipeline).phases or not self.state_unopened(row) \
+                    or self.budget_spent(1):
+                continue
+            fault = f"kill-driver@{max(1, base.batches // 2)}:{STATE_WINDOW.split(':')[1]}"
+            self.progress.note(f"{short_name(row)} keeps state (its checkpoints hold state/) and no trial opened "
+                               f"{STATE_WINDOW}: one trial more, {fault}")
+            self.run_trial(trial_id, replace(base, faults=[fault]))
+
+    def state_unopened(self, row: str) -> bool:
+        """Whether the row's finished trials show a state store (``state/`` in a checkpoint) and none fired the
+        state store's window."""
+        finished = [t for t in self.c.trial_ids() if self.c.row_of(t) == row and self.c.finished(t)]
+        if not any(keeps_state(self.c.trial_dir(t)) for t in finished):
+            return False
+        fired = [f["spec"] for t in finished for f in load_result(self.c.trial_dir(t)).get("faults", [])
+                 if f.get("fired")]
+        return STATE_WINDOW not in covered_windows(fired)
 
     def budget_spent(self, left: int) -> bool:
         """Whether ``--time-budget`` leaves no room for another planned trial (saying so, with ``left`` not run)."""
@@ -214,6 +245,10 @@ class Runner:
             v = self.c.verdict_of(entry["id"]) if row_of_entry(entry) == row else None
             if v and v["meets"] is False:
                 violating.append((len(entry["scenario"]["faults"]), entry["id"], entry))
+        learned = f"{prefix}{LEARNED}state"
+        if self.c.finished(learned) and (self.c.verdict_of(learned) or {}).get("meets") is False:
+            violating.append((1, learned, {"scenario": Scenario.load(self.c.trial_dir(learned) /
+                                                                     "scenario.json").to_dict()}))
         if not violating:
             return
         _, origin_id, origin = min(violating, key=lambda t: (t[0], t[1]))

@@ -34,6 +34,9 @@ def print_summary(summary: dict) -> None:
         elif "not_covered" in row:
             out.print(f"  windows covered: {', '.join(row['covered']) or 'none'}"
                       + (f"; not covered: {', '.join(row['not_covered'])}" if row["not_covered"] else ""))
+        if row.get("learned"):
+            out.print(f"  {len(row['learned'])} trial(s) more ({', '.join(row['learned'])}): its checkpoints showed a "
+                      "state store, and no planned trial had opened kill-driver:state-commit", markup=False)
         if row.get("state_undeclared"):
             out.print("  its checkpoints hold state/ but the pipeline does not say it keeps state: set state_store = "
                       "True on it to plan kill-driver:state-commit")
