@@ -3,7 +3,7 @@
     python benchmarks/detection.py [--budget 100] [--trials 3] [--seeds 0,1,2] [--triggers default,processingTime:5s]
                                    [--jobs a,b,...] [--events 2000] [--out DIR]
 
-Every job of the corpus (benchmarks/corpus/, each with its truth in truths.json: 12 seeded bugs, 6 correct
+Every job of the corpus (benchmarks/corpus/, each with its truth in truths.json: seeded bugs and their correct
 twins) runs as written, on one harness, in three modes, with the same events and seeds in every mode:
 
 * **planner**: the trials ``streamchaos campaign run`` plans for the job (``Campaign.create``: the canonical

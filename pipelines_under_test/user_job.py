@@ -9,6 +9,7 @@ key) and is labelled inferred.
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from pathlib import Path
 
 import polars as pl
@@ -64,14 +65,6 @@ class UserJob(Pipeline):
                          " (by its name; --id FIELD names another)"))
         if spec.time_form is not None:
             notes.append(f"the event time is {spec.time_form.field}, written as {spec.time_form.form}")
-        from chaos.jobs.reference import entry_source
-        from chaos.jobs.stateful import stateful_operators
-
-        # Read from its code: a job seen to keep state gets the state store's window among its first trials.
-        self.stateful_operators = stateful_operators(entry_source(spec.entry))
-        if self.stateful_operators:
-            notes.append(f"its query keeps state ({', '.join(self.stateful_operators[:2])}"
-                         f"{', ...' if len(self.stateful_operators) > 2 else ''})")
         self._payload_notes = tuple(notes)
         sink_notes = []
         from chaos.jobs.databases import named_databases, shown
@@ -85,10 +78,19 @@ class UserJob(Pipeline):
                          "other tables it names by path are the trial's too")
         self._sink_notes = tuple(sink_notes)
 
+    @cached_property
+    def stateful_operators(self) -> list[str]:
+        """The stateful operators its code applies to the stream (chaos.jobs.stateful), read when first asked (a
+        campaign's plan, the trial's first lines), not at every resolve of the job."""
+        from chaos.jobs.reference import entry_source
+        from chaos.jobs.stateful import stateful_operators
+
+        return stateful_operators(entry_source(self.spec.entry))
+
     @property
     def state_known(self) -> bool:
-        """Known from its code (chaos.jobs.stateful), not from ``state_store``, which only lets every phase be
-        planned until a checkpoint shows whether the query keeps state."""
+        """Known from its code, not from ``state_store``, which only lets every phase be planned until a checkpoint
+        shows whether the query keeps state: a job seen to keep state gets the state store's window early."""
         return bool(self.stateful_operators)
 
     @property
@@ -101,7 +103,9 @@ class UserJob(Pipeline):
         declared = declared_schema(entry_source(self.spec.entry)) if self.spec.schema else None
         origin = (f"the payload's schema is the one the job declares ({declared.where})",) \
             if declared is not None and declared.ddl == self.spec.schema else ()
-        return (*self._payload_notes, *origin, *self._sink_notes)
+        ops = self.stateful_operators
+        state = (f"its query keeps state ({', '.join(ops[:2])}{', ...' if len(ops) > 2 else ''})",) if ops else ()
+        return (*self._payload_notes, *origin, *state, *self._sink_notes)
 
     @property
     def compare_key(self) -> tuple[str, ...]:

@@ -146,8 +146,8 @@ def canonical_windows(actions: Iterable[str], phases: Iterable[str], max_faults:
                       state_first: bool = False) -> list[tuple[str, str, str]]:
     """The canonical windows a pipeline can take: action allowed, phase reached (``AFTER_RESTART`` needs
     two driver kills in a trial). ``state_first``: the pipeline is known to keep state (``Pipeline.state_known``),
-    so the state store's window comes third, in the second trial, where three trials open it (the executor kill
-    while writing, which Spark retries, moves to the fourth)."""
+    so the state store's window comes third (two faults a trial: in the second trial, where three trials open it;
+    the executor kill while writing, which Spark retries, moves to the fourth)."""
     actions, phases = set(actions), set(phases)
     windows = [w for w in CANONICAL_WINDOWS if w[0] in actions and w[1] in phases]
     state = [w for w in windows if f"{w[0]}:{w[1]}" == STATE_WINDOW]

@@ -9,6 +9,10 @@ def test_the_named_location_is_read_case_insensitively_and_start_wins():
     assert named_location({"checkpointlocation": "/a"}, {}) == "/a"
     assert named_location({"checkpointLocation": "/a"}, {"checkpointLocation": "/b"}) == "/b"
     assert named_location({"path": "/out"}, {}) is None
+    # Spark's own default: the SQL setting and the query's name, or a random UUID per start for a query with none.
+    assert named_location({}, {}, "/chk/", "orders") == "/chk/orders"
+    assert named_location({}, {}, "/chk") != named_location({}, {}, "/chk")
+    assert named_location({"checkpointLocation": "/a"}, {}, "/chk") == "/a"
 
 
 def test_a_new_name_at_a_restart_moves_the_checkpoint_aside(tmp_path):

@@ -129,3 +129,23 @@ def test_a_state_store_learned_from_the_checkpoints_gets_one_trial_more(tmp_path
     # Resumed, it runs nothing more; a job whose checkpoints hold no state gets no extra trial.
     Runner(campaign, Harness(), Notes()).run()
     assert len(list((campaign.root / "trials").glob("*-learned-*"))) == 1
+
+
+def test_helpers_of_a_foreach_batch_function_and_string_joins_are_not_state(tmp_path):
+    path = module(tmp_path, """
+        import functools
+        import os
+
+        def totals(batch):
+            return batch.groupBy("customer").count()
+
+        def write(batch, batch_id, table):
+            totals(batch).write.jdbc(os.path.join("a", "b"), ",".join([table]))
+
+        def run(spark):
+            clicks = spark.readStream.format("kafka").load()
+            views = spark.readStream.format("kafka").load()
+            clicks.writeStream.foreachBatch(functools.partial(write, table="t")).start()
+            return clicks.distinct().writeStream.format("console").start()
+    """)
+    assert stateful_operators(path) == ["distinct (job.py:15)"]

@@ -15,7 +15,7 @@ import shutil
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from chaos.campaign.stored import LEARNED, Campaign, keeps_state, row_of_entry
+from chaos.campaign.stored import LEARNED_STATE, Campaign, keeps_state, row_of_entry
 from chaos.errors import HarnessError
 from chaos.guarantees import BATCH_DEPENDENT
 from chaos.machine import interrupt
@@ -90,9 +90,9 @@ class Runner:
             return
         for row, prefix in self.c.rows().items():
             interrupt.check()
-            trial_id = f"{prefix}{LEARNED}state"
+            trial_id = f"{prefix}{LEARNED_STATE}"
             base = Scenario(**next(e for e in self.c.plan if row_of_entry(e) == row)["scenario"])
-            if (self.harness is None and not self.c.finished(trial_id)) or \
+            if self.c.finished(trial_id) or self.harness is None or \
                     "state-commit" not in resolve(base.pipeline).phases or not self.state_unopened(row) \
                     or self.budget_spent(1):
                 continue
@@ -102,14 +102,13 @@ class Runner:
             self.run_trial(trial_id, replace(base, faults=[fault]))
 
     def state_unopened(self, row: str) -> bool:
-        """Whether the row's finished trials show a state store (``state/`` in a checkpoint) and none fired the
-        state store's window."""
-        finished = [t for t in self.c.trial_ids() if self.c.row_of(t) == row and self.c.finished(t)]
-        if not any(keeps_state(self.c.trial_dir(t)) for t in finished):
+        """Whether the row's finished trials show a state store (``state/`` in a checkpoint) and its plan put no
+        fault in the state store's window (a planned one that did not fire is the plan's, not a window it missed)."""
+        planned = [f for e in self.c.plan if row_of_entry(e) == row for f in e["scenario"]["faults"]]
+        if STATE_WINDOW in covered_windows(planned):
             return False
-        fired = [f["spec"] for t in finished for f in load_result(self.c.trial_dir(t)).get("faults", [])
-                 if f.get("fired")]
-        return STATE_WINDOW not in covered_windows(fired)
+        finished = [t for t in self.c.trial_ids() if self.c.row_of(t) == row and self.c.finished(t)]
+        return any(keeps_state(self.c.trial_dir(t)) for t in finished)
 
     def budget_spent(self, left: int) -> bool:
         """Whether ``--time-budget`` leaves no room for another planned trial (saying so, with ``left`` not run)."""
@@ -245,7 +244,7 @@ class Runner:
             v = self.c.verdict_of(entry["id"]) if row_of_entry(entry) == row else None
             if v and v["meets"] is False:
                 violating.append((len(entry["scenario"]["faults"]), entry["id"], entry))
-        learned = f"{prefix}{LEARNED}state"
+        learned = f"{prefix}{LEARNED_STATE}"
         if self.c.finished(learned) and (self.c.verdict_of(learned) or {}).get("meets") is False:
             violating.append((1, learned, {"scenario": Scenario.load(self.c.trial_dir(learned) /
                                                                      "scenario.json").to_dict()}))

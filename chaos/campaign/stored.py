@@ -41,7 +41,7 @@ from properties.planning import STATE_WINDOW
 FORMAT = "streamchaos-campaign"
 VERSION = 1
 # A trial the campaign adds once its checkpoints showed what its plan could not know (``learned_state_trial``).
-LEARNED = "-learned-"
+LEARNED_STATE = "-learned-state"
 MAX_PLANNED_PER_PIPELINE = 500  # a time-budgeted campaign plans this many and stops when time is up
 STREAM_OPTIONS = ("partitions", "keys", "skew", "max_disorder_ms", "late_fraction", "resent_fraction")
 
@@ -302,7 +302,7 @@ class Campaign:
         ids = [e["id"] for e in self.plan]
         shrink_dir = self.root / "trials"
         if shrink_dir.is_dir():
-            ids += sorted(p.name for p in shrink_dir.iterdir() if LEARNED in p.name)
+            ids += sorted(p.name for p in shrink_dir.iterdir() if p.name.endswith(LEARNED_STATE))
             ids += sorted(p.name for p in shrink_dir.iterdir() if "-shrink-" in p.name)
         return ids
 
@@ -366,8 +366,10 @@ class Campaign:
         """The row a planned or shrink trial belongs to."""
         if self._row_by_prefix is None:
             self._row_by_prefix = {p: row for row, p in self.rows().items()}
-        prefix = next((trial_id.split(mark)[0] for mark in ("-shrink-", LEARNED) if mark in trial_id),
-                      trial_id.rsplit("-", 1)[0])
+        if trial_id.endswith(LEARNED_STATE):
+            prefix = trial_id.removesuffix(LEARNED_STATE)
+        else:
+            prefix = trial_id.split("-shrink-")[0] if "-shrink-" in trial_id else trial_id.rsplit("-", 1)[0]
         return self._row_by_prefix.get(prefix)
 
     # -- results ----------------------------------------------------------------------------------
@@ -407,7 +409,7 @@ class Campaign:
             row = rows.setdefault(name, {"pipeline": v["pipeline"], "conf": variants.get(name, {}), "seconds": 0.0,
                                          "faults_fired": 0, "faulted_trials": 0, "covered": set(), "late_writes": []})
             row["seconds"] += result.get("seconds", 0)
-            if LEARNED in trial_id:  # one trial more, for a window its checkpoints showed (CampaignRunner.run_learned)
+            if trial_id.endswith(LEARNED_STATE):  # one trial more, for a window its checkpoints showed (run_learned)
                 row["learned"] = [*row.get("learned", []), trial_id]
             fired = [f for f in result.get("faults", []) if f.get("fired")]
             row["faults_fired"] += len(fired)

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from chaos.campaign.runner import Progress as CampaignProgress
-from chaos.campaign.stored import Campaign
+from chaos.campaign.stored import LEARNED_STATE, Campaign
 from chaos.scenario.scenario import Scenario
 
 
@@ -69,7 +69,7 @@ class RichProgress(CampaignProgress):
         meets = {True: "meets", False: "VIOLATES", None: "inconclusive"}[verdict["meets"]]
         self.console.print(f"  {trial_id}: {trial_faults(scenario, result)} -> [bold]{verdict['verdict']}"
                            f"[/] ({meets} {verdict['declared']}) {result.get('seconds')}s")
-        if self.bar and "-shrink-" not in trial_id:
+        if self.bar and "-shrink-" not in trial_id and not trial_id.endswith(LEARNED_STATE):
             self.bar.advance(self.task)
             self.bar.update(self.task, status=self._status(trial_id))
 

@@ -242,7 +242,9 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
         return not files and fmt not in OTHER_SINKS
 
     def start(self, path=None, format=None, outputMode=None, partitionBy=None, queryName=None, **opts):
-        named = named_location(_seen(self)["options"], opts)
+        named = named_location(_seen(self)["options"], opts,
+                               self._spark.conf.get("spark.sql.streaming.checkpointLocation", None),
+                               queryName or _seen(self).get("name"))
         for key in [k for k in opts if k.lower() == "checkpointlocation"]:
             opts.pop(key)
         fmt = (format or _seen(self)["format"] or "").lower()

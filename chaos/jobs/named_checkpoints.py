@@ -6,26 +6,33 @@ directory, a path with the run's time or a uuid in it) does not resume after a c
 and reads its source from the beginning again. Run on one stable checkpoint, such a job would look correct. So
 each start records the location the job named, beside the trial's checkpoint; a start that names another one than
 the previous start of the same trial gets a fresh checkpoint, as the job would (the old one is kept beside it,
-``checkpoint.run-K``, for the record). A location with no name (``None``: the job leaves it to the harness or to
-``spark.sql.streaming.checkpointLocation``) is no change.
+``checkpoint.run-K``, for the record). A job that names none but sets ``spark.sql.streaming.checkpointLocation``
+gets what Spark gives it: a location per query name, or a new one per start for a query with no name. A job that
+names none at all (it leaves the location to the harness) is no change.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import uuid
 from pathlib import Path
 
 SUFFIX = ".named.json"  # beside the checkpoint: the location each start named, in order
 
 
-def named_location(options: dict[str, object], given: dict[str, object]) -> str | None:
+def named_location(options: dict[str, object], given: dict[str, object], conf_location: str | None = None,
+                   query_name: str | None = None) -> str | None:
     """The ``checkpointLocation`` a writer was told (``option``/``options`` before ``start``, or ``start``'s own
-    keyword): Spark reads option names case-insensitively."""
+    keyword: Spark reads option names case-insensitively), else the one Spark makes from
+    ``spark.sql.streaming.checkpointLocation`` (``conf_location``): ``<it>/<query name>``, or ``<it>/<a random
+    UUID>`` for a query with no name, a new location at every start."""
     for where in (given, options):
         for key, value in where.items():
             if key.lower() == "checkpointlocation" and value is not None:
                 return str(value)
+    if conf_location:
+        return f"{conf_location.rstrip('/')}/{query_name or uuid.uuid4()}"
     return None
 
 
