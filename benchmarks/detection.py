@@ -1,7 +1,7 @@
 """Benchmark: how many real consistency bugs a CPU-hour of chaos finds, and how soon, against time-based chaos.
 
     python benchmarks/detection.py [--budget 100] [--trials 3] [--seeds 0,1,2] [--triggers default,processingTime:5s]
-                                   [--jobs a,b,...] [--events 2000] [--out DIR]
+                                   [--jobs a,b,...] [--events 2000] [--shrink-trials 3] [--out DIR]
 
 Every job of the corpus (benchmarks/corpus/, each with its truth in truths.json: seeded bugs and their correct
 twins) runs as written, on one harness, in three modes, with the same events and seeds in every mode:
@@ -15,8 +15,10 @@ twins) runs as written, on one harness, in three modes, with the same events and
 
 Each mode gets the same CPU budget per job (``--budget`` CPU-seconds: the machine's busy time, /proc/stat, every
 process counted; run on an otherwise idle machine) and runs trials until its first violation, as a campaign's
-user stops once the bug is found, or until the budget is spent. A trial *finds* the bug when its verdict does not
-meet exactly-once (what the job declares); a find past the budget is censored ("not found in B CPU-s").
+user stops once the bug is found, or until the budget is spent. The planner's find is then shrunk with real
+trials (``--shrink-trials``), as a campaign does; that CPU is counted apart. A trial *finds* the bug when its
+verdict does not meet exactly-once (what the job declares); a find past the budget is censored ("not found in B
+CPU-s").
 
 Per job, mode, trigger and seed: trials and CPU-seconds to the first find. Per mode: **distinct bugs found per
 CPU-hour** (bugs found within the budget over the CPU spent on the bug jobs, each job's spending capped at the
@@ -50,6 +52,9 @@ from chaos.run.judge import run_trial  # noqa: E402
 from chaos.scenario.random_times import at_random_times, timed_seed  # noqa: E402
 from chaos.scenario.scenario import Scenario  # noqa: E402
 from chaos.scenario.variants import TRIGGER, trigger_args  # noqa: E402
+from pipelines_under_test import resolve  # noqa: E402
+from properties.planning import FAULT_KINDS  # noqa: E402
+from properties.shrink import shrink_schedule  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 MODES = ("planner", "random", "none")
@@ -112,8 +117,22 @@ def first_find(runs: list[dict], budget: float) -> dict:
     return {"trials_to_first": None, "cpu_to_first": None, "spent": round(min(cpu, budget), 1)}
 
 
+def shrunk(harness: Harness, ref: str, base: Scenario, trials: int, where: Path) -> dict:
+    """The planner's violating schedule shrunk with real trials, as a campaign does once it found a bug; its CPU is
+    counted apart from the CPU to the find."""
+    runs: list[dict] = []
+
+    def violates(faults: list[str]) -> bool:
+        runs.append(one(harness, replace(base, faults=list(faults)), where / f"shrink-{len(runs)}"))
+        return bool(runs[-1].get("found"))
+
+    minimal = shrink_schedule(base.specs, violates, actions=FAULT_KINDS["kill"], budget=trials,
+                              phases=resolve(ref).phases)
+    return {"from": base.specs, "minimal": minimal, "trials": len(runs), "cpu": round(sum(r["cpu"] for r in runs), 1)}
+
+
 def run_job(harness: Harness, name: str, truths: dict, trigger: str, seed: int, budget: float, events: int,
-            out: Path) -> dict:
+            out: Path, shrink_trials: int = 0) -> dict:
     ref = job_reference(name, truths)
     where = out / f"{trigger.replace(':', '-')}-seed{seed}" / name
     scenarios = planned(ref, trigger, seed, events, where / "plan")
@@ -135,6 +154,9 @@ def run_job(harness: Harness, name: str, truths: dict, trigger: str, seed: int, 
            "runs": runs}
     for mode in MODES:
         row[mode] = first_find(runs[mode], budget)
+    if shrink_trials and row["planner"]["trials_to_first"] is not None:
+        found = scenarios[row["planner"]["trials_to_first"] - 1]
+        row["shrink"] = shrunk(harness, ref, found, shrink_trials, where)
     return row
 
 
@@ -188,7 +210,11 @@ def totals(rows: list[dict], within: int) -> dict:
             bounded |= random["found"] == 0
             ratios.append(round(planner["found"] / planner["cpu_hours"]
                                 / (max(random["found"], 1) / random["cpu_hours"]), 2))
-        out[trigger] = {"per_seed": per_seed, "modes": modes, "ratio": spread(ratios), "ratio_lower_bound": bounded}
+        shrinks = [r["shrink"] for r in rows if r["trigger"] == trigger and r.get("shrink")]
+        out[trigger] = {"per_seed": per_seed, "modes": modes, "ratio": spread(ratios), "ratio_lower_bound": bounded,
+                        "shrink": {"shrunk": len(shrinks), "trials": sum(s["trials"] for s in shrinks),
+                                   "cpu": round(sum(s["cpu"] for s in shrinks), 1),
+                                   "smaller": sum(1 for s in shrinks if len(s["minimal"]) < len(s["from"]))}}
     return out
 
 
@@ -219,6 +245,10 @@ def print_table(rows: list[dict], total: dict, budget: float, within: int) -> No
                   f"harness errors {fmt(m['errors'])}")
         print(f"{trigger}: planner / random, distinct bugs per CPU-hour: "
               f"{'>= ' if t['ratio_lower_bound'] else ''}{fmt(t['ratio'])}x")
+        s = t["shrink"]
+        if s["shrunk"]:
+            print(f"{trigger}: shrinks (CPU apart from the finds): {s['shrunk']} schedule(s), {s['trials']} trial(s), "
+                  f"{s['cpu']:g} CPU-s, {s['smaller']} made smaller")
 
 
 def main() -> None:
@@ -230,6 +260,8 @@ def main() -> None:
                         help="comma-separated: default (the job's own) or processingTime:5s and the like")
     parser.add_argument("--jobs", default="", help="comma-separated corpus jobs (default: all)")
     parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--shrink-trials", type=int, default=3,
+                        help="trials to shrink each planner find with (0: no shrink)")
     parser.add_argument("--out", type=Path, default=Path("runs") / time.strftime("detection-%Y%m%d-%H%M%S"))
     args = parser.parse_args()
     truths = load_truths()
@@ -259,7 +291,8 @@ def main() -> None:
         for trigger in triggers:
             for seed in seeds:
                 for name in names:
-                    r = run_job(harness, name, truths, trigger, seed, args.budget, args.events, args.out)
+                    r = run_job(harness, name, truths, trigger, seed, args.budget, args.events, args.out,
+                                args.shrink_trials)
                     rows.append(r)
                     print(f"{name} {trigger} seed {seed}: planner {r['planner']['trials_to_first']}, random "
                           f"{r['random']['trials_to_first']}, none {r['none']['trials_to_first']} "

@@ -86,3 +86,19 @@ def test_the_spread_is_over_seeds_and_a_baseline_that_finds_nothing_gives_a_lowe
     assert (per_hour["min"], per_hour["median"], per_hour["max"]) == (72.0, 90.0, 180.0)
     assert per_hour["seeds"] == 3 and total["modes"]["random"]["found"]["median"] == 0
     assert total["ratio_lower_bound"] is True and total["ratio"]["min"] == pytest.approx(2.0)
+
+
+def test_a_find_is_shrunk_with_real_trials_and_its_cpu_counted_apart(detection, monkeypatch, tmp_path):
+    from chaos.scenario.scenario import Scenario
+
+    tried = []
+
+    def one(harness, scenario, run_dir):  # the second fault alone still violates
+        tried.append(scenario.specs)
+        return {"cpu": 20.0, "found": scenario.specs == ["kill-driver@4:sink-done"]}
+
+    monkeypatch.setattr(detection, "one", one)
+    base = Scenario(pipeline="passthrough-append", faults=["kill-driver@3:sink-write", "kill-driver@4:sink-done"])
+    s = detection.shrunk(None, "passthrough-append", base, 3, tmp_path)
+    assert s["minimal"] == ["kill-driver@4:sink-done"] and s["trials"] == len(tried) <= 3
+    assert s["cpu"] == 20.0 * len(tried)
