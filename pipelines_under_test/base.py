@@ -148,8 +148,8 @@ class Pipeline:
         processing) sets ``phases`` as a class attribute instead."""
         if self._phases is not None:
             return self._phases
-        stateful = self.state if self.state_store is None else self.state_store
-        skip = ({"planned", "reading"} if self.own_source else set()) | (set() if stateful else {"state-commit"})
+        skip = {"planned", "reading"} if self.own_source else set()
+        skip |= set() if self.state_known else {"state-commit"}
         return tuple(p for p in PHASES if p not in skip)
 
     @phases.setter

@@ -40,7 +40,7 @@ from properties.planning import STATE_WINDOW
 
 FORMAT = "streamchaos-campaign"
 VERSION = 1
-# A trial the campaign adds once its checkpoints showed what its plan could not know (``learned_state_trial``).
+# A trial the campaign adds once its checkpoints showed what its plan could not know (``Runner.run_learned``).
 LEARNED_STATE = "-learned-state"
 MAX_PLANNED_PER_PIPELINE = 500  # a time-budgeted campaign plans this many and stops when time is up
 STREAM_OPTIONS = ("partitions", "keys", "skew", "max_disorder_ms", "late_fraction", "resent_fraction")
@@ -302,8 +302,8 @@ class Campaign:
         ids = [e["id"] for e in self.plan]
         shrink_dir = self.root / "trials"
         if shrink_dir.is_dir():
-            ids += sorted(p.name for p in shrink_dir.iterdir() if p.name.endswith(LEARNED_STATE))
-            ids += sorted(p.name for p in shrink_dir.iterdir() if "-shrink-" in p.name)
+            stored = sorted(p.name for p in shrink_dir.iterdir())
+            ids += [n for n in stored if n.endswith(LEARNED_STATE)] + [n for n in stored if "-shrink-" in n]
         return ids
 
     def elapsed(self) -> float:

@@ -242,9 +242,9 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
         return not files and fmt not in OTHER_SINKS
 
     def start(self, path=None, format=None, outputMode=None, partitionBy=None, queryName=None, **opts):
+        query_name = queryName or _seen(self).get("name")
         named = named_location(_seen(self)["options"], opts,
-                               self._spark.conf.get("spark.sql.streaming.checkpointLocation", None),
-                               queryName or _seen(self).get("name"))
+                               self._spark.conf.get("spark.sql.streaming.checkpointLocation", None), query_name)
         for key in [k for k in opts if k.lower() == "checkpointlocation"]:
             opts.pop(key)
         fmt = (format or _seen(self)["format"] or "").lower()
@@ -253,8 +253,7 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
         if files or fmt == "delta":  # its path is the run's
             opts.pop("path", None)
         tested = of_kind(fmt, files, str(given) if given else "")
-        name = "" if tested else re.sub(r"[^\w.-]", "_", str(queryName or _seen(self).get("name")
-                                                              or f"query-{len(started)}"))
+        name = "" if tested else re.sub(r"[^\w.-]", "_", str(query_name or f"query-{len(started)}"))
         if tested and fresh is not None:  # the job's own location, each start's: a new one starts over
             fresh(named)
         orig["option"](self, "checkpointLocation", checkpoint if tested else f"{checkpoint}-{name}")

@@ -18,6 +18,8 @@ import shutil
 import uuid
 from pathlib import Path
 
+from chaos.store.atomic import write_json
+
 SUFFIX = ".named.json"  # beside the checkpoint: the location each start named, in order
 
 
@@ -56,9 +58,7 @@ def start_on(checkpoint: str, named: str | None, incarnation: int) -> str | None
         shutil.rmtree(aside, ignore_errors=True)
         Path(checkpoint).rename(aside)
     record = [*before, {"incarnation": incarnation, "named": named, "fresh": fresh}]
-    tmp = Path(checkpoint + SUFFIX + ".tmp")
-    tmp.write_text(json.dumps(record))
-    tmp.replace(checkpoint + SUFFIX)
+    write_json(Path(checkpoint + SUFFIX), record)
     return previous if fresh else None
 
 
