@@ -63,7 +63,7 @@ def judged_counts(r: dict, column: str, unit_ms: int) -> tuple[int, int]:
     return int(sink[column].sum()), kept
 
 
-@pytest.mark.parametrize("case", ["nested-epoch-ms", "script-pattern"])
+@pytest.mark.parametrize("case", ["nested-epoch-ms", pytest.param("script-pattern", marks=pytest.mark.long)])
 def test_event_times_in_the_jobs_form_fill_its_windows_and_late_records_are_sparks(chaos_harness, tmp_path, case):
     kill = ["--late-fraction", "0.05", "--events", "1000", "--fault", "kill-driver@3:sink-done"]
     if case == "nested-epoch-ms":

@@ -335,18 +335,28 @@ LOSSY.fail_on_data_loss = False
 '''
 
 
-def test_records_deleted_before_the_query_read_them_fail_it_or_are_the_sources_loss(tmp_path, connector_cluster):
+DELETED = ["--fault", "delete-records@0:planned/200", "--events", "1000", "--json"]
+
+
+@pytest.mark.long
+def test_records_deleted_before_the_query_read_them_fail_it_by_sparks_default(tmp_path, connector_cluster):
     """``delete-records@0:planned/200``: batch 0's records and 200 more leave the topic before any task fetched
     them. Spark's default (failOnDataLoss=true) fails the query with Kafka's message, every restart again: an
-    inconclusive trial that says why. With failOnDataLoss=false the query skips them: the harness reports them as
-    what the source lost and judges the sink on the rest (exactly-once)."""
-    fault = ["--fault", "delete-records@0:planned/200", "--events", "1000", "--json", "--cluster", connector_cluster]
-    strict = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-passthrough", *fault, cwd=tmp_path, timeout=900)
+    inconclusive trial that says why."""
+    strict = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-passthrough", *DELETED, "--cluster", connector_cluster,
+                 cwd=tmp_path, timeout=900)
     assert strict.rc == 3, strict.stderr[-3000:]  # inconclusive
     r = strict.json
     assert r["outcome"] == "failed" and "Some data may have been lost" in r["reason"], r["reason"]
+    assert left_by(strict.pid) == []
+
+
+def test_records_deleted_before_the_query_read_them_are_the_sources_loss(tmp_path, connector_cluster):
+    """The same deletion with failOnDataLoss=false: the query skips the records, the harness reports them as what
+    the source lost and judges the sink on the rest (exactly-once)."""
     (tmp_path / "lossy.py").write_text(LOSSY)
-    lossy = cli("--spark", CONNECTOR_SPARK, "trial", "lossy:LOSSY", *fault, cwd=tmp_path, timeout=900)
+    lossy = cli("--spark", CONNECTOR_SPARK, "trial", "lossy:LOSSY", *DELETED, "--cluster", connector_cluster,
+                cwd=tmp_path, timeout=900)
     assert lossy.rc == 0, lossy.stderr[-3000:]
     r = lossy.json
     deleted = r["faults"][0]["detail"]["deleted_before"]

@@ -31,6 +31,7 @@ def test_a_job_beside_namesakes_of_the_harness_packages_runs_on_the_harness_own(
     assert left_by(run.pid) == []
 
 
+@pytest.mark.long
 def test_the_plugin_in_a_project_that_puts_its_root_first_checks_and_reports(tmp_path):
     """``pythonpath = .`` and a root conftest put the project's root ahead of the install in pytest's process;
     ``--chaos-report`` then imports the report's package: the harness's, and the session says which names clash.
