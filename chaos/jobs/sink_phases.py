@@ -71,9 +71,10 @@ class PhasedWriter(DataSourceStreamWriter):
 
 class PhasedForeach:
     """A job's row-level ``foreach`` writer (an object with ``open``/``process``/``close``, or a function of a row)
-    with the sink phases, reported from the executors: ``sink-write`` as each partition opens (its epoch id is the
-    batch id), ``sink-done`` once it closed without an error. Its rows go nowhere else, so a crash between those
-    and the commit log is what replays them."""
+    with the sink phases, reported from the executors: ``sink-write`` once each partition has opened (its epoch id
+    is the batch id), before its first row, ``sink-done`` once it closed without an error. After ``open``, not
+    before: what a writer's ``open`` does (a mark of the partition done, a transaction begun) is in place when a
+    fault lands there, so a writer that marks before it writes is caught by a kill while it writes."""
 
     def __init__(self, inner: Any, controller: str, incarnation: int) -> None:
         self.inner = inner
@@ -88,9 +89,10 @@ class PhasedForeach:
 
     def open(self, partition_id: int, epoch_id: int) -> bool:
         self.batch, self.partition = int(epoch_id), int(partition_id)
-        self._phase("sink-write")
         opener = getattr(self.inner, "open", None)
-        return True if opener is None else opener(partition_id, epoch_id)
+        opened = True if opener is None else opener(partition_id, epoch_id)
+        self._phase("sink-write")
+        return opened
 
     def process(self, row) -> None:
         processor = getattr(self.inner, "process", None)
