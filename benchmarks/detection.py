@@ -26,17 +26,22 @@ budget), the detection rate within ``--trials`` K trials, the median trials and 
 trials per CPU-hour (secondary), false alarms (violations on the twins) and harness errors; each over every seed,
 with its median and range. ``--triggers``: ``default`` runs each job's own trigger (the corpus jobs run batches
 back to back); ``processingTime:5s`` runs it as production jobs run, a batch every five seconds that spends a
-small share of its interval writing. Everything lands in ``DIR/detection.json``.
+small share of its interval writing. A job whose truth names another PySpark (``"spark": "4.2.0"``: Delta Lake
+runs up to Spark 4.2) runs in a run of this benchmark on that version's interpreter (``streamchaos spark add``),
+its rows merged. Everything lands in ``DIR/detection.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -47,6 +52,7 @@ from usage import machine_busy  # noqa: E402  (benchmarks/usage.py)
 from chaos.campaign.stored import Campaign, CampaignSpec  # noqa: E402
 from chaos.errors import UserError  # noqa: E402
 from chaos.jobs.reference import job_ref  # noqa: E402
+from chaos.machine.spark_versions import BASE_PYTHON_VAR, BASE_SPARK_VAR, current_version, python_for  # noqa: E402
 from chaos.run.harness import Harness  # noqa: E402
 from chaos.run.judge import run_trial  # noqa: E402
 from chaos.scenario.random_times import at_random_times, timed_seed  # noqa: E402
@@ -69,6 +75,31 @@ def load_truths() -> dict:
 def job_reference(name: str, truths: dict) -> str:
     job = truths["jobs"][name]
     return job_ref(f"{CORPUS / name}.py:run", truths["schema"], job["sink"], job["key"] or None)
+
+
+def by_spark(names: list[str], truths: dict) -> dict[str, list[str]]:
+    """The jobs grouped by the PySpark they run on: their truth's ``spark``, else this interpreter's."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(truths["jobs"][name].get("spark", current_version()), []).append(name)
+    return groups
+
+
+def rows_on(version: str, names: list[str], args: argparse.Namespace) -> list[dict]:
+    """The rows of ``names`` measured by this benchmark on ``version``'s interpreter, in ``OUT/spark-VERSION``."""
+    try:
+        python = python_for(version)
+    except UserError as exc:
+        sys.exit(f"{', '.join(names)}: {exc}")
+    out = args.out / f"spark-{version}"
+    env = {**os.environ, BASE_PYTHON_VAR: sys.executable, BASE_SPARK_VAR: current_version()}
+    done = subprocess.run([str(python), __file__, "--jobs", ",".join(names), "--out", str(out),
+                           "--budget", str(args.budget), "--trials", str(args.trials), "--seeds", args.seeds,
+                           "--triggers", args.triggers, "--events", str(args.events),
+                           "--shrink-trials", str(args.shrink_trials)], env=env)
+    if done.returncode != 0:
+        sys.exit(f"{', '.join(names)} on pyspark {version}: the run failed (exit {done.returncode}), see above")
+    return [{**row, "spark": version} for row in json.loads((out / "detection.json").read_text())["rows"]]
 
 
 def planned(ref: str, trigger: str, seed: int, events: int, scratch: Path) -> list[Scenario]:
@@ -285,12 +316,16 @@ def main() -> None:
     if args.out.exists() and any(args.out.iterdir()):
         sys.exit(f"{args.out} exists and is not empty: choose another --out")
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict] = []
     t0 = time.monotonic()
-    with Harness(workdir=args.out / "harness") as harness:
-        for trigger in triggers:
+    groups = by_spark(names, truths)
+    here = groups.pop(current_version(), [])
+    for version, others in groups.items():
+        rows += rows_on(version, others, args)
+    with Harness(workdir=args.out / "harness") if here else nullcontext() as harness:
+        for trigger in triggers if here else []:
             for seed in seeds:
-                for name in names:
+                for name in here:
                     r = run_job(harness, name, truths, trigger, seed, args.budget, args.events, args.out,
                                 args.shrink_trials)
                     rows.append(r)
