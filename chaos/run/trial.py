@@ -45,7 +45,7 @@ from chaos.run.watcher import CheckpointWatcher
 from chaos.scenario.scenario import Scenario, generate_events
 from chaos.scenario.variants import JOB_ERROR, JOB_ERROR_RC, REFUSED_RC
 from chaos.store.atomic import write_json
-from chaos.store.checkpoint import offset_counts
+from chaos.store.checkpoint import offset_counts, unfinished_first_offsets
 from chaos.store.evidence import freeze, judged_sink
 from chaos.store.result import batch_offsets, recoveries
 from chaos.stream.socketfeed import SocketFeed
@@ -465,7 +465,12 @@ class Trial:
         """Spark's message for a refused configuration variant, as the driver printed it."""
         lines = self._log_lines()
         found = [ln.split("streamchaos: refused: ", 1)[1] for ln in lines if "streamchaos: refused: " in ln]
-        return (found or [self._log_tail(lines)])[-1]
+        message = (found or [self._log_tail(lines)])[-1]
+        left = unfinished_first_offsets(self.dir / "checkpoint")
+        if left and "STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY" in message:  # Spark's, not the configuration's
+            return (f"Spark refuses every restart: the killed driver left {', '.join(left)} in offsets/, a write of "
+                    f"offsets/0 it never finished (a Spark 4.1+ bug: docs/findings/003). {message}")
+        return message
 
     def _log_lines(self) -> list[str]:
         """The current driver incarnation's log, its non-blank lines."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 
 def read_offsets_file(path: str) -> list[dict]:
@@ -87,3 +88,14 @@ def kafka_offsets(path: str) -> dict | None:
         if isinstance(value, dict) and value and all(_is_kafka_topic(v) for v in value.values()):
             return value
     return None
+
+
+def unfinished_first_offsets(checkpoint: Path) -> list[str]:
+    """The temporary files of an ``offsets/0`` whose writer was killed before the rename, when the offset log holds
+    no batch: Spark 4.1 and later refuse every restart on them (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY: the
+    first-start check counts them as checkpoint data; docs/findings/003), so a refusal can say what it is."""
+    offsets = checkpoint / "offsets"
+    names = sorted(p.name for p in offsets.iterdir()) if offsets.is_dir() else []
+    if any(name.isdigit() for name in names):
+        return []
+    return [name for name in names if name.startswith(".") and ".tmp" in name]
