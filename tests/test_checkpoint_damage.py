@@ -41,6 +41,13 @@ def test_each_damage_mode_does_what_it_says(tmp_path, mode):
         kind = mode.split("-")[1]
         assert sorted(p.name for p in (root / kind).iterdir()) == [".2.crc", "2"]
         assert detail["files"] == [f"{kind}/0", f"{kind}/1"]
+    elif mode.startswith("unrename-"):  # the newest file back as its killed writer's temporary file
+        kind = mode.split("-")[1]
+        left = detail["left"]
+        assert detail["file"] == f"{kind}/2" and left.startswith(".2.") and left.endswith(".tmp")
+        assert sorted(p.name for p in (root / kind).iterdir()) == sorted(
+            [f".{left}.crc", ".0.crc", ".1.crc", "0", "1", left])
+        assert (root / kind / left).read_text() == 'v1\n{"n": 2}\n'
     elif mode == "delete-operator":
         assert detail["file"] in ("state/0", "state/1") and not (root / detail["file"]).exists()
         assert len(list((root / "state").iterdir())) == 1

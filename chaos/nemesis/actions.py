@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import threading
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -311,6 +312,8 @@ def damage_checkpoint(checkpoint: Path, mode: str) -> dict:
             crc = folder / f".{n}.crc"
             crc.unlink(missing_ok=True)
         return {"files": [f"{what}/{n}" for n in numbers[:-1]], "how": how}
+    if how == "unrename":  # a writer killed between createAtomic's create and its rename of the file
+        return unrenamed(checkpoint, what)
     target = newest_checkpoint_file(checkpoint, "state" if what == "operator" else what)
     if target is None:
         raise LookupError(f"no {'state' if what == 'operator' else what} file in the checkpoint yet")
@@ -338,6 +341,21 @@ def damage_checkpoint(checkpoint: Path, mode: str) -> dict:
     else:
         target.unlink()
     return {"file": str(rel), "how": how}
+
+
+def unrenamed(checkpoint: Path, what: str) -> dict:
+    """The newest ``offsets/N`` or ``commits/N`` (and its checksum) back under the temporary names Spark's
+    ``CheckpointFileManager.createAtomic`` writes it as, ``.N.<uuid>.tmp`` and ``..N.<uuid>.tmp.crc``: what a
+    driver killed before the rename leaves (paired with a ``kill-driver`` at the same phase)."""
+    target = newest_checkpoint_file(checkpoint, what)
+    if target is None:
+        raise LookupError(f"no {what} file in the checkpoint yet")
+    temp = target.with_name(f".{target.name}.{uuid.uuid4()}.tmp")
+    target.rename(temp)
+    crc = target.with_name(f".{target.name}.crc")
+    if crc.exists():
+        crc.rename(temp.with_name(f".{temp.name}.crc"))
+    return {"file": str(target.relative_to(checkpoint)), "how": "unrename", "left": temp.name}
 
 
 def newest_checkpoint_file(checkpoint: Path, what: str) -> Path | None:

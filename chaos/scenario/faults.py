@@ -28,10 +28,12 @@ DEFAULT_LATENCY_MS = 1000
 # Checkpoint damage, in shrink order (a shrink tries the earlier modes): the newest file of a kind truncated to
 # half (a half-written file) or deleted; every offsets/commits file but the newest deleted (retention gone too
 # far); bytes of the newest state file flipped; one operator's state directory deleted; the query's metadata file
-# (its id) deleted.
+# (its id) deleted; the newest offsets/commits file put back as the temporary file its writer, killed before the
+# rename, would have left.
 DAMAGE_MODES = (
     *(f"{how}-{what}" for what in ("offsets", "commits", "state") for how in ("truncate", "delete")),
     "retain-offsets", "retain-commits", "flip-state", "delete-operator", "delete-metadata",
+    "unrename-offsets", "unrename-commits",
 )
 ACTIONS = (
     *(f"kill-{t}" for t in TARGETS),
