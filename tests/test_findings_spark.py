@@ -41,3 +41,17 @@ def test_002_a_processing_time_query_restarted_after_its_last_batch_fires_no_due
     assert "B restarted, no new input, 10 s: committed batches [0], emitted 0 of 10" in run.stdout, run.stdout
     assert re.search(r"C one new record: committed batches \[0, 1(, \d+)*\], emitted 11 of 11", run.stdout), run.stdout
     assert run.returncode == 1
+
+
+def test_003_a_temporary_first_offsets_file_a_killed_driver_left_refuses_every_restart():
+    require_java()
+    run = subprocess.run([sys.executable, str(FINDINGS / "first_offsets_temp_repro.py")],
+                         capture_output=True, text=True, timeout=600)
+    print(run.stdout)
+    assert "control (fresh checkpoint): ran, 100 of 100 rows" in run.stdout, run.stdout + run.stderr[-3000:]
+    assert re.findall(r"A start \d: refused: \[STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY\] The checkpoint location "
+                      r"\S+/offsets should be empty on batch 0", run.stdout) and \
+        run.stdout.count("refused: [STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY]") == 2, run.stdout
+    assert re.search(r"B the same checkpoint, .*=false: ran, 100 of 100 rows, offsets/ entries \['0'\]",
+                     run.stdout), run.stdout
+    assert run.returncode == 1
