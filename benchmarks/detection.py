@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -52,7 +51,7 @@ from usage import machine_busy  # noqa: E402  (benchmarks/usage.py)
 from chaos.campaign.stored import Campaign, CampaignSpec  # noqa: E402
 from chaos.errors import UserError  # noqa: E402
 from chaos.jobs.reference import job_ref  # noqa: E402
-from chaos.machine.spark_versions import BASE_PYTHON_VAR, BASE_SPARK_VAR, current_version, python_for  # noqa: E402
+from chaos.machine.spark_versions import current_version, python_for, side_env  # noqa: E402
 from chaos.run.harness import Harness  # noqa: E402
 from chaos.run.judge import run_trial  # noqa: E402
 from chaos.scenario.random_times import at_random_times, timed_seed  # noqa: E402
@@ -92,11 +91,10 @@ def rows_on(version: str, names: list[str], args: argparse.Namespace) -> list[di
     except UserError as exc:
         sys.exit(f"{', '.join(names)}: {exc}")
     out = args.out / f"spark-{version}"
-    env = {**os.environ, BASE_PYTHON_VAR: sys.executable, BASE_SPARK_VAR: current_version()}
     done = subprocess.run([str(python), __file__, "--jobs", ",".join(names), "--out", str(out),
                            "--budget", str(args.budget), "--trials", str(args.trials), "--seeds", args.seeds,
                            "--triggers", args.triggers, "--events", str(args.events),
-                           "--shrink-trials", str(args.shrink_trials)], env=env)
+                           "--shrink-trials", str(args.shrink_trials)], env=side_env())
     if done.returncode != 0:
         sys.exit(f"{', '.join(names)} on pyspark {version}: the run failed (exit {done.returncode}), see above")
     return [{**row, "spark": version} for row in json.loads((out / "detection.json").read_text())["rows"]]
@@ -323,7 +321,7 @@ def main() -> None:
     for version, others in groups.items():
         rows += rows_on(version, others, args)
     with Harness(workdir=args.out / "harness") if here else nullcontext() as harness:
-        for trigger in triggers if here else []:
+        for trigger in triggers:
             for seed in seeds:
                 for name in here:
                     r = run_job(harness, name, truths, trigger, seed, args.budget, args.events, args.out,

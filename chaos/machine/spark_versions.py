@@ -190,12 +190,19 @@ def python_for(version: str) -> Path:
     return python
 
 
-def run_on(version: str, argv: list[str]) -> None:
-    """Replace this process by ``streamchaos ARGV`` on ``version``'s environment (nothing runs here after)."""
-    python = python_for(version)
+def side_env() -> dict[str, str]:
+    """The environment for a process on another version's interpreter (after ``python_for``): this process's, with
+    this interpreter named as the base one unless a caller already named its own."""
     env = dict(os.environ)
     if BASE_PYTHON_VAR not in env:
         env.update({BASE_PYTHON_VAR: sys.executable, BASE_SPARK_VAR: current_version()})
+    return env
+
+
+def run_on(version: str, argv: list[str]) -> None:
+    """Replace this process by ``streamchaos ARGV`` on ``version``'s environment (nothing runs here after)."""
+    python = python_for(version)
+    env = side_env()
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(str(python), [str(python), "-m", "chaos", *argv], env)

@@ -466,8 +466,9 @@ class Trial:
         lines = self._log_lines()
         found = [ln.split("streamchaos: refused: ", 1)[1] for ln in lines if "streamchaos: refused: " in ln]
         message = (found or [self._log_tail(lines)])[-1]
-        left = unfinished_first_offsets(self.dir / "checkpoint")
-        if left and "STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY" in message:  # Spark's, not the configuration's
+        left = "STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY" in message and unfinished_first_offsets(
+            self.dir / "checkpoint")
+        if left:  # Spark's leftover, not the configuration's
             return (f"Spark refuses every restart: the killed driver left {', '.join(left)} in offsets/, a write of "
                     f"offsets/0 it never finished (a Spark 4.1+ bug: docs/findings/003). {message}")
         return message

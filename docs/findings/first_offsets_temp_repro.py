@@ -100,7 +100,7 @@ def crash_once(work: Path, src: Path, k: int) -> tuple[list[str], bool | None, s
     offsets = chk / "offsets"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and child.poll() is None:
-        if offsets.is_dir() and any(p.name.endswith(".tmp") or (p.name.isdigit()) for p in offsets.iterdir()):
+        if offsets.is_dir() and any(p.name.endswith(".tmp") or p.name.isdigit() for p in offsets.iterdir()):
             break
     os.killpg(child.pid, signal.SIGKILL)
     child.wait()
