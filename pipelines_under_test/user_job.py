@@ -30,6 +30,12 @@ FILLED_FILE = "filled_by_database.json"
 SQLITE_FILE = "job.db"  # a sqlite:TABLE job's database, in the trial's sink directory (and the oracle's)
 
 
+def _spark_version() -> str:
+    import pyspark
+
+    return pyspark.__version__
+
+
 class UserJob(Pipeline):
     provenance = False
     guarantee = "exactly-once"
@@ -77,6 +83,14 @@ class UserJob(Pipeline):
             sink_notes.append(f"the job's Delta table {spec.table or '(the first it writes)'} is the trial's; "
                          "other tables it names by path are the trial's too")
         self._sink_notes = tuple(sink_notes)
+        # The jars the job asks its session for (chaos.jobs.job_jars): one that cannot run here is one line, now.
+        from chaos.jobs.job_jars import asked_jars, wanted_jars
+        from chaos.jobs.reference import entry_source
+
+        entry_file = entry_source(spec.entry)
+        self._jars_asked = asked_jars(entry_file)
+        self._jars_wanted = wanted_jars(self._jars_asked, _spark_version(), entry_file.parent) \
+            if self._jars_asked else []
 
     @cached_property
     def stateful_operators(self) -> list[str]:
@@ -105,7 +119,10 @@ class UserJob(Pipeline):
             if declared is not None and declared.ddl == self.spec.schema else ()
         ops = self.stateful_operators
         state = (f"its query keeps state ({', '.join(ops[:2])}{', ...' if len(ops) > 2 else ''})",) if ops else ()
-        return (*self._payload_notes, *origin, *state, *self._sink_notes)
+        from chaos.jobs.job_jars import said
+
+        jars = said(self._jars_wanted, self._jars_asked)
+        return (*self._payload_notes, *origin, *state, *self._sink_notes, *jars)
 
     @property
     def compare_key(self) -> tuple[str, ...]:
@@ -118,7 +135,11 @@ class UserJob(Pipeline):
 
     # -- the sink -------------------------------------------------------------------------------
     def unavailable(self) -> str | None:
+        from chaos.jobs import job_jars
         from chaos.machine.jvm import hooks_unavailable
+
+        if refused := job_jars.unavailable(self._jars_wanted):
+            return refused
 
         if self.kafka:
             from chaos.clusters.kafka.jars import connector_available
@@ -134,13 +155,19 @@ class UserJob(Pipeline):
         return hooks_unavailable() if self.file_sink else None
 
     def spark_jars(self, *, say=None) -> list[Path]:
-        """Delta's jars and the hooks (CheckpointBarrier: a streaming Delta sink's phases) for a Delta job."""
+        """The jars the job asks for (chaos.jobs.job_jars); Delta's and the hooks (CheckpointBarrier: a streaming
+        Delta sink's phases) for a Delta job."""
+        from chaos.jobs.job_jars import jar_files
+        from chaos.machine.spark import spark_home
+
+        own = jar_files(self._jars_wanted, Path(spark_home()) / "jars", say=say)
         if not self.delta:
-            return []
+            return own
         from chaos.machine.jvm import hooks_jar
         from chaos.stream.sinks.delta import delta_jars
 
-        return [*delta_jars(say=say), hooks_jar()]
+        delta = delta_jars(say=say)
+        return [*delta, hooks_jar(), *(j for j in own if j not in delta)]
 
     def read_deliveries(self, sink_dir: Path) -> pl.DataFrame | None:
         """A Delta table's write history: each commit's batch and driver (chaos.jobs.as_written tags them)."""

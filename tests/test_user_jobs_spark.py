@@ -282,3 +282,57 @@ def test_doctor_finds_postgresqls_jdbc_driver_for_sparks_jdbc_writer():
 
     check = check_jdbc()
     assert check.status == "ok" and "JDBC driver" in check.detail, check
+
+
+UDF = """package udfs;
+public class PlusOne implements org.apache.spark.sql.api.java.UDF1<Long, Long> {
+    public Long call(Long x) { return x == null ? null : x + 1; }
+}
+"""
+UDF_JOB = '''"""Orders with a Java UDF from the team's jar and PostgreSQL's driver asked by coordinates, as spark-submit
+would give them: its builder's spark.jars and spark.jars.packages."""
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
+
+ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
+
+
+def run():
+    spark = (SparkSession.builder.appName("orders-udf")
+             .config("spark.jars", "lib/udfs.jar")
+             .config("spark.jars.packages", "org.postgresql:postgresql:42.6.0")
+             .getOrCreate())
+    spark.udf.registerJavaFunction("plus_one", "udfs.PlusOne", LongType())
+    orders = (spark.readStream.format("kafka").option("subscribe", "orders").load()
+              .select(F.from_json(F.col("value").cast("string"), ORDER).alias("o")).select("o.*")
+              .selectExpr("*", "plus_one(amount) AS amount_next"))
+    return (orders.writeStream.format("parquet").option("path", "/data/orders")
+            .option("checkpointLocation", "/chk/orders").start())
+'''
+
+
+def test_a_job_that_brings_its_own_jars_gets_them_on_every_driver_and_executor(chaos_harness, tmp_path):
+    """A job's ``spark.jars`` (a Java UDF its executors run) and ``spark.jars.packages`` reach the session the
+    harness gives it, across a driver kill: without them ``registerJavaFunction`` finds no class."""
+    import zipfile
+
+    from chaos.machine.jvm import javac
+    from chaos.machine.spark import spark_home
+    from pipelines_under_test import resolve
+
+    project = tmp_path / "project"
+    (project / "lib").mkdir(parents=True)
+    (project / "PlusOne.java").write_text(UDF)
+    subprocess.run([javac(), "-d", str(project / "classes"), "-cp", f"{spark_home()}/jars/*",
+                    str(project / "PlusOne.java")], check=True)
+    with zipfile.ZipFile(project / "lib" / "udfs.jar", "w") as jar:
+        jar.write(project / "classes" / "udfs" / "PlusOne.class", "udfs/PlusOne.class")
+    (project / "orders_udf.py").write_text(UDF_JOB)
+    r = trial(chaos_harness, tmp_path, f"{project}/orders_udf.py:run", "--schema", ORDER, "--sink", "parquet",
+              "--events", "600", "--fault", "kill-driver@1:sink-done", "--json")
+    assert r["verdict"] == "exactly-once" and all(f["fired"] for f in r["faults"]), r
+    written = pl.read_parquet(Path(r["run_dir"]) / "sink" / "files" / "*.parquet")
+    assert written.height == 600 and (written["amount_next"] == written["amount"] + 1).all()
+    notes = resolve(r["pipeline"]).notes
+    assert "the job's jars (orders_udf.py:12, orders_udf.py:13) are on its session's class path" in notes, notes

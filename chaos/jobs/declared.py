@@ -29,7 +29,7 @@ def declared_schema(source: Path) -> Declared | None:
     except (OSError, SyntaxError, ValueError):
         return None
     namespace = _type_names(tree)
-    assigned = _assignments(tree)
+    assigned = assignments(tree)
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
@@ -83,7 +83,7 @@ class _Chain:
         self.sql = type("sql", (), {"types": types})
 
 
-def _assignments(tree: ast.Module) -> dict[str, ast.expr]:
+def assignments(tree: ast.Module) -> dict[str, ast.expr]:
     """Every ``NAME = expr`` in the module, its functions included (the last one of a name wins)."""
     found: dict[str, ast.expr] = {}
     for node in ast.walk(tree):
@@ -99,7 +99,7 @@ def _evaluate(node: ast.expr, assigned: dict[str, ast.expr], namespace: dict) ->
     from chaos.jobs.payloads import as_ddl
 
     try:
-        value = _value(node, assigned, namespace, 0)
+        value = literal_value(node, assigned, namespace, 0)
     except Exception:  # noqa: BLE001 - anything but Spark's types and literals is not evaluated: no schema found
         return None
     if isinstance(value, str):
@@ -107,7 +107,7 @@ def _evaluate(node: ast.expr, assigned: dict[str, ast.expr], namespace: dict) ->
     return as_ddl(value) if hasattr(value, "fields") else None
 
 
-def _value(node: ast.expr, assigned: dict[str, ast.expr], namespace: dict, depth: int):
+def literal_value(node: ast.expr, assigned: dict[str, ast.expr], namespace: dict, depth: int):
     """``node`` evaluated with Spark's types and the names it uses that the module assigns, no builtins."""
     if depth > 5:
         raise RecursionError("too deep")
@@ -115,6 +115,6 @@ def _value(node: ast.expr, assigned: dict[str, ast.expr], namespace: dict, depth
     for inner in ast.walk(node):
         if isinstance(inner, ast.Name) and inner.id not in local and inner.id in assigned \
                 and assigned[inner.id] is not node:
-            local[inner.id] = _value(assigned[inner.id], assigned, namespace, depth + 1)
+            local[inner.id] = literal_value(assigned[inner.id], assigned, namespace, depth + 1)
     code = compile(ast.Expression(node), "<schema>", "eval")
     return eval(code, {"__builtins__": {}, **local})  # noqa: S307 - Spark's types and the job's own literals only
