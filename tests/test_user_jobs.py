@@ -283,6 +283,36 @@ def test_the_databases_a_jobs_code_names_are_found_and_its_connections_take_the_
     assert calls == [((), {"application_name": "orders", "autocommit": True, **where}), ((), where)]
 
 
+class _Writer:
+    def open(self, partition_id, epoch_id):
+        self.url = os.environ["DATABASE_URL"]
+        return True
+
+    def process(self, row):
+        return self.url
+
+
+def test_what_the_executors_run_takes_the_runs_database_with_it(monkeypatch):
+    """``on_executors``: unpickled (as in a Python worker) it sets the run's variables before the job's object is
+    loaded, and stays a function or a writer object as it was (Spark tells them apart by ``callable``)."""
+    import pickle
+
+    from pyspark import cloudpickle
+
+    from chaos.jobs.databases import on_executors
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    assert on_executors(len) is len  # no database in this run: nothing to carry
+    monkeypatch.setenv("DATABASE_URL", "postgresql://chaos:pw@127.0.0.1:4100/postgres")
+    function, writer = on_executors(lambda rows: os.environ["DATABASE_URL"]), on_executors(_Writer())
+    assert callable(function) and not callable(writer) and on_executors(function) is function
+    blobs = [cloudpickle.dumps(function), cloudpickle.dumps(writer)]
+    monkeypatch.setenv("DATABASE_URL", "postgresql://elsewhere/x")  # the worker's own environment
+    function, writer = (pickle.loads(b) for b in blobs)
+    assert function([]) == "postgresql://chaos:pw@127.0.0.1:4100/postgres"
+    assert writer.open(0, 3) and writer.process(None) == "postgresql://chaos:pw@127.0.0.1:4100/postgres"
+
+
 def test_a_scripts_arguments_travel_in_its_reference_and_go_to_scripts_only(tmp_path):
     script = REPO / "examples" / "trades_script.py"
     ref = job_ref(str(script), "trade_id STRING", "parquet", args=["--input", "x y", "--min-qty", "10"])

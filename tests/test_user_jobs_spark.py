@@ -336,3 +336,62 @@ def test_a_job_that_brings_its_own_jars_gets_them_on_every_driver_and_executor(c
     assert written.height == 600 and (written["amount_next"] == written["amount"] + 1).all()
     notes = resolve(r["pipeline"]).notes
     assert "the job's jars (orders_udf.py:12, orders_udf.py:13) are on its session's class path" in notes, notes
+
+
+PARTITION_JOB = '''"""Orders upserted partition by partition from the executors, to the compose database it names."""
+import os
+
+from psycopg import connect
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
+DB = dict(host="postgres", port=5432, dbname="shop", user="etl", password="etl")
+
+
+def write_partition(rows):
+    with connect(**DB) as conn:
+        for r in rows:
+            conn.execute("INSERT INTO orders VALUES (%s, %s, %s, %s) ON CONFLICT (order_id) DO NOTHING",
+                         (r.order_id, r.customer, r.amount, r.ts))
+
+
+def audit_partition(rows):
+    with connect(os.environ["DATABASE_URL"]) as conn:
+        for r in rows:
+            conn.execute("INSERT INTO audit VALUES (%s) ON CONFLICT DO NOTHING", (r.order_id,))
+
+
+def write_batch(batch, batch_id):
+    batch.foreachPartition(write_partition)
+    batch.select("order_id").foreachPartition(audit_partition)
+
+
+def run():
+    spark = SparkSession.builder.getOrCreate()
+    with connect(**DB) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS orders (order_id TEXT PRIMARY KEY, customer TEXT, amount BIGINT, "
+                     "ts TIMESTAMP)")
+        conn.execute("CREATE TABLE IF NOT EXISTS audit (order_id TEXT PRIMARY KEY)")
+    orders = (spark.readStream.format("kafka").option("subscribe", "orders").load()
+              .select(F.from_json(F.col("value").cast("string"), ORDER).alias("o")).select("o.*"))
+    return orders.writeStream.foreachBatch(write_batch).option("checkpointLocation", "/chk/orders").start()
+'''
+
+
+@needs_postgres
+def test_connections_the_executors_open_reach_the_trials_database(chaos_harness, tmp_path):
+    """A job that writes from its executors (``foreachPartition`` with ``from psycopg import connect`` and a
+    docker-compose host, or reading ``DATABASE_URL`` there) writes the trial's database:
+    the workers get the run's variables and the rerouted ``connect`` with the task."""
+    import psycopg
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "orders_partitions.py").write_text(PARTITION_JOB)
+    r = trial(chaos_harness, tmp_path, f"{project}/orders_partitions.py:run", "--schema", ORDER, "--sink",
+              "postgres:orders", "--events", "600", "--fault", "kill-driver@1:sink-done", "--json")
+    assert r["verdict"] == "exactly-once" and all(f["fired"] for f in r["faults"]), r
+    assert r["anomaly_counts"] == {"lost": 0, "duplicated": 0, "unexpected": 0}
+    with psycopg.connect(chaos_harness.database.dsn) as conn:  # the audit rows, by DATABASE_URL there
+        assert conn.execute("SELECT count(*) FROM audit").fetchone()[0] == 600

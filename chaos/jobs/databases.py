@@ -191,6 +191,72 @@ def _reroute_psycopg() -> None:
 def reroute() -> None:
     """From now on in this driver, a database the job names is the trial's (or the oracle's run's): installed
     before the job's module is imported, so ``from psycopg import connect`` binds the rerouted one. The writes
-    happen in the job's foreachBatch, long after its start returned: this stays for the driver's life."""
+    happen in the job's foreachBatch, long after its start returned: this stays for the driver's life. What it
+    hands the executors to run (``foreachPartition``, ``foreach``, a ``writeStream.foreach`` writer) takes the
+    database there too (``on_executors``)."""
     _reroute_writer()
     _reroute_psycopg()
+    _reroute_partitions()
+
+
+def on_executors(fn: Any) -> Any:
+    """``fn`` (a function or a ``foreach`` writer) as the executors should run it: in a Python worker where the
+    database variables are this run's and a connection the job names is rerouted, as in the driver. A job opens
+    its connections there (``batch.foreachPartition(write)`` with ``psycopg2.connect(host="postgres", ...)``,
+    a writer's ``open``); the workers have neither the driver's environment nor its patches. The variables
+    travel with the task, never to a file of the run."""
+    from chaos.jobs.job_env import DATABASE_VARS
+
+    env = {k: os.environ[k] for k in DATABASE_VARS if k in os.environ}
+    if not env or isinstance(fn, _OnExecutors):
+        return fn
+    return _Called(fn, env) if callable(fn) else _OnExecutors(fn, env)
+
+
+class _OnExecutors:
+    """A job's function or writer that, unpickled in a worker, first sets the run's database there: pickled as
+    its run's variables and the job's object as bytes, so the variables and the rerouted ``connect`` are in place
+    before the job's code is unpickled (a ``from psycopg2 import connect`` in its module binds the rerouted one)."""
+
+    def __init__(self, inner: Any, env: dict[str, str]) -> None:
+        self.inner, self.env = inner, env
+
+    def __getattr__(self, name: str) -> Any:  # a writer's open/process/close
+        if name in ("inner", "env"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __reduce__(self):
+        from pyspark import cloudpickle
+
+        return _in_worker, (self.env, cloudpickle.dumps(self.inner))
+
+
+class _Called(_OnExecutors):
+    """A function (Spark tells a ``foreach`` function from a writer object by whether it is callable)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner(*args, **kwargs)
+
+
+def _in_worker(env: dict[str, str], pickled: bytes) -> _OnExecutors:
+    import pickle
+
+    os.environ.update(env)
+    _reroute_psycopg()
+    inner = pickle.loads(pickled)  # noqa: S301 - the task's own closure, from its driver
+    return _Called(inner, env) if callable(inner) else _OnExecutors(inner, env)
+
+
+def _reroute_partitions() -> None:
+    """``RDD.foreachPartition`` and ``RDD.foreach`` (``DataFrame``'s call them) and ``writeStream.foreach`` hand
+    the executors ``on_executors(f)``."""
+    from pyspark.rdd import RDD
+    from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+    for owner, names in ((RDD, ("foreachPartition", "foreach")), (DataStreamWriter, ("foreach",))):
+        if getattr(owner, "_streamchaos_rerouted", False):
+            continue
+        for name in names:
+            setattr(owner, name, (lambda orig: lambda self, f: orig(self, on_executors(f)))(owner.__dict__[name]))
+        owner._streamchaos_rerouted = True
