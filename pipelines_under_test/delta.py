@@ -12,7 +12,9 @@
 
 The harness's event log is the source (``planned`` and ``reading`` as for every catalogue pipeline). The
 foreachBatch writers report ``sink-write`` before the write and ``sink-done`` after it; Delta's streaming sink has
-no Python in it, so ``sink-done`` comes from the checkpoint (``CheckpointBarrier``: just before ``commits/N``).
+no Python in it: its ``sink-write`` comes from the table's log (``DeltaLogBarrier``: the batch's files written,
+``_delta_log/N.json`` not yet) and its ``sink-done`` from the checkpoint (``CheckpointBarrier``: just before
+``commits/N``).
 The table is read by delta-rs, not by Spark (chaos/stream/sinks/delta.py).
 """
 
@@ -41,9 +43,11 @@ class DeltaSink(RowPassthrough):
         return delta_unavailable()
 
     def spark_jars(self, *, say=None) -> list[Path]:
-        from chaos.stream.sinks.delta import delta_jars
+        """Delta's jars, and the hooks its log writes go through (``DeltaLogBarrier``: SESSION_CONF names it)."""
+        from chaos.machine.jvm import hooks_jar
+        from chaos.stream.sinks.delta import delta_jars, log_barrier_jar
 
-        return delta_jars(say=say)
+        return [*delta_jars(say=say), hooks_jar(), log_barrier_jar(say=say)]
 
     def boot_conf(self) -> dict[str, str]:
         from chaos.stream.sinks.delta import SESSION_CONF
@@ -71,8 +75,8 @@ class DeltaStream(DeltaSink):
     """``writeStream.format("delta")`` on the trial's checkpoint: Delta's own streaming sink."""
 
     checkpoint_phases = ("sink-done",)
-    phases = tuple(p for p in PHASES if p not in ("sink-write", "state-commit"))
-    # The standard mix's windows at the phases it has (no sink-write: the sink is Delta's, without Python).
+    phases = tuple(p for p in PHASES if p != "state-commit")
+    # The standard mix's windows without its sink-write ones (measured so before the log's sink-write existed).
     conformance_mix = ("kill-driver@1:sink-done kill-driver@3:planned",
                        "kill-driver@1:planned kill-executor@2:reading kill-driver@3:committed",
                        "kill-driver@1:reading kill-driver@2:sink-done")
@@ -83,9 +87,12 @@ class DeltaStream(DeltaSink):
         return super().unavailable() or checkpoint_barrier_unavailable()
 
     def start(self, ctx: DriverContext):
-        from chaos.stream.sinks.delta import USER_METADATA
+        from chaos.stream.sinks.delta import USER_METADATA, log_barrier_conf
 
         ctx.spark.conf.set(USER_METADATA, json.dumps({"incarnation": ctx.incarnation}))
+        if ctx.controller:  # sink-write: the batch's files written, its _delta_log/N.json not yet
+            for key, value in log_barrier_conf(ctx.controller, ctx.incarnation, str(self.table(ctx.sink_dir))).items():
+                ctx.spark.conf.set(key, value)
         return (self.transform(ctx.source).select(*ROWS).writeStream.format("delta")
                 .option("checkpointLocation", ctx.checkpoint).queryName(self.query_name)
                 .start(str(self.table(ctx.sink_dir))))

@@ -155,8 +155,8 @@ class UserJob(Pipeline):
         return hooks_unavailable() if self.file_sink else None
 
     def spark_jars(self, *, say=None) -> list[Path]:
-        """The jars the job asks for (chaos.jobs.job_jars); Delta's and the hooks (CheckpointBarrier: a streaming
-        Delta sink's phases) for a Delta job."""
+        """The jars the job asks for (chaos.jobs.job_jars); Delta's and the hooks (CheckpointBarrier and
+        DeltaLogBarrier: a streaming Delta sink's phases) for a Delta job."""
         from chaos.jobs.job_jars import jar_files
         from chaos.machine.spark import spark_home
 
@@ -164,10 +164,10 @@ class UserJob(Pipeline):
         if not self.delta:
             return own
         from chaos.machine.jvm import hooks_jar
-        from chaos.stream.sinks.delta import delta_jars
+        from chaos.stream.sinks.delta import delta_jars, log_barrier_jar
 
         delta = delta_jars(say=say)
-        return [*delta, hooks_jar(), *(j for j in own if j not in delta)]
+        return [*delta, hooks_jar(), log_barrier_jar(say=say), *(j for j in own if j not in delta)]
 
     def read_deliveries(self, sink_dir: Path) -> pl.DataFrame | None:
         """A Delta table's write history: each commit's batch and driver (chaos.jobs.as_written tags them)."""

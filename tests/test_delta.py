@@ -106,7 +106,7 @@ def test_the_catalogue_has_the_four_delta_pipelines_with_their_guarantees_and_ph
                                                             "delta-merge")}
     assert declared == {"delta-stream": "exactly-once", "delta-append": "at-least-once", "delta-txn": "exactly-once",
                         "delta-merge": "exactly-once"}
-    assert "sink-write" not in CATALOGUE["delta-stream"].phases  # Delta's own sink: sink-done from the checkpoint
+    assert "sink-write" in CATALOGUE["delta-stream"].phases  # its log's (DeltaLogBarrier), sink-done its checkpoint's
     assert CATALOGUE["delta-stream"].checkpoint_phases == ("sink-done",)
     assert isinstance(CATALOGUE["delta-txn"], DeltaBatches) and "sink-write" in CATALOGUE["delta-txn"].phases
     assert CATALOGUE["delta-append"].boot_conf()["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"

@@ -18,8 +18,9 @@ ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
 
 
 def test_a_lakehouse_jobs_streaming_sink_skips_the_replay_its_foreach_append_repeats(tmp_path):
-    """examples/orders_delta.py as written, on one harness, under ``kill-driver@1:sink-done``: its Delta streaming
-    sink (partitioned, at /lake/silver/orders) is exactly-once, Delta skipping the replayed batch; its foreachBatch
+    """examples/orders_delta.py as written, on one harness, under ``kill-driver@1:sink-done`` and
+    ``kill-driver@2:sink-write``: its Delta streaming sink (partitioned, at /lake/silver/orders) is exactly-once,
+    Delta skipping the replayed batch; its foreachBatch
     append is at-least-once, batch 1 committed by both drivers; the audit table it also writes is the trial's too.
     The write history is read from ``_delta_log/``. Its Kafka source is the stand-in (Spark's connector reads the
     broker in tests/test_kafka_spark.py; here it would only add a broker's start and a minute)."""
@@ -28,7 +29,8 @@ def test_a_lakehouse_jobs_streaming_sink_skips_the_replay_its_foreach_append_rep
     job = f"{REPO}/examples/orders_delta.py"
     run = cli("--spark", CONNECTOR_SPARK, "campaign", "run", "--pipeline", f"{job}:run", "--pipeline",
               f"{job}:run_append", "--schema", ORDER, "--sink", "delta:/lake/silver/orders", "--events", "800",
-              "--kafka", "stand-in", "--example", "kill-driver@1:sink-done", "--trials", "1", "--no-shrink",
+              "--kafka", "stand-in", "--example", "kill-driver@1:sink-done kill-driver@2:sink-write", "--trials", "1",
+              "--no-shrink",
               "--out", str(out),
               cwd=tmp_path, timeout=1200)
     assert run.rc == 1, run.stderr[-3000:]  # the append is expected exactly-once as every job: it is not
@@ -51,4 +53,14 @@ def test_a_lakehouse_jobs_streaming_sink_skips_the_replay_its_foreach_append_rep
     sinks = {name: sorted(p.name for p in (folder / "sink").iterdir()) for name, (_, folder) in results.items()}
     assert sinks == {"run": ["files"], "run_append": ["delta-lake_audit_batches", "files"]}, sinks
     assert any((results["run"][1] / "sink" / "files").glob("customer=*"))  # partitioned as the job says
+    # The streaming sink's sink-write is its log's: the driver killed there had written batch 2's files and no
+    # _delta_log entry naming them; the replay wrote them again, and the first ones stay, named by no commit.
+    history = [json.loads(line) for line in (results["run"][1] / "history.jsonl").read_text().splitlines()]
+    write = next(h for h in history if h["kind"] == "phase" and h["phase"] == "sink-write" and h["batch"] == 2)
+    assert write["detail"]["source"] == "delta" and write["detail"]["before"].startswith("_delta_log/"), write
+    table = results["run"][1] / "sink" / "files"
+    named = {json.loads(line)["add"]["path"] for entry in (table / "_delta_log").glob("*.json")
+             for line in entry.read_text().splitlines() if '"add"' in line}
+    files = {str(p.relative_to(table)) for p in table.rglob("*.parquet")}
+    assert named < files, (sorted(named), sorted(files))
     assert not Path("/lake/silver/orders").exists() and left_by(run.pid) == []

@@ -342,11 +342,13 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
     delta_tables.reroute()  # a Delta table the job names by path is the run's (chaos.jobs.delta_tables)
     delta_tables.begin(file_sink.parent, spec.table if spec.sink_kind == "delta" else None)
 
-    def delta_phases() -> None:  # Delta's streaming sink: sink-done before commits/N (CheckpointBarrier)
-        from chaos.machine.jvm import checkpoint_barrier_conf
+    def delta_phases() -> None:  # Delta's streaming sink: sink-write before _delta_log/N.json (DeltaLogBarrier),
+        from chaos.machine.jvm import checkpoint_barrier_conf  # sink-done before commits/N (CheckpointBarrier)
+        from chaos.stream.sinks.delta import log_barrier_conf
 
         have = [p for p in spark.conf.get("spark.streamchaos.checkpoint.phases", "").split(",") if p]
         conf = checkpoint_barrier_conf(log_options["controller"], incarnation, (*have, "sink-done"), checkpoint)
+        conf |= log_barrier_conf(log_options["controller"], incarnation, str(file_sink))
         for key, value in conf.items():
             spark.conf.set(key, value)
 

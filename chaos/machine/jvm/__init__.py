@@ -103,16 +103,22 @@ def hooks_jar() -> Path:
     import pyspark
 
     jars = Path(pyspark.__file__).parent / "jars"
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES) + pyspark.__version__.encode()).hexdigest()[:16]
-    jar = cache_dir() / f"hooks-{digest}.jar"
+    return built_jar("hooks", _sources(jars), f"{jars}/*", pyspark.__version__)
+
+
+def built_jar(name: str, sources: tuple[Path, ...] | list[Path], class_path: str, version: str) -> Path:
+    """``sources`` compiled against ``class_path`` into a jar cached as ``NAME-DIGEST.jar`` (the sources' digest and
+    ``version``, the Spark it was built for): built once per machine and Spark upgrade."""
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in sources) + version.encode()).hexdigest()[:16]
+    jar = cache_dir() / f"{name}-{digest}.jar"
     if jar.exists():
         return jar
     jar.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="streamchaos-javac-") as tmp:
-        done = subprocess.run([javac(), "-nowarn", "-cp", f"{jars}/*", "-d", tmp, *map(str, _sources(jars))],
+        done = subprocess.run([javac(), "-nowarn", "-cp", class_path, "-d", tmp, *map(str, sources)],
                               capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
-            raise UserError(f"javac could not build the JVM hooks against {jars}: "
+            raise UserError(f"javac could not build the JVM hooks ({name}) against {class_path}: "
                             f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
         partial = jar.with_suffix(f".{os.getpid()}.tmp")
         with zipfile.ZipFile(partial, "w") as out:

@@ -26,6 +26,8 @@ SESSION_CONF = {
     # Delta rebuilds the table's state from its log in 50 tasks by default, in every batch: sized for a trial's
     # tables of a few thousand rows, as the harness sizes shuffles (2 partitions), it is 2 tasks.
     "spark.databricks.delta.snapshotPartitions": "2",
+    # Delta's log of a local table written through DeltaLogBarrier (log_barrier_jar): a streaming write's sink-write.
+    "spark.delta.logStore.file.impl": "streamchaos.DeltaLogBarrier",
 }
 # Each commit's ``commitInfo.userMetadata`` (a session setting Delta copies into every commit): the incarnation
 # of the driver that made it, so the write history says which driver wrote a batch twice.
@@ -65,6 +67,25 @@ def delta_jars(*, say=None) -> list[Path]:
 
     folder = resolve(artifact(_running()), say=say, refusal=_refusal)
     return not_shipped(folder, Path(spark_home()) / "jars")
+
+
+def log_barrier_jar(*, say=None) -> Path:
+    """``streamchaos.DeltaLogBarrier`` (chaos/machine/jvm/delta): Delta's streaming sink's ``sink-write``, built
+    against this Spark's and Delta's jars and the hooks' ``Barrier``."""
+    from chaos.machine.jvm import built_jar, hooks_jar
+    from chaos.machine.spark import spark_home
+
+    delta = resolve(artifact(_running()), say=say, refusal=_refusal) / "jars"
+    sources = sorted((Path(__file__).parents[2] / "machine" / "jvm" / "delta").glob("*.java"))
+    class_path = ":".join([f"{spark_home()}/jars/*", f"{delta}/*", str(hooks_jar())])
+    return built_jar("delta-hooks", sources, class_path, f"{_running()}-{DELTA_VERSION}")
+
+
+def log_barrier_conf(controller: str, incarnation: int, root: str) -> dict[str, str]:
+    """The session settings that make ``DeltaLogBarrier`` report ``sink-write`` of the streaming Delta table at
+    ``root`` to ``controller`` (read from each commit's Hadoop configuration, which carries the session's)."""
+    return {"spark.streamchaos.delta.controller": controller, "spark.streamchaos.delta.incarnation": str(incarnation),
+            "spark.streamchaos.delta.phases": "sink-write", "spark.streamchaos.delta.root": root}
 
 
 def read_table(path: Path, schema: dict[str, pl.DataType] | None = None) -> pl.DataFrame:
