@@ -115,6 +115,9 @@ class Pipeline:
     # Phases reported as its tasks start (chaos/machine/jvm/ReadingBarrier.java, an executor plugin): ``reading``
     # for a source of Spark's own.
     task_phases: tuple[str, ...] = ()
+    # Phases its tasks report too, after the driver's (Spark's JDBC writer in a foreachBatch: each task's commit,
+    # chaos/machine/jvm/BarrierJdbcDriver.java): a fault aimed at an executor waits for a task's report of them.
+    executor_phases: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:

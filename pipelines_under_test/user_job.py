@@ -73,10 +73,13 @@ class UserJob(Pipeline):
             notes.append(f"the event time is {spec.time_form.field}, written as {spec.time_form.form}")
         self._payload_notes = tuple(notes)
         sink_notes = []
-        from chaos.jobs.databases import named_databases, shown
+        from chaos.jobs.databases import named_databases, shown, writes_jdbc
         from chaos.jobs.reference import entry_text
 
-        named = named_databases(entry_text(spec.entry))  # one with no server here is one line, before any JVM
+        text = entry_text(spec.entry)
+        named = named_databases(text)  # one with no server here is one line, before any JVM
+        # Spark's JDBC writer in its code: each task reports sink-write once its transaction committed.
+        self.executor_phases = ("sink-write",) if self.database and writes_jdbc(text) else ()
         if self.database:
             sink_notes += [f"the job's database {shown(url)} is the trial's (its tables kept)" for url in named]
         if self.delta:
@@ -161,6 +164,10 @@ class UserJob(Pipeline):
         from chaos.machine.spark import spark_home
 
         own = jar_files(self._jars_wanted, Path(spark_home()) / "jars", say=say)
+        if self.executor_phases:  # BarrierJdbcDriver
+            from chaos.machine.jvm import hooks_jar
+
+            own = [hooks_jar(), *own]
         if not self.delta:
             return own
         from chaos.machine.jvm import hooks_jar

@@ -168,3 +168,20 @@ def test_a_history_write_on_a_full_disk_reaches_the_trial_not_the_reporting_thre
         history.raise_write_error()
     assert raised.value.errno == errno.ENOSPC
     History(None).raise_write_error()  # nothing written, nothing failed
+
+
+def test_an_executors_fault_waits_for_a_tasks_report_of_a_phase_its_tasks_report_too():
+    """Spark's JDBC writer in a foreachBatch: the driver reports sink-write before the function, each task once its
+    transaction committed; ``kill-executor`` lands at the task's, ``kill-driver`` at the driver's."""
+    fired = []
+    history = History()
+    ctl = Controller(history, [parse_fault("kill-executor@2:sink-write"), parse_fault("kill-driver@2:sink-write")],
+                     lambda fault, detail: fired.append((fault.spec, detail.get("partition"))) or {"done": True},
+                     executor_phases=("sink-write",))
+    try:
+        barrier.report(ctl.address, 2, "sink-write")
+        assert fired == [("kill-driver@2:sink-write", None)]
+        barrier.report(ctl.address, 2, "sink-write", partition=1, source="jdbc")
+        assert fired[1:] == [("kill-executor@2:sink-write", 1)] and ctl.unfired() == []
+    finally:
+        ctl.close()

@@ -283,6 +283,28 @@ def test_the_databases_a_jobs_code_names_are_found_and_its_connections_take_the_
     assert calls == [((), {"application_name": "orders", "autocommit": True, **where}), ((), where)]
 
 
+def test_spark_jdbc_writes_in_a_batch_of_the_run_go_through_the_barrier_driver():
+    """In a foreachBatch of the query under test (``in_batch``) and a run with a controller (``phases_to``), the
+    JDBC write's driver is the harness's, the job's own named beside it; the oracle's run (no controller) and
+    writes outside a batch are the job's as written."""
+    from chaos.jobs import databases
+
+    assert databases.writes_jdbc('batch.write.jdbc(URL, "orders")') and databases.writes_jdbc("format('jdbc')")
+    assert not databases.writes_jdbc('psycopg.connect("host=db")')
+    databases.phases_to("127.0.0.1:4100", 2)
+    try:
+        assert databases._jdbc_properties({"driver": "org.postgresql.Driver"}) == {"driver": "org.postgresql.Driver"}
+        with databases.in_batch(7):
+            assert databases._jdbc_properties({"driver": "org.postgresql.Driver", "batchsize": "500"}) == {
+                "driver": databases.BARRIER_DRIVER, "batchsize": "500", "streamchaos.driver": "org.postgresql.Driver",
+                "streamchaos.controller": "127.0.0.1:4100", "streamchaos.incarnation": "2", "streamchaos.batch": "7"}
+        databases.phases_to(None)
+        with databases.in_batch(7):
+            assert databases._jdbc_properties({}) == {}
+    finally:
+        databases.phases_to(None)
+
+
 class _Writer:
     def open(self, partition_id, epoch_id):
         self.url = os.environ["DATABASE_URL"]

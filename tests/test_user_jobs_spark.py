@@ -52,13 +52,23 @@ def test_an_upsert_job_as_written_is_exactly_once_against_its_batch_query(chaos_
 # source's writer
 @pytest.mark.parametrize("name", ["orders_append", "orders_jdbc", "orders_sink"])
 def test_an_append_jobs_replayed_batch_is_found_row_by_row_and_attributed(chaos_harness, tmp_path, name):
-    r = trial(chaos_harness, tmp_path, job(name), "--schema", ORDER, "--sink", "postgres:orders", *KILL, code=1)
+    # Spark's JDBC writer: an executor killed once a task of batch 1 committed its partition (the task's own
+    # sink-write, BarrierJdbcDriver) has the task run again, which appends the partition again.
+    executor = ["--fault", "kill-executor@1:sink-write"] if name == "orders_jdbc" else []
+    r = trial(chaos_harness, tmp_path, job(name), "--schema", ORDER, "--sink", "postgres:orders", *KILL, *executor,
+              code=1)
     assert r["verdict"] == "at-least-once" and r["meets"] is False  # exit 1: a job is expected exactly-once
-    assert r["anomaly_counts"] == {"lost": 0, "duplicated": 200, "unexpected": 0}
-    # Its rows keep order_id, which names the event: the duplicates are batch 3's, after the kill.
-    dup = r["duplicated"]
-    assert {i for d in dup for i in d["ids"]} <= ids_of_batch(r, 3)
-    assert {(tuple(d["batches"]), tuple(d["faults"])) for d in dup} == {((3,), ("kill-driver@3:sink-done",))}
+    # Its rows keep order_id, which names the event: the duplicates (a sample of them listed) are batch 3's, after
+    # the driver's kill, and for the JDBC writer batch 1's too: at least the partition whose commit its task
+    # reported, at most the batch.
+    dup, counts = r["duplicated"], r["anomaly_counts"]
+    assert {i for d in dup if d["batches"] == [3] for i in d["ids"]} <= ids_of_batch(r, 3)
+    assert {i for d in dup if d["batches"] == [1] for i in d["ids"]} <= ids_of_batch(r, 1)
+    assert {(tuple(d["batches"]), tuple(d["faults"])) for d in dup} <= {
+        ((3,), ("kill-driver@3:sink-done",)), *([((1,), ("kill-executor@1:sink-write",))] if executor else [])}
+    assert dup[-1]["batches"] == [3] if not executor else dup[0]["batches"] == [1]  # sorted by id: 1's first
+    assert counts["lost"] == counts["unexpected"] == 0 and (200 < counts["duplicated"] <= 400 if executor else
+                                                            counts["duplicated"] == 200), counts
     fired = next(f for f in r["faults"] if f["spec"] == "kill-driver@3:sink-done")
     assert fired["fired"], r["faults"]  # the job's own sink reported the phase, without calling anything
     if name == "orders_append":  # a job meant to be at-least-once says so (--expect): the same run meets it
@@ -70,11 +80,16 @@ def test_an_append_jobs_replayed_batch_is_found_row_by_row_and_attributed(chaos_
 @needs_postgres
 def test_a_jdbc_job_that_stages_and_inserts_on_conflict_is_exactly_once(chaos_harness, tmp_path):
     """Spark's JDBC writer into a staging table, then ``INSERT ... ON CONFLICT DO NOTHING`` through psycopg with the
-    job's own connection parameters (localhost, its database and user: the trial's): the replayed batch adds
-    nothing."""
+    job's own connection parameters (localhost, its database and user: the trial's): the replayed batch and the
+    retried task add nothing."""
     r = trial(chaos_harness, tmp_path, f"{REPO}/examples/orders_jdbc.py:run_staged", "--schema", ORDER, "--sink",
-              "postgres:orders", *KILL)
+              "postgres:orders", *KILL, "--fault", "kill-executor@1:sink-write")
     assert all(f["fired"] for f in r["faults"]) and r["restarts"] == 1, r["faults"]
+    # The executor died once a staging task committed: the retried task staged its rows twice, and the insert
+    # into orders added each once.
+    history = [json.loads(line) for line in (Path(r["run_dir"]) / "history.jsonl").open()]
+    assert any(h["kind"] == "phase" and h["batch"] == 1 and h["detail"].get("source") == "jdbc"
+               and h["detail"].get("task_attempt") == 1 for h in history)
     assert r["verdict"] == "exactly-once" and r["meets"] is True
     assert r["anomaly_counts"] == {"lost": 0, "duplicated": 0, "unexpected": 0}
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from chaos.errors import UserError
 from chaos.jobs import delta_tables
-from chaos.jobs.databases import reroute
+from chaos.jobs.databases import phases_to, reroute
 from chaos.jobs.job_env import DATABASE_VARS, database_env
 from chaos.jobs.kafka_source import kafka_options
 from chaos.jobs.named_checkpoints import named_location, start_on
@@ -330,6 +330,7 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
     if database:  # before the module is imported: a module-level read sees the trial's database
         os.environ.update(database_env(database))
         reroute()  # a database the job's code names is the trial's too (chaos.jobs.databases)
+    phases_to(log_options.get("controller") if phase is not None else None, incarnation)
     fn = entry_function(spec)
     started: list = []
     watermarks: list[tuple] = []

@@ -17,12 +17,15 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from chaos.errors import UserError
 
 # ``jdbc:SUBPROTOCOL:...`` and ``postgres(ql)://...`` written in the job's source.
+JDBC_WRITE = re.compile(r"""\.jdbc\(|["']jdbc["']""")  # .jdbc(...), format("jdbc") or a name for "jdbc"
 JDBC_LITERAL = re.compile(r"""jdbc:([A-Za-z0-9]+):[^\s"'`]*""")
 POSTGRES_URL = re.compile(r"""(?<![:\w])postgres(?:ql)?://[^\s"'`]+""")
 SERVED = ("postgresql",)
@@ -70,7 +73,45 @@ def _jdbc_properties(properties: dict | None) -> dict:
     if trial is not None:
         props["user"], props["password"] = trial[1], trial[2]
         props.setdefault("driver", "org.postgresql.Driver")
-    return props
+    return {**props, **_barrier_properties(props.get("driver"))}
+
+
+# Spark's JDBC writer's tasks report their sink-write through this driver (chaos/machine/jvm), when a trial's
+# controller is set for this driver process (``phases_to``) and a foreachBatch of the query under test is running on
+# this thread (``in_batch``): the batch its writes are for.
+BARRIER_DRIVER = "streamchaos.BarrierJdbcDriver"
+_barrier: dict[str, str] = {}
+_batch = threading.local()
+
+
+def phases_to(controller: str | None, incarnation: int = 0) -> None:
+    """This run's JDBC writes report their tasks' phases to ``controller`` (None: the oracle's run, none)."""
+    _barrier.clear()
+    if controller:
+        _barrier.update({"streamchaos.controller": controller, "streamchaos.incarnation": str(incarnation)})
+
+
+@contextmanager
+def in_batch(batch_id: int) -> Iterator[None]:
+    """The JDBC writes of this thread are for micro-batch ``batch_id`` while the context lasts."""
+    _batch.id = int(batch_id)
+    try:
+        yield
+    finally:
+        _batch.id = None
+
+
+def _barrier_properties(driver: str | None) -> dict[str, str]:
+    batch = getattr(_batch, "id", None)
+    if not _barrier or batch is None:
+        return {}
+    return {**_barrier, "streamchaos.batch": str(batch), "streamchaos.driver": driver or "org.postgresql.Driver",
+            "driver": BARRIER_DRIVER}
+
+
+def writes_jdbc(source_text: str) -> bool:
+    """Whether the job's code writes through Spark's JDBC writer (its tasks then report ``sink-write``)."""
+    return bool(JDBC_WRITE.search(source_text))
 
 
 def _refuse_other(url: str) -> None:
@@ -108,18 +149,25 @@ def _reroute_writer() -> None:
                 option(self, "url", _trial_url(url))
                 option(self, "user", trial[1])
                 option(self, "password", trial[2])
+            driver = opts.pop("driver", None) or self.__dict__.get("_streamchaos_driver")
+            for key, value in _barrier_properties(driver).items():
+                option(self, key, value)
         return save(self, path, format, mode, partitionBy, **opts)
 
     def checked_option(self, key, value):
         if str(key).lower() == "url":
             _refuse_other(str(value))
             self.__dict__["_streamchaos_url"] = str(value)
+        elif str(key).lower() == "driver":
+            self.__dict__["_streamchaos_driver"] = str(value)
         return option(self, key, value)
 
     def checked_options(self, **opts):
         if "url" in opts:
             _refuse_other(str(opts["url"]))
             self.__dict__["_streamchaos_url"] = str(opts["url"])
+        if "driver" in opts:
+            self.__dict__["_streamchaos_driver"] = str(opts["driver"])
         return options(self, **opts)
 
     DataFrameWriter.jdbc = rerouted_jdbc

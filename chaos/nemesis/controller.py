@@ -89,8 +89,11 @@ class Controller:
     """Serves barrier requests on 127.0.0.1 (or ``host``, ``Cluster.host``) and fires armed faults through ``fire``."""
 
     def __init__(self, history: History, faults: list[Fault], fire: Fire, host: str = "127.0.0.1",
-                 peers: bool = False) -> None:
+                 peers: bool = False, executor_phases: tuple[str, ...] = ()) -> None:
         self.history = history
+        # Phases a task reports too, after the driver did (``Pipeline.executor_phases``): an executor's fault waits
+        # for a task's report (one with a partition), so it lands in the task.
+        self.executor_phases = executor_phases
         # Record each reporter's address (``peer``): on a cluster of hosts, where a pid alone names no process.
         self.peers = peers
         self.armed = [ArmedFault(f) for f in faults]
@@ -173,6 +176,8 @@ class Controller:
             for armed in self.armed:
                 f = armed.fault
                 if self.disarmed or armed.fired or f.timed or f.batch != batch or f.phase != phase:
+                    continue
+                if f.target == "executor" and phase in self.executor_phases and "partition" not in detail:
                     continue
                 self._fire(armed, detail, batch, phase)
 

@@ -179,7 +179,8 @@ class Trial:
         if self.pipeline.kafka:  # its source (and Kafka sink) channel is the broker's listener, not the event log's
             self.nemesis.channel_routes = {"source": "kafka-source", "sink": "kafka-sink"}
         self.controller = Controller(self.history, faults, self.nemesis.fire, host=self.h.cluster.host,
-                                     peers=self.h.cluster.peers_in_reports)
+                                     peers=self.h.cluster.peers_in_reports,
+                                     executor_phases=self.pipeline.executor_phases)
         self.controller.listeners.append(self.nemesis.on_phase)
         feed = SocketFeed(events, self.scenario.events_per_batch) if self.pipeline.socket_feed else None
         for fed in (feed, self.topics and self.topics.feed):
