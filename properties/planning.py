@@ -68,6 +68,7 @@ CANONICAL_WINDOWS: tuple[tuple[str, str, str], ...] = (
     ("kill-driver", "state-commit", "driver kill after the state store wrote version N+1, before commits/N"),
 )
 STATE_WINDOW = "kill-driver:state-commit"  # a query's state store, learned from its checkpoint (Campaign.summarize)
+TASK_WRITE_WINDOW = "kill-executor:sink-write"
 # Covered when a trial's second driver kill fired at the batch after its first one's: the second
 # batch a restarted driver runs (the first is the replay).
 AFTER_RESTART = ("kill-driver", "after-restart", "driver kill at the second batch after a restart")
@@ -143,17 +144,23 @@ def coverage(schedules: Iterable[Iterable[Fault | str]]) -> set[tuple[str, str]]
 
 
 def canonical_windows(actions: Iterable[str], phases: Iterable[str], max_faults: int = 2,
-                      state_first: bool = False) -> list[tuple[str, str, str]]:
+                      state_first: bool = False, task_write_first: bool = False) -> list[tuple[str, str, str]]:
     """The canonical windows a pipeline can take: action allowed, phase reached (``AFTER_RESTART`` needs
     two driver kills in a trial). ``state_first``: the pipeline is known to keep state (``Pipeline.state_known``),
     so the state store's window comes third (two faults a trial: in the second trial, where three trials open it;
-    the executor kill while writing, which Spark retries, moves to the fourth)."""
+    the executor kill while writing, which Spark retries, moves to the fourth). ``task_write_first``: its tasks
+    report their own ``sink-write`` once they committed (Spark's JDBC writer: ``Pipeline.executor_phases``), where
+    an executor kill makes Spark write a partition again, so that window comes right after (in the second trial)."""
     actions, phases = set(actions), set(phases)
     windows = [w for w in CANONICAL_WINDOWS if w[0] in actions and w[1] in phases]
     state = [w for w in windows if f"{w[0]}:{w[1]}" == STATE_WINDOW]
     if state_first and state:
         windows.remove(state[0])
         windows.insert(min(2, len(windows)), state[0])
+    task_write = [w for w in windows if f"{w[0]}:{w[1]}" == TASK_WRITE_WINDOW]
+    if task_write_first and task_write:
+        windows.remove(task_write[0])
+        windows.insert(min(3 if state_first and state else 2, len(windows)), task_write[0])
     if max_faults >= 2 and sum(1 for w in windows if w[0] == "kill-driver") >= 2:
         windows.append(AFTER_RESTART)
     return windows
@@ -178,12 +185,14 @@ def covered_windows(fired: Iterable[Fault | str]) -> set[str]:
 
 
 def canonical_schedules(batches: int, actions: tuple[str, ...], phases: tuple[str, ...], seed: int,
-                        max_faults: int = 2, state_first: bool = False) -> list[list[str]]:
+                        max_faults: int = 2, state_first: bool = False,
+                        task_write_first: bool = False) -> list[list[str]]:
     """The canonical windows as trials: up to two per trial (``max_faults``), the second at the batch after
     the first's, at a batch drawn from ``seed`` that leaves two batches before it and one after it when the
     stream has them (a query's first batches may still be starting: a continuous query's first epochs are
     often empty, and a kill there shows nothing)."""
-    windows = [w for w in canonical_windows(actions, phases, max_faults, state_first) if w is not AFTER_RESTART]
+    windows = [w for w in canonical_windows(actions, phases, max_faults, state_first, task_write_first)
+               if w is not AFTER_RESTART]
     per_trial = max(1, min(2, max_faults))
     rng = random.Random(seed)
     order = {p: i for i, p in enumerate(PHASES)}
@@ -200,13 +209,15 @@ def canonical_schedules(batches: int, actions: tuple[str, ...], phases: tuple[st
 
 def plan_schedules(batches: int, actions: tuple[str, ...], trials: int, seed: int, *,
                    max_faults: int = 2, examples: Iterable[str] = (),
-                   phases: tuple[str, ...] = PHASES, state_first: bool = False) -> list[list[str]]:
+                   phases: tuple[str, ...] = PHASES, state_first: bool = False,
+                   task_write_first: bool = False) -> list[list[str]]:
     """The fault schedules of ``trials`` trials: ``examples`` first, then the canonical windows (the state store's
-    early for a pipeline known to keep state: ``state_first``), then coverage-first Hypothesis draws."""
+    early for a pipeline known to keep state: ``state_first``; the executor kill in a committed write task early
+    where tasks report it: ``task_write_first``), then coverage-first Hypothesis draws."""
     plan = [[parse_fault(s).spec for s in example.split()] for example in examples if example.strip()][:trials]
     if not actions:
         return plan
-    for schedule in canonical_schedules(batches, actions, phases, seed, max_faults, state_first):
+    for schedule in canonical_schedules(batches, actions, phases, seed, max_faults, state_first, task_write_first):
         if len(plan) < trials and schedule not in plan:
             plan.append(schedule)
     rank = ({a: len(ACTION_ORDER) - i for i, a in enumerate(ACTION_ORDER)}

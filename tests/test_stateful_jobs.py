@@ -72,6 +72,24 @@ def test_a_pipeline_known_to_keep_state_opens_its_window_in_the_second_trial():
         plan_schedules(10, KILLS, 3, seed=2, phases=stateless)
 
 
+def test_a_job_whose_write_tasks_report_their_commit_gets_the_executor_kill_there_in_the_second_trial():
+    """Spark's JDBC writer in a foreachBatch (``executor_phases``): the executor kill in a committed write task, a
+    third trial's window otherwise, moves to the second; with state known too, both share the second."""
+    stateless = tuple(p for p in PHASES if p != "state-commit")
+    for seed in range(1, 6):
+        plan = plan_schedules(10, KILLS, 3, seed=seed, phases=stateless, task_write_first=True)
+        assert ("kill-executor", "sink-write") in [(f.action, f.phase) for f in map(parse_fault, plan[1])], plan
+        assert plan[0] == plan_schedules(10, KILLS, 3, seed=seed, phases=stateless)[0]
+        both = plan_schedules(10, KILLS, 3, seed=seed, state_first=True, task_write_first=True)
+        assert {(f.action, f.phase) for f in map(parse_fault, both[1])} == {("kill-driver", "state-commit"),
+                                                                           ("kill-executor", "sink-write")}
+    from pipelines_under_test.user_job import UserJob
+
+    jdbc = resolve(job_ref(f"{REPO}/examples/orders_jdbc.py:run", ORDER, "postgres:orders", "", kafka="stand-in"))
+    append = resolve(job_ref(f"{REPO}/examples/orders_append.py:run", ORDER, "postgres:orders", "", kafka="stand-in"))
+    assert isinstance(jdbc, UserJob) and jdbc.executor_phases == ("sink-write",) and append.executor_phases == ()
+
+
 def test_a_stateful_job_as_written_gets_the_state_window_in_three_trials(tmp_path):
     upsert = job_ref("examples.orders_upsert:run", ORDER, "postgres:customer_totals", "customer", kafka="stand-in")
     append = job_ref(f"{REPO}/examples/orders_append.py:run", ORDER, "postgres:orders", "", kafka="stand-in")

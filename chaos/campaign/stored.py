@@ -200,7 +200,8 @@ class Campaign:
             else:
                 schedules = plan_schedules(template.batches, actions, per_pipeline, stable_seed(spec.seed, name),
                                            max_faults=spec.max_faults, examples=spec.examples,
-                                           phases=pipeline.phases, state_first=pipeline.state_known)
+                                           phases=pipeline.phases, state_first=pipeline.state_known,
+                                           task_write_first="sink-write" in pipeline.executor_phases)
             # The canonical windows this pipeline can take: the summary says which its fired faults opened.
             seeds = trial_seeds(spec.seed, name, len(schedules))
             for j, variant in enumerate(conf_variants):
@@ -210,7 +211,8 @@ class Campaign:
                     prefix += "_"
                 prefixes.add(prefix)
                 windows[row] = window_names(canonical_windows(actions, pipeline.phases, spec.max_faults,
-                                                              pipeline.state_known))
+                                                              pipeline.state_known,
+                                                              "sink-write" in pipeline.executor_phases))
                 plans[row] = [
                     {"id": f"{prefix}-{k:03d}", "pipeline": name, "row": row,
                      "scenario": replace(template, seed=s, faults=faults, conf=variant).to_dict()}
