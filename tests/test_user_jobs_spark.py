@@ -377,6 +377,20 @@ def audit_partition(rows):
             conn.execute("INSERT INTO audit VALUES (%s) ON CONFLICT DO NOTHING", (r.order_id,))
 
 
+class Seen:
+    """A side query's foreach writer: the order ids it saw, by DATABASE_URL in its open."""
+
+    def open(self, partition_id, epoch_id):
+        self.conn = connect(os.environ["DATABASE_URL"], autocommit=True)
+        return True
+
+    def process(self, r):
+        self.conn.execute("INSERT INTO seen VALUES (%s) ON CONFLICT DO NOTHING", (r.order_id,))
+
+    def close(self, error):
+        self.conn.close()
+
+
 def write_batch(batch, batch_id):
     batch.foreachPartition(write_partition)
     batch.select("order_id").foreachPartition(audit_partition)
@@ -388,16 +402,20 @@ def run():
         conn.execute("CREATE TABLE IF NOT EXISTS orders (order_id TEXT PRIMARY KEY, customer TEXT, amount BIGINT, "
                      "ts TIMESTAMP)")
         conn.execute("CREATE TABLE IF NOT EXISTS audit (order_id TEXT PRIMARY KEY)")
+        conn.execute("CREATE TABLE IF NOT EXISTS seen (order_id TEXT PRIMARY KEY)")
     orders = (spark.readStream.format("kafka").option("subscribe", "orders").load()
               .select(F.from_json(F.col("value").cast("string"), ORDER).alias("o")).select("o.*"))
-    return orders.writeStream.foreachBatch(write_batch).option("checkpointLocation", "/chk/orders").start()
+    query = orders.writeStream.foreachBatch(write_batch).option("checkpointLocation", "/chk/orders").start()
+    orders.writeStream.foreach(Seen()).option("checkpointLocation", "/chk/seen").queryName("seen").start()
+    return query
 '''
 
 
 @needs_postgres
 def test_connections_the_executors_open_reach_the_trials_database(chaos_harness, tmp_path):
     """A job that writes from its executors (``foreachPartition`` with ``from psycopg import connect`` and a
-    docker-compose host, or reading ``DATABASE_URL`` there) writes the trial's database:
+    docker-compose host, or reading ``DATABASE_URL`` there, as a side query's ``foreach`` writer does) writes the
+    trial's database:
     the workers get the run's variables and the rerouted ``connect`` with the task."""
     import psycopg
 
@@ -410,3 +428,10 @@ def test_connections_the_executors_open_reach_the_trials_database(chaos_harness,
     assert r["anomaly_counts"] == {"lost": 0, "duplicated": 0, "unexpected": 0}
     with psycopg.connect(chaos_harness.database.dsn) as conn:  # the audit rows, by DATABASE_URL there
         assert conn.execute("SELECT count(*) FROM audit").fetchone()[0] == 600
+        # The side query's foreach writer ran on its own checkpoint and reported no phase: only the query under
+        # test has sink phases, reported by the driver around its foreachBatch.
+        assert conn.execute("SELECT count(*) FROM seen").fetchone()[0] > 0
+    history = [json.loads(line) for line in (Path(r["run_dir"]) / "history.jsonl").open()]
+    sink_phases = [h for h in history if h["kind"] == "phase" and h["phase"] in ("sink-write", "sink-done")]
+    assert sink_phases and not any("partition" in h["detail"] for h in sink_phases), sink_phases[:3]
+    assert (Path(r["run_dir"]) / "checkpoint-seen" / "offsets").is_dir()

@@ -43,7 +43,7 @@ from chaos.jobs.named_checkpoints import named_location, start_on
 from chaos.jobs.payloads import as_ddl, leaves, parse_schema, roles
 from chaos.jobs.reference import JobSpec, import_entry
 from chaos.jobs.scripts import script_runner
-from chaos.jobs.sink_phases import bracketed, patched, phased_foreach, phased_sources
+from chaos.jobs.sink_phases import PhasedForeach, bracketed, patched, phased_sources
 from chaos.jobs.stand_ins import JOB_SOURCE_NAME, JobSource
 from chaos.jobs.values import value_lists
 from chaos.scenario.names import entry_module, is_script
@@ -209,7 +209,8 @@ OTHER_SINKS = ("kafka", "delta", "iceberg", "hudi")  # never the job's own write
 def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Callable[..., None] | None,
                    started: list, sink_kind: str = "parquet", delta_phases: Callable[[], None] | None = None,
                    tagged: Callable[[Callable], Callable] | None = None,
-                   fresh: Callable[[str | None], None] | None = None) -> None:
+                   fresh: Callable[[str | None], None] | None = None,
+                   phased_writer: Callable[[Any], Any] | None = None) -> None:
     """``writeStream``: the sink phases around foreachBatch, the trial's checkpoint and sink paths. A job may start
     several queries (a console query beside its sink, a bronze table and a silver one): the first whose sink is the
     kind under test (``sink_kind``: ``parquet`` a file sink, ``delta`` a Delta table by path or a foreachBatch, else
@@ -217,16 +218,21 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
     beside it (``checkpoint-NAME``, its ``queryName`` or ``query-N`` by order of start) and, for a file sink, a path
     of its own (a Delta table: chaos.jobs.delta_tables); ``delta_phases`` installs a Delta sink's phases, reported at
     its checkpoint (it has no Python in it), ``tagged`` wraps the foreachBatch under test (its writes' history),
-    ``fresh`` is told the checkpoint location the job named for it (chaos.jobs.named_checkpoints).
+    ``fresh`` is told the checkpoint location the job named for it (chaos.jobs.named_checkpoints),
+    ``phased_writer`` wraps the ``foreach`` writer under test in its sink phases (a side query's reports none).
     ``started`` lists ``(query, under test, its sink's kind)``."""
     from pyspark.sql.streaming.readwriter import DataStreamWriter as W
 
-    orig = {n: W.__dict__[n] for n in ("format", "option", "options", "foreachBatch", "start", "toTable",
-                                       "queryName")}
+    orig = {n: W.__dict__[n] for n in ("format", "option", "options", "foreachBatch", "foreach", "start",
+                                       "toTable", "queryName")}
 
     def foreach_batch(self, func):  # bracketed by the sink phases at start, if its query is the one under test
         _seen(self)["format"], _seen(self)["batch"] = "foreachBatch", func
         return orig["foreachBatch"](self, func)
+
+    def foreach(self, writer):  # its phases at start, likewise
+        _seen(self)["format"], _seen(self)["writer"] = "foreach", writer
+        return orig["foreach"](self, writer)
 
     def query_name(self, name):
         _seen(self)["name"] = name
@@ -238,7 +244,7 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
         if sink_kind == "parquet":
             return files
         if sink_kind == "delta":
-            return delta_tables.under_test(given) if fmt == "delta" else fmt in ("foreachbatch", "")
+            return delta_tables.under_test(given) if fmt == "delta" else fmt in ("foreachbatch", "foreach", "")
         return not files and fmt not in OTHER_SINKS
 
     def start(self, path=None, format=None, outputMode=None, partitionBy=None, queryName=None, **opts):
@@ -260,6 +266,8 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
         if tested and _seen(self).get("batch") is not None:
             func = _seen(self)["batch"]
             orig["foreachBatch"](self, bracketed(tagged(func) if tagged else func, phase))
+        if tested and _seen(self).get("writer") is not None and phased_writer is not None:
+            orig["foreach"](self, phased_writer(_seen(self)["writer"]))
         if files:
             orig["option"](self, "path", str(file_sink if tested else file_sink.with_name(f"{file_sink.name}-{name}")))
             path = None
@@ -278,8 +286,8 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
         raise UserError("the job writes with toTable: streamchaos reads back foreachBatch sinks (postgres:TABLE), "
                         "file sinks (parquet) and Delta tables by path (delta); write to one of those")
 
-    for name, fn in {**_recorders(orig), "foreachBatch": foreach_batch, "start": start, "toTable": to_table,
-                     "queryName": query_name}.items():
+    for name, fn in {**_recorders(orig), "foreachBatch": foreach_batch, "foreach": foreach, "start": start,
+                     "toTable": to_table, "queryName": query_name}.items():
         stack.enter_context(patched(W, name, fn))
 
 
@@ -368,12 +376,13 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
             return tagged
     with ExitStack() as stack:
         _Reads(spark, spec, log_options).install(stack)
+        controller = log_options.get("controller") if phase is not None else None
         _stream_writes(stack, checkpoint, file_sink, phase, started, spec.sink_kind,
-                       delta_phases if phase is not None and log_options.get("controller") else None,
-                       delta_history, lambda named: start_on(checkpoint, named, incarnation))
-        if phase is not None and log_options.get("controller"):
-            phased_sources(stack, log_options["controller"], incarnation)
-            phased_foreach(stack, log_options["controller"], incarnation)
+                       delta_phases if controller else None, delta_history,
+                       lambda named: start_on(checkpoint, named, incarnation),
+                       (lambda writer: PhasedForeach(writer, controller, incarnation)) if controller else None)
+        if controller:
+            phased_sources(stack, controller, incarnation)
         _blocking_calls_return(stack)
         stack.enter_context(patched(DataFrame, "withWatermark", noted))
         call_entry(fn, spark)

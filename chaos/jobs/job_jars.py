@@ -68,10 +68,21 @@ def asked_jars(entry_file: Path, project: Path | None = None) -> list[Asked]:
     """The jar settings of the job whose entry module is ``entry_file``: in its code (and its project's modules it
     imports), then in its ``spark-defaults.conf``."""
     project = project or Path.cwd()
+    trees = {path: tree for path in _modules(entry_file, project) if (tree := _parsed(path)) is not None}
+    names: dict[str, ast.expr] = {}  # a constant from the project's config module (from config import PACKAGES)
+    for tree in reversed(list(trees.values())):
+        names |= assignments(tree)
     found: list[Asked] = []
-    for path in _modules(entry_file, project):
-        found += _in_code(path)
+    for path, tree in trees.items():
+        found += _in_code(path, tree, {**names, **assignments(tree)})
     return found + _in_defaults(entry_file.parent, project)
+
+
+def _parsed(path: Path) -> ast.Module | None:
+    try:
+        return ast.parse(path.read_text(errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return None
 
 
 def wanted_jars(asked: list[Asked], spark_version: str, base: Path | None = None) -> list[Wanted]:
@@ -128,9 +139,8 @@ class _Os:
 
 def _modules(entry_file: Path, project: Path) -> list[Path]:
     """The entry module and the modules of its project (its folder or the working directory) it imports."""
-    try:
-        tree = ast.parse(entry_file.read_text(errors="replace"))
-    except (OSError, SyntaxError, ValueError):
+    tree = _parsed(entry_file)
+    if tree is None:
         return []
     found = [entry_file]
     for node in ast.walk(tree):
@@ -144,14 +154,9 @@ def _modules(entry_file: Path, project: Path) -> list[Path]:
     return found
 
 
-def _in_code(path: Path) -> list[Asked]:
+def _in_code(path: Path, tree: ast.Module, assigned: dict[str, ast.expr]) -> list[Asked]:
     """``.config("spark.jars.packages", X)``, ``.config(key=..., value=...)``, ``.set(...)`` and ``.config(map=
-    {...})`` / ``.setAll([...])`` with a jar key, their values evaluated."""
-    try:
-        tree = ast.parse(path.read_text(errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return []
-    assigned = assignments(tree)
+    {...})`` / ``.setAll([...])`` with a jar key, their values evaluated with the names ``assigned``."""
     found: list[Asked] = []
 
     def value(node: ast.expr | None):

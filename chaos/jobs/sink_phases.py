@@ -126,15 +126,6 @@ def phased_sources(stack: ExitStack, controller: str, incarnation: int) -> None:
     stack.enter_context(patched(DataSourceRegistration, "register", phased))
 
 
-def phased_foreach(stack: ExitStack, controller: str, incarnation: int) -> None:
-    """``writeStream.foreach(w)``: the writer comes wrapped in ``PhasedForeach``."""
-    from pyspark.sql.streaming.readwriter import DataStreamWriter
-
-    foreach = DataStreamWriter.__dict__["foreach"]
-    stack.enter_context(patched(DataStreamWriter, "foreach",
-                                 lambda self, f: foreach(self, PhasedForeach(f, controller, incarnation))))
-
-
 @contextmanager
 def sink_phases(phase: Callable[..., None], controller: str, incarnation: int) -> Iterator[None]:
     """While a pipeline starts its query: the sink phases around every ``foreachBatch`` function and every
