@@ -314,6 +314,9 @@ def main() -> None:
     if args.out.exists() and any(args.out.iterdir()):
         sys.exit(f"{args.out} exists and is not empty: choose another --out")
     args.out.mkdir(parents=True, exist_ok=True)
+    from chaos.machine import interrupt
+
+    interrupt.install()  # Ctrl-C or SIGTERM: the harness stops what it started before the script ends
     rows: list[dict] = []
     t0 = time.monotonic()
     groups = by_spark(names, truths)
@@ -339,4 +342,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit("stopped: the rows measured so far are in detection.json under --out")
