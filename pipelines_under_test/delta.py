@@ -44,10 +44,9 @@ class DeltaSink(RowPassthrough):
 
     def spark_jars(self, *, say=None) -> list[Path]:
         """Delta's jars, and the hooks its log writes go through (``DeltaLogBarrier``: SESSION_CONF names it)."""
-        from chaos.machine.jvm import hooks_jar
-        from chaos.stream.sinks.delta import delta_jars, log_barrier_jar
+        from chaos.stream.sinks.delta import delta_application_jars
 
-        return [*delta_jars(say=say), hooks_jar(), log_barrier_jar(say=say)]
+        return delta_application_jars(say=say)
 
     def boot_conf(self) -> dict[str, str]:
         from chaos.stream.sinks.delta import SESSION_CONF

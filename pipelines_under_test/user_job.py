@@ -158,23 +158,21 @@ class UserJob(Pipeline):
         return hooks_unavailable() if self.file_sink else None
 
     def spark_jars(self, *, say=None) -> list[Path]:
-        """The jars the job asks for (chaos.jobs.job_jars); Delta's and the hooks (CheckpointBarrier and
-        DeltaLogBarrier: a streaming Delta sink's phases) for a Delta job."""
+        """Delta's and the hooks (CheckpointBarrier and DeltaLogBarrier: a streaming Delta sink's phases) for a Delta
+        job, the hooks (BarrierJdbcDriver) for a job writing through JDBC, then the jars the job asks for
+        (chaos.jobs.job_jars)."""
         from chaos.jobs.job_jars import jar_files
-        from chaos.machine.spark import spark_home
-
-        own = jar_files(self._jars_wanted, Path(spark_home()) / "jars", say=say)
-        if self.executor_phases:  # BarrierJdbcDriver
-            from chaos.machine.jvm import hooks_jar
-
-            own = [hooks_jar(), *own]
-        if not self.delta:
-            return own
         from chaos.machine.jvm import hooks_jar
-        from chaos.stream.sinks.delta import delta_jars, log_barrier_jar
+        from chaos.machine.spark import spark_home
+        from chaos.stream.sinks.delta import delta_application_jars
 
-        delta = delta_jars(say=say)
-        return [*delta, hooks_jar(), log_barrier_jar(say=say), *(j for j in own if j not in delta)]
+        jars: list[Path] = []
+        if self.delta:
+            jars = delta_application_jars(say=say)  # the hooks jar among them
+        elif self.executor_phases:
+            jars = [hooks_jar()]  # BarrierJdbcDriver
+        own = jar_files(self._jars_wanted, Path(spark_home()) / "jars", say=say)
+        return [*jars, *(j for j in own if j not in jars)]
 
     def read_deliveries(self, sink_dir: Path) -> pl.DataFrame | None:
         """A Delta table's write history: each commit's batch and driver (chaos.jobs.as_written tags them)."""

@@ -53,11 +53,14 @@ def test_a_helper_module_of_the_project_and_a_sparkconf(tmp_path, monkeypatch):
         from pyspark import SparkConf
         conf = SparkConf().setAll([("spark.driver.extraClassPath", "lib/udfs.jar"), ("spark.app.name", "x")])
         ''', "utils/spark_session.py")
-    job(tmp_path, 'PACKAGES = "org.postgresql:postgresql:42.6.0"\n', "config.py")
+    job(tmp_path, 'PACKAGES = "org.postgresql:postgresql:42.6.0"\n'
+                  'EXTRA = SparkConf().setAll(pairs=[("spark.jars.packages", "org.xerial:sqlite-jdbc:3.53.0.0")])\n',
+        "config.py")
     path = job(tmp_path, "from utils.spark_session import conf\nfrom config import PACKAGES\n"
                          "B.config('spark.jars.packages', PACKAGES)\n")
     wanted = wanted_jars(asked_jars(path, tmp_path), "4.3.0", tmp_path)
-    assert [w.path or str(w.what) for w in wanted] == ["org.postgresql:postgresql:42.6.0", jar]
+    assert [w.path or str(w.what) for w in wanted] == ["org.postgresql:postgresql:42.6.0", jar,
+                                                       "org.xerial:sqlite-jdbc:3.53.0.0"]
 
 
 def test_spark_defaults_conf_beside_the_job(tmp_path, monkeypatch):

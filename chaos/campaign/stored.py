@@ -195,13 +195,14 @@ class Campaign:
             template = Scenario(pipeline=name, events=spec.events, events_per_batch=spec.events_per_batch,
                                 cluster=spec.cluster, workers=spec.workers, recovery_timeout=spec.recovery_timeout,
                                 **{**pipeline.stream_defaults, **spec.stream})
+            task_write = "sink-write" in pipeline.executor_phases  # its write tasks report their commit
             if fixed is not None:
                 schedules = [s.split() for s in fixed]  # each checked as the scenario parses it
             else:
                 schedules = plan_schedules(template.batches, actions, per_pipeline, stable_seed(spec.seed, name),
                                            max_faults=spec.max_faults, examples=spec.examples,
                                            phases=pipeline.phases, state_first=pipeline.state_known,
-                                           task_write_first="sink-write" in pipeline.executor_phases)
+                                           task_write_first=task_write)
             # The canonical windows this pipeline can take: the summary says which its fired faults opened.
             seeds = trial_seeds(spec.seed, name, len(schedules))
             for j, variant in enumerate(conf_variants):
@@ -211,8 +212,7 @@ class Campaign:
                     prefix += "_"
                 prefixes.add(prefix)
                 windows[row] = window_names(canonical_windows(actions, pipeline.phases, spec.max_faults,
-                                                              pipeline.state_known,
-                                                              "sink-write" in pipeline.executor_phases))
+                                                              pipeline.state_known, task_write))
                 plans[row] = [
                     {"id": f"{prefix}-{k:03d}", "pipeline": name, "row": row,
                      "scenario": replace(template, seed=s, faults=faults, conf=variant).to_dict()}

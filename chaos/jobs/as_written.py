@@ -339,8 +339,9 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
         os.environ.update(database_env(database))
         reroute()  # a database the job's code names is the trial's too (chaos.jobs.databases)
     # Its JDBC writes' tasks report through the hooks jar's BarrierJdbcDriver, where this driver's application has it.
-    jars = spark.sparkContext.getConf().get("spark.jars", "")
-    hooks = any(Path(j).name.startswith("hooks-") for j in jars.split(","))
+    from chaos.machine.jvm import holds_hooks
+
+    hooks = holds_hooks(spark.sparkContext.getConf().get("spark.jars", ""))
     phases_to(log_options.get("controller") if phase is not None and hooks else None, incarnation)
     fn = entry_function(spec)
     started: list = []

@@ -256,9 +256,11 @@ def on_executors(fn: Any) -> Any:
     from chaos.jobs.job_env import DATABASE_VARS
 
     env = {k: os.environ[k] for k in DATABASE_VARS if k in os.environ}
-    if not env or isinstance(fn, _OnExecutors):
-        return fn
-    return _Called(fn, env) if callable(fn) else _OnExecutors(fn, env)
+    return fn if not env or isinstance(fn, _OnExecutors) else _wrapped(fn, env)
+
+
+def _wrapped(inner: Any, env: dict[str, str]) -> _OnExecutors:
+    return _Called(inner, env) if callable(inner) else _OnExecutors(inner, env)
 
 
 class _OnExecutors:
@@ -292,8 +294,7 @@ def _in_worker(env: dict[str, str], pickled: bytes) -> _OnExecutors:
 
     os.environ.update(env)
     _reroute_psycopg()
-    inner = pickle.loads(pickled)  # noqa: S301 - the task's own closure, from its driver
-    return _Called(inner, env) if callable(inner) else _OnExecutors(inner, env)
+    return _wrapped(pickle.loads(pickled), env)  # noqa: S301 - the task's own closure, from its driver
 
 
 def _reroute_partitions() -> None:

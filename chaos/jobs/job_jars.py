@@ -112,7 +112,7 @@ def jar_files(wanted: list[Wanted], spark_jars: Path, *, say=None) -> list[Path]
     files: list[Path] = []
     for w in wanted:
         found = not_shipped(resolve(w.what, say=say, refusal=_refusal_of(w)), spark_jars) if w.what else [w.path]
-        files += [f for f in found if f is not None and f not in files]
+        files += [f for f in found if f not in files]
     return files
 
 
@@ -164,7 +164,7 @@ def _in_code(path: Path, tree: ast.Module, assigned: dict[str, ast.expr]) -> lis
             return None
         try:
             return literal_value(node, assigned, {"os": _Os}, 0)
-        except Exception:  # noqa: BLE001 - computed from what only running the job gives: checked at run time
+        except Exception:  # noqa: BLE001 - computed from what only running the job gives: None, said below
             return None
 
     for node in ast.walk(tree):
@@ -173,17 +173,13 @@ def _in_code(path: Path, tree: ast.Module, assigned: dict[str, ast.expr]) -> lis
             continue
         where = f"{path.name}:{node.func.end_lineno or node.lineno}"  # a chain's call: the line of its name
         kw = {k.arg: k.value for k in node.keywords}
-        pairs: list = []
-        if node.func.attr == "setAll" or "map" in kw:
-            pairs = list((value(node.args[0] if node.args else kw.get("map")) or {}).items()) \
-                if node.func.attr != "setAll" else list(value(node.args[0]) or [])
+        first = node.args[0] if node.args else None
+        if node.func.attr == "setAll":  # setAll([(key, value), ...])
+            pairs = list(value(first or kw.get("pairs")) or [])
+        elif "map" in kw or isinstance(first, ast.Dict):  # config(map={...}), or the map given positionally
+            pairs = list((value(first or kw.get("map")) or {}).items())
         else:
-            key_node = node.args[0] if node.args else kw.get("key")
-            value_node = node.args[1] if len(node.args) > 1 else kw.get("value")
-            if isinstance(key_node, ast.Dict):  # config(map) given positionally
-                pairs = list((value(key_node) or {}).items())
-            else:
-                pairs = [(value(key_node), value_node)]
+            pairs = [(value(first or kw.get("key")), node.args[1] if len(node.args) > 1 else kw.get("value"))]
         for key, given in pairs:
             if key not in JAR_KEYS:
                 continue

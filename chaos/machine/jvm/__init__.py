@@ -24,6 +24,7 @@ SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 COMMIT_PROTOCOL_CLASS = "streamchaos.BarrierCommitProtocol"
 CHECKPOINT_BARRIER_CLASS = "streamchaos.CheckpointBarrier"
 READING_BARRIER_CLASS = "streamchaos.ReadingBarrier"  # spark.plugins: the reading phase of Spark's own sources
+HOOKS = "hooks"  # the hooks jar's name: HOOKS-DIGEST.jar
 
 
 def cache_dir() -> Path:
@@ -103,7 +104,12 @@ def hooks_jar() -> Path:
     import pyspark
 
     jars = Path(pyspark.__file__).parent / "jars"
-    return built_jar("hooks", _sources(jars), f"{jars}/*", pyspark.__version__)
+    return built_jar(HOOKS, _sources(jars), f"{jars}/*", pyspark.__version__)
+
+
+def holds_hooks(spark_jars: str) -> bool:
+    """Whether an application's ``spark.jars`` (comma-separated) hold the hooks jar (``hooks_jar``'s name)."""
+    return any(Path(j).name.startswith(f"{HOOKS}-") for j in spark_jars.split(","))
 
 
 def built_jar(name: str, sources: tuple[Path, ...] | list[Path], class_path: str, version: str) -> Path:

@@ -69,6 +69,14 @@ def delta_jars(*, say=None) -> list[Path]:
     return not_shipped(folder, Path(spark_home()) / "jars")
 
 
+def delta_application_jars(*, say=None) -> list[Path]:
+    """Every jar a Delta trial's application holds: Delta's, and the hooks ``SESSION_CONF`` names
+    (``DeltaLogBarrier``, built beside the hooks jar whose ``Barrier`` it calls)."""
+    from chaos.machine.jvm import hooks_jar
+
+    return [*delta_jars(say=say), hooks_jar(), log_barrier_jar(say=say)]
+
+
 def log_barrier_jar(*, say=None) -> Path:
     """``streamchaos.DeltaLogBarrier`` (chaos/machine/jvm/delta): Delta's streaming sink's ``sink-write``, built
     against this Spark's and Delta's jars and the hooks' ``Barrier``."""
