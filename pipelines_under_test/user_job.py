@@ -58,11 +58,16 @@ class UserJob(Pipeline):
         # A Delta table (chaos.jobs.delta_tables): Delta's jars and SQL on every driver; a streaming Delta sink's
         # sink-done comes from its checkpoint (CheckpointBarrier), a foreachBatch's from around the function.
         self.delta = spec.sink_kind == "delta"
+        # Delta's jars and session settings: for its sink under test, or for the table a query before it writes.
+        self.delta_jars = self.delta or (spec.upstream or ("",))[0] == "delta"
         # Its Kafka source read through Spark's connector on the harness's broker: no Python runs in the source's
         # path; `planned` comes from the checkpoint (offsets/N written), `reading` from its tasks' start.
         self.kafka = spec.kafka == "connector"
-        self.checkpoint_phases = ("planned",) if self.kafka else ()
-        self.task_phases = ("reading",) if self.kafka else ()
+        # A query reading another query's table (bronze to silver) reads no Python either: the harness's source
+        # feeds the query before it, whose phases are not the trial's.
+        own_source = self.kafka or spec.upstream is not None
+        self.checkpoint_phases = ("planned",) if own_source else ()
+        self.task_phases = ("reading",) if own_source else ()
         self.phases = PHASES
         self.id_field = id_field(parse_schema(spec.schema), spec.id, spec.time_form) if spec.schema else None
         notes = []
@@ -82,6 +87,9 @@ class UserJob(Pipeline):
         self.executor_phases = ("sink-write",) if self.database and writes_jdbc(text) else ()
         if self.database:
             sink_notes += [f"the job's database {shown(url)} is the trial's (its tables kept)" for url in named]
+        if spec.upstream:
+            sink_notes.append(f"the job's query writing {spec.upstream[1]} feeds the query under test, which reads "
+                              "it; that table is the trial's too")
         if self.delta:
             sink_notes.append(f"the job's Delta table {spec.table or '(the first it writes)'} is the trial's; "
                          "other tables it names by path are the trial's too")
@@ -144,14 +152,16 @@ class UserJob(Pipeline):
         if refused := job_jars.unavailable(self._jars_wanted):
             return refused
 
+        from chaos.machine.jvm import checkpoint_barrier_unavailable
+
         if self.kafka:
             from chaos.clusters.kafka.jars import connector_available
-            from chaos.machine.jvm import checkpoint_barrier_unavailable
 
-            if refused := connector_available() or checkpoint_barrier_unavailable():
+            if refused := connector_available():
                 return refused
-        if self.delta:
-            from chaos.machine.jvm import checkpoint_barrier_unavailable
+        if self.checkpoint_phases and (refused := checkpoint_barrier_unavailable()):
+            return refused
+        if self.delta_jars:
             from chaos.stream.sinks.delta import delta_unavailable
 
             return delta_unavailable() or checkpoint_barrier_unavailable()
@@ -167,7 +177,7 @@ class UserJob(Pipeline):
         from chaos.stream.sinks.delta import delta_application_jars
 
         jars: list[Path] = []
-        if self.delta:
+        if self.delta_jars:
             jars = delta_application_jars(say=say)  # the hooks jar among them
         elif self.executor_phases:
             jars = [hooks_jar()]  # BarrierJdbcDriver
@@ -197,16 +207,17 @@ class UserJob(Pipeline):
     def boot_conf(self) -> dict[str, str]:
         """A file sink's phases come from a JVM class (chaos/machine/jvm) the driver loads at boot. (Spark's Kafka
         connector is the harness's: every driver it boots after the first such trial has it, spares too.)"""
-        if self.delta:
+        conf: dict[str, str] = {}
+        if self.delta_jars:
             from chaos.stream.sinks.delta import SESSION_CONF
 
-            return dict(SESSION_CONF)
-        if not self.file_sink:
-            return {}
-        from chaos.machine.jvm import hooks_jar
+            conf |= SESSION_CONF
+        if self.file_sink:
+            from chaos.machine.jvm import hooks_jar
 
-        jar = str(hooks_jar())
-        return {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar}
+            jar = str(hooks_jar())
+            conf |= {"spark.driver.extraClassPath": jar, "spark.executor.extraClassPath": jar}
+        return conf
 
     def prepare_database(self, dsn: str) -> None:
         """Every table of the trial's database and the oracle's dropped (the job creates its tables, as it does

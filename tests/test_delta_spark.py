@@ -27,16 +27,29 @@ def test_a_lakehouse_jobs_streaming_sink_skips_the_replay_its_foreach_append_rep
     added_connector_spark(tmp_path)
     out = tmp_path / "campaign"
     job = f"{REPO}/examples/orders_delta.py"
+    # Two queries, bronze to silver (examples/orders_medallion.py): the second reads the first one's table.
+    medallion = (f"{REPO}/examples/orders_medallion.py:run?schema={ORDER}&kafka=stand-in"
+                 "&sink=delta:/lake/bronze/orders,delta:/lake/silver/orders")
     run = cli("--spark", CONNECTOR_SPARK, "campaign", "run", "--pipeline", f"{job}:run", "--pipeline",
-              f"{job}:run_append", "--schema", ORDER, "--sink", "delta:/lake/silver/orders", "--events", "800",
+              f"{job}:run_append", "--pipeline", medallion, "--schema", ORDER, "--sink", "delta:/lake/silver/orders",
+              "--events", "800",
               "--kafka", "stand-in", "--example", "kill-driver@1:sink-done kill-driver@2:sink-write", "--trials", "1",
               "--no-shrink",
               "--out", str(out),
               cwd=tmp_path, timeout=1200)
     assert run.rc == 1, run.stderr[-3000:]  # the append is expected exactly-once as every job: it is not
-    results = {r["pipeline"].split("?")[0].rsplit(":", 1)[1]: (r, p.parent) for p in out.rglob("result.json")
-               for r in [json.loads(p.read_text())]}
+    results = {Path(r["pipeline"].split("?")[0]).name.replace("orders_delta.py:", ""): (r, p.parent)
+               for p in out.rglob("result.json") for r in [json.loads(p.read_text())]}
+    medallion_run, medallion_dir = results.pop("orders_medallion.py:run")
     assert set(results) == {"run", "run_append"}, sorted(results)
+    # Bronze to silver: the silver query's faults, its offsets counted in events through bronze's Delta log and
+    # bronze's checkpoint beside the trial's; exactly-once end to end.
+    assert json.loads((medallion_dir / "verdict.json").read_text())["verdict"] == "exactly-once"
+    assert all(f["fired"] for f in medallion_run["faults"]) and medallion_run["restarts"] == 2
+    ends = [sum(b["end"].values()) for b in medallion_run["offsets"] if b["committed"] and b["end"] is not None]
+    assert ends == sorted(ends) and ends[-1] == medallion_run["events"] == 800, medallion_run["offsets"]
+    assert sorted(p.name for p in (medallion_dir / "sink").iterdir()) == ["delta-lake_bronze_orders", "files"]
+    assert (medallion_dir / "checkpoint-upstream" / "commits").is_dir()
     verdicts = {name: json.loads((folder / "verdict.json").read_text()) for name, (_, folder) in results.items()}
     assert {name: v["verdict"] for name, v in verdicts.items()} == {"run": "exactly-once",
                                                                     "run_append": "at-least-once"}

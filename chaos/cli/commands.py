@@ -58,7 +58,8 @@ JobSchema = Annotated[str | None, typer.Option(
     "--schema", help="your job: the payload's fields as Spark DDL, e.g. 'customer STRING, amount LONG, ts TIMESTAMP'")]
 JobSink = Annotated[str | None, typer.Option(
     "--sink", help="your job: where it writes, postgres:TABLE or sqlite:TABLE (handed DATABASE_URL), parquet (its "
-                   "file sink) or delta[:PATH] (its Delta table)")]
+                   "file sink) or delta[:PATH] (its Delta table); after a table another query of the job writes "
+                   "and this one reads: delta:/lake/bronze,delta:/lake/silver")]
 JobKey = Annotated[str | None, typer.Option(
     "--key", help="your job: columns of an upsert sink's key, compared as the final row per key")]
 JobValues = Annotated[list[str] | None, typer.Option(

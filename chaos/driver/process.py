@@ -325,7 +325,8 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
             told = tell_progress(spark, config, incarnation, query, told)
     if stop.is_set():
         t0 = time.monotonic()
-        from chaos.jobs.as_written import finish_available, stop_side_queries
+        from chaos.jobs.as_written import stop_side_queries
+        from chaos.jobs.chains import finish_available
 
         if over.is_set() and pipeline.spark_oracle:
             finish_available(query)

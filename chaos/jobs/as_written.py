@@ -36,6 +36,7 @@ from typing import Any
 
 from chaos.errors import UserError
 from chaos.jobs import delta_tables
+from chaos.jobs.chains import Chain, chain_for, in_order, without_reading_reports
 from chaos.jobs.databases import phases_to, reroute
 from chaos.jobs.job_env import DATABASE_VARS, database_env
 from chaos.jobs.kafka_source import kafka_options
@@ -119,12 +120,14 @@ class _Reads:
 
     NAMES = ("format", "option", "options", "schema", "load")
 
-    def __init__(self, spark, spec: JobSpec, log_options: dict[str, str]) -> None:
+    def __init__(self, spark, spec: JobSpec, log_options: dict[str, str], chain: Chain | None = None) -> None:
         from pyspark.sql.streaming.readwriter import DataStreamReader
 
         self.spark = spark
         self.spec = spec
-        self.log_options = log_options
+        # The harness's source feeds the first query of a chain (chaos.jobs.chains), which reads the table.
+        self.log_options = chain.source_options(log_options) if chain else log_options
+        self.chain = chain
         self.orig = {n: DataStreamReader.__dict__[n] for n in self.NAMES}
 
     def substitute(self, fmt: str, options: dict, schema) -> Any:
@@ -146,8 +149,9 @@ class _Reads:
                 raise UserError(f"the job reads a {fmt} directory without a schema: give it with --schema")
             shape = {"shape": "records", "payload": ddl, "id": self.spec.id, "time": self.spec.time}
         else:
+            also = " (a table another query of the job writes: --sink delta:PATH,SINK)" if fmt == "delta" else ""
             raise UserError(f"the job reads a {fmt!r} stream: streamchaos stands in for kafka, "
-                            f"{', '.join(FILE_FORMATS)} and rate sources")
+                            f"{', '.join(FILE_FORMATS)} and rate sources{also}")
         if self.spec.values and shape.get("payload"):
             fields = parse_schema(shape["payload"])
             # A field it lacks: one line, before any query.
@@ -189,10 +193,16 @@ class _Reads:
         def load(self, path=None, format=None, schema=None, **opts):
             seen = _seen(self)
             fmt = format or seen["format"] or reads.spark.conf.get("spark.sql.sources.default")
+            if reads.chain and reads.chain.reads(fmt, path or opts.get("path") or seen["options"].get("path")):
+                return orig["load"](self, reads.chain.table, fmt, schema, **{k: v for k, v in opts.items()
+                                                                              if k != "path"})
             return reads.substitute(fmt, {**seen["options"], **opts}, schema or seen["schema"])
 
         def file_reader(fmt: str):
             def read(self, path=None, schema=None, *args, **kwargs):
+                if reads.chain and reads.chain.reads(fmt, path):  # the table a query before it writes
+                    return orig["load"](self, reads.chain.table, fmt, schema,
+                                        **{k: v for k, v in kwargs.items() if v is not None})
                 return reads.substitute(fmt, _seen(self)["options"], schema or _seen(self)["schema"])
             return read
 
@@ -210,7 +220,7 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
                    started: list, sink_kind: str = "parquet", delta_phases: Callable[[], None] | None = None,
                    tagged: Callable[[Callable], Callable] | None = None,
                    fresh: Callable[[str | None], None] | None = None,
-                   phased_writer: Callable[[Any], Any] | None = None) -> None:
+                   phased_writer: Callable[[Any], Any] | None = None, chain: Chain | None = None) -> None:
     """``writeStream``: the sink phases around foreachBatch, the trial's checkpoint and sink paths. A job may start
     several queries (a console query beside its sink, a bronze table and a silver one): the first whose sink is the
     kind under test (``sink_kind``: ``parquet`` a file sink, ``delta`` a Delta table by path or a foreachBatch, else
@@ -220,6 +230,7 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
     its checkpoint (it has no Python in it), ``tagged`` wraps the foreachBatch under test (its writes' history),
     ``fresh`` is told the checkpoint location the job named for it (chaos.jobs.named_checkpoints),
     ``phased_writer`` wraps the ``foreach`` writer under test in its sink phases (a side query's reports none).
+    The query writing a ``chain``'s table feeds the one under test: ``checkpoint-upstream``, the chain's table.
     ``started`` lists ``(query, under test, its sink's kind)``."""
     from pyspark.sql.streaming.readwriter import DataStreamWriter as W
 
@@ -258,8 +269,10 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
         files = fmt in FILE_FORMATS or (fmt == "" and bool(given))
         if files or fmt == "delta":  # its path is the run's
             opts.pop("path", None)
-        tested = of_kind(fmt, files, str(given) if given else "")
-        name = "" if tested else re.sub(r"[^\w.-]", "_", str(query_name or f"query-{len(started)}"))
+        feeds = chain is not None and chain.fed_by(files or fmt == "delta", given)
+        tested = not feeds and of_kind(fmt, files, str(given) if given else "")
+        name = "upstream" if feeds else "" if tested else \
+            re.sub(r"[^\w.-]", "_", str(query_name or f"query-{len(started)}"))
         if tested and fresh is not None:  # the job's own location, each start's: a new one starts over
             fresh(named)
         orig["option"](self, "checkpointLocation", checkpoint if tested else f"{checkpoint}-{name}")
@@ -278,7 +291,10 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
             path = None
             if tested and delta_phases is not None:
                 delta_phases()
-        query = orig["start"](self, path, format, outputMode, partitionBy, queryName, **opts)
+        with ExitStack() as side:
+            if not tested:  # its tasks report no `reading`: they are not the trial's
+                side.enter_context(without_reading_reports(self._spark))
+            query = orig["start"](self, path, format, outputMode, partitionBy, queryName, **opts)
         started.append((query, tested, fmt or ("files" if files else "foreach")))
         return query
 
@@ -294,7 +310,8 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
 def _file_sink_phases(spark, on: bool) -> None:
     """A file sink's ``sink-write`` (part files written, ``_spark_metadata/N`` not yet) and ``sink-done`` come from
     the JVM commit protocol (chaos/machine/jvm, on the driver's class path by ``UserJob.boot_conf``). Spark's file sink
-    reads the class from the job's session at every batch, so the oracle's run, on the same session, turns it off."""
+    reads the class from the job's session at every batch, so the oracle's run, on the same session, turns it off.
+    Only the sink under test reports (``FILE_SINK_PATH``, set before the job starts any query)."""
     from chaos.machine.jvm import COMMIT_PROTOCOL_CLASS
 
     key = "spark.sql.streaming.commitProtocolClass"
@@ -339,7 +356,7 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
         os.environ.update(database_env(database))
         reroute()  # a database the job's code names is the trial's too (chaos.jobs.databases)
     # Its JDBC writes' tasks report through the hooks jar's BarrierJdbcDriver, where this driver's application has it.
-    from chaos.machine.jvm import holds_hooks
+    from chaos.machine.jvm import FILE_SINK_PATH, holds_hooks
 
     hooks = holds_hooks(spark.sparkContext.getConf().get("spark.jars", ""))
     phases_to(log_options.get("controller") if phase is not None and hooks else None, incarnation)
@@ -353,7 +370,11 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
         return with_watermark(df, column, delay)
 
     delta_tables.reroute()  # a Delta table the job names by path is the run's (chaos.jobs.delta_tables)
-    delta_tables.begin(file_sink.parent, spec.table if spec.sink_kind == "delta" else None)
+    delta_tables.begin(file_sink.parent, spec.table if spec.sink_kind == "delta" else None,
+                       spec.upstream[1] if spec.upstream and spec.upstream[0] == "delta" else None)
+    chain = chain_for(spec, checkpoint, file_sink)  # a query before the one under test writes what it reads
+    if spec.sink_kind == "parquet":  # each query copies the session's settings at its start: a bronze one too
+        spark.conf.set(FILE_SINK_PATH, str(file_sink))
 
     def delta_phases() -> None:  # Delta's streaming sink: sink-write before _delta_log/N.json (DeltaLogBarrier),
         from chaos.machine.jvm import checkpoint_barrier_conf  # sink-done before commits/N (CheckpointBarrier)
@@ -379,12 +400,13 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
 
             return tagged
     with ExitStack() as stack:
-        _Reads(spark, spec, log_options).install(stack)
+        _Reads(spark, spec, log_options, chain).install(stack)
         controller = log_options.get("controller") if phase is not None else None
         _stream_writes(stack, checkpoint, file_sink, phase, started, spec.sink_kind,
                        delta_phases if controller else None, delta_history,
                        lambda named: start_on(checkpoint, named, incarnation),
-                       (lambda writer: PhasedForeach(writer, controller, incarnation)) if controller else None)
+                       (lambda writer: PhasedForeach(writer, controller, incarnation)) if controller else None,
+                       chain)
         if controller:
             phased_sources(stack, controller, incarnation)
         _blocking_calls_return(stack)
@@ -396,6 +418,8 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
     if not tested:
         raise UserError(f"--sink {spec.sink}: none of the job's queries writes there (it starts "
                         f"{', '.join(kind for _, _, kind in started) or 'none'} queries): name the sink it writes")
+    if chain is not None:
+        chain.started(spec.sink, tested[0], started)
     return tested[0], bool(watermarks)
 
 
@@ -404,28 +428,6 @@ def stop_side_queries(spark) -> None:
     into the oracle's run or a recycled driver's next trial."""
     for other in spark.streams.active:
         other.stop()
-
-
-FINISH_S = 60.0  # how long a drained job's query may take for what Spark still has to do before it is stopped
-
-
-def finish_available(query) -> None:
-    """Let a drained job's query do what Spark still has to do before it stops: the no-data batch that moves its
-    watermark and emits the windows the last records closed. The stream is drained once a batch covers the input,
-    but Spark's answer (``run_oracle``) runs until nothing is left; stopped before that batch, the stream would
-    miss those windows and the verdict would call them lost. Bounded: ``query.stop()`` ends a wait that hangs."""
-    done = threading.Event()
-
-    def wait() -> None:
-        try:
-            query.processAllAvailable()
-        except Exception:  # noqa: BLE001 - a failing query is judged from its checkpoint, as before
-            pass
-        finally:
-            done.set()
-
-    threading.Thread(target=wait, name="chaos-finish", daemon=True).start()
-    done.wait(FINISH_S)
 
 
 def batch_watermarks(checkpoint: str) -> list[tuple[dict, int]]:
@@ -482,7 +484,8 @@ def run_answer(spark, spec: JobSpec, eventlog: str, folder: Path, database: str 
         query, watermark = start_job(spark, spec, options, str(folder / "checkpoint"), folder / "files",
                                      database=database)
         try:
-            query.processAllAvailable()
+            for each in in_order(query):  # the queries feeding it first (chaos.jobs.chains)
+                each.processAllAvailable()
         finally:
             query.stop()
             stop_side_queries(spark)

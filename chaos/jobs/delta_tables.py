@@ -23,20 +23,23 @@ from chaos.errors import UserError
 
 ROOT_VAR = "STREAMCHAOS_DELTA_ROOT"  # the run's folder: its table under test is ROOT/files
 TESTED_VAR = "STREAMCHAOS_DELTA_TESTED"  # the job's path of the table under test ("" until the first write)
+UPSTREAM_VAR = "STREAMCHAOS_DELTA_UPSTREAM"  # the job's path of a table its query under test reads from another
 TESTED_FOLDER = "files"
 # ``delta.`/some/path``` in the job's SQL (MERGE INTO, SELECT ... FROM, DESCRIBE HISTORY).
 SQL_PATH = re.compile(r"(?i)\bdelta\.`([^`]+)`")
 NONE_TESTED = "<none>"  # a job whose sink under test is not a Delta table: every table it names is a side one
 
 
-def begin(root: Path, tested: str | None) -> None:
+def begin(root: Path, tested: str | None, upstream: str | None = None) -> None:
     """From now on (this run: the trial's stream, then the oracle's), Delta paths route under ``root``;
-    ``tested``: the job's path of the table under test, "" for the first one it writes, None for none."""
+    ``tested``: the job's path of the table under test, "" for the first one it writes, None for none;
+    ``upstream``: a table another query writes for the one under test to read, never the table under test."""
     os.environ[ROOT_VAR] = str(root)
-    os.environ[TESTED_VAR] = NONE_TESTED if tested is None else _norm(tested) if tested else ""
+    os.environ[TESTED_VAR] = NONE_TESTED if tested is None else normalized(tested) if tested else ""
+    os.environ[UPSTREAM_VAR] = normalized(upstream) if upstream else ""
 
 
-def _norm(path: str) -> str:
+def normalized(path: str) -> str:
     path = str(path)
     for scheme in ("file://", "file:"):
         if path.startswith(scheme):
@@ -45,7 +48,7 @@ def _norm(path: str) -> str:
 
 
 def _side_name(path: str) -> str:
-    return "delta-" + (re.sub(r"[^\w.-]+", "_", _norm(path)).strip("_") or "table")
+    return "delta-" + (re.sub(r"[^\w.-]+", "_", normalized(path)).strip("_") or "table")
 
 
 def route(path: str, writing: bool = False) -> str:
@@ -55,10 +58,10 @@ def route(path: str, writing: bool = False) -> str:
     root = os.environ.get(ROOT_VAR)
     if not root or not path:
         return path
-    norm = _norm(path)
+    norm = normalized(path)
     if norm == root or norm.startswith(root.rstrip("/") + "/"):
         return path
-    if writing and not os.environ.get(TESTED_VAR):
+    if writing and not os.environ.get(TESTED_VAR) and norm != os.environ.get(UPSTREAM_VAR):
         os.environ[TESTED_VAR] = norm
     if norm == os.environ.get(TESTED_VAR):
         return str(Path(root) / TESTED_FOLDER)
@@ -189,5 +192,5 @@ def reroute() -> None:
 
 def end() -> None:
     """No run's tables any more: a driver that ran a job and then runs another pipeline writes its paths as given."""
-    os.environ.pop(ROOT_VAR, None)
-    os.environ.pop(TESTED_VAR, None)
+    for name in (ROOT_VAR, TESTED_VAR, UPSTREAM_VAR):
+        os.environ.pop(name, None)

@@ -27,6 +27,7 @@ from chaos.jobs.values import parse_values, value_lists
 from chaos.scenario.names import entry_module, is_script
 
 SINK_KINDS = ("postgres", "sqlite", "parquet", "delta")
+UPSTREAM_KINDS = ("parquet", "delta")  # a table one query of a job writes by path and the next reads
 TABLE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?"  # interpolated into SQL: an identifier only
 
 
@@ -34,7 +35,9 @@ TABLE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?"  # interpolate
 class JobSpec:
     entry: str  # module:function, or path/to/file.py:function
     schema: str | None = None  # the payload's Spark DDL (kafka and file sources)
-    sink: str = ""  # postgres:TABLE | sqlite:TABLE | parquet | delta[:PATH]
+    # postgres:TABLE | sqlite:TABLE | parquet | delta[:PATH]; after a table another query of the job writes and this
+    # one reads (bronze to silver): delta:PATH,SINK or parquet:PATH,SINK (``upstream``).
+    sink: str = ""
     key: tuple[str, ...] = ()  # upsert sinks: the final row per key is compared
     values: str = ""  # the values payload fields take, JSON (chaos.jobs.values)
     # What its readStream.format("kafka") reads: "connector" (Spark's Kafka connector on the harness's broker),
@@ -56,12 +59,25 @@ class JobSpec:
         return self.entry + ("?" + "&".join(f"{k}={quote(v, safe=' :,()')}" for k, v in query) if query else "")
 
     @property
+    def judged(self) -> str:
+        """The sink under test: the last of a chain of tables."""
+        return self.sink.rsplit(",", 1)[-1].strip()
+
+    @property
+    def upstream(self) -> tuple[str, str] | None:
+        """``(kind, path)`` of the table another query of the job writes and the query under test reads, if any."""
+        if "," not in self.sink:
+            return None
+        kind, _, path = self.sink.rsplit(",", 1)[0].strip().partition(":")
+        return kind, path
+
+    @property
     def sink_kind(self) -> str:
-        return self.sink.split(":", 1)[0]
+        return self.judged.split(":", 1)[0]
 
     @property
     def table(self) -> str:
-        return self.sink.split(":", 1)[1] if ":" in self.sink else ""
+        return self.judged.split(":", 1)[1] if ":" in self.judged else ""
 
     def fields(self) -> list[Field]:
         if not self.schema:
@@ -78,6 +94,10 @@ class JobSpec:
             raise UserError(f"--sink {self.sink or '(none)'}: say where the job writes, one of postgres:TABLE or "
                             "sqlite:TABLE (through DATABASE_URL), parquet (a file sink, its path redirected) or "
                             "delta[:PATH] (a Delta table by path, redirected)")
+        if self.sink.count(",") > 1 or (self.upstream and (self.upstream[0] not in UPSTREAM_KINDS
+                                                           or not self.upstream[1].strip())):
+            raise UserError(f"--sink {self.sink}: a query reading another's table is named after that table, "
+                            "delta:PATH,SINK or parquet:PATH,SINK (e.g. delta:/lake/bronze,delta:/lake/silver)")
         if self.sink_kind in ("postgres", "sqlite") and not re.fullmatch(TABLE_NAME, self.table):
             raise UserError(f"--sink {self.sink}: name the job's table, e.g. {self.sink_kind}:customer_totals")
         if self.schema:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+
+from chaos.store.chained import chained_batch
 
 
 def read_offsets_file(path: str) -> list[dict]:
     """The source offsets recorded in one offsets/N file (line 1: version, 2: metadata), each as
     ``{partition: events read}`` whatever the source (ours, Spark's Kafka connector, the socket source, the rate
-    source).
+    source; a Delta or file source reading a table another query of the job writes, through that query's offsets).
     A damaged file (truncated, not UTF-8, wrong types: ``damage-checkpoint`` makes them) yields only the
     lines that still read as offsets."""
     try:
@@ -18,12 +21,18 @@ def read_offsets_file(path: str) -> list[dict]:
     except OSError:
         return []
     found = []
-    for line in lines[2:]:
+    for source, line in enumerate(lines[2:]):
         try:
             value = json.loads(line)
         except (ValueError, RecursionError):  # not JSON, or a number too long to convert
             continue
-        counts = offset_counts(value)
+        # A query reading another query's table counts that query's events (chaos.store.chained).
+        if (chained := chained_batch(path, source, value)) is not None:
+            upstream, batch = chained
+            ends = read_offsets_file(os.path.join(upstream, "offsets", str(batch))) if batch is not None else []
+            counts = ends[0] if ends else {}
+        else:
+            counts = offset_counts(value)
         if counts is not None:
             found.append(counts)
     return found

@@ -22,6 +22,8 @@ from chaos.errors import UserError
 
 SOURCES = sorted(Path(__file__).parent.glob("*.java"))
 COMMIT_PROTOCOL_CLASS = "streamchaos.BarrierCommitProtocol"
+# The file sink under test, where a job runs others (a bronze directory): only its BarrierCommitProtocol reports.
+FILE_SINK_PATH = "spark.streamchaos.fileSink.path"
 CHECKPOINT_BARRIER_CLASS = "streamchaos.CheckpointBarrier"
 READING_BARRIER_CLASS = "streamchaos.ReadingBarrier"  # spark.plugins: the reading phase of Spark's own sources
 HOOKS = "hooks"  # the hooks jar's name: HOOKS-DIGEST.jar
