@@ -338,7 +338,8 @@ class UserJob(Pipeline):
         left out of the comparison); with a watermark, once more over the records the stream read on time
         (chaos.jobs.as_written.run_answer). meta.json last: its presence says the answer is complete."""
         from chaos.clusters.postgres import other_database
-        from chaos.jobs.as_written import await_job_threads, batch_watermarks, run_answer
+        from chaos.jobs.as_written import batch_watermarks, run_answer
+        from chaos.jobs.job_threads import await_job_threads
         from chaos.store.atomic import write_json
 
         oracle, dsn = Path(config["oracle_dir"]), config.get("oracle_dsn")

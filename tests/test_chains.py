@@ -99,14 +99,40 @@ def test_the_sink_names_the_table_between_the_queries_then_the_sink_under_test()
     for bad in ("postgres:raw,delta:/lake/silver", "delta,delta:/lake/silver", "delta:/a,delta:/b,delta:/c"):
         with pytest.raises(UserError, match="delta:PATH,SINK or parquet:PATH,SINK"):
             JobSpec("job.py:run", sink=bad).validate()
+    with pytest.raises(UserError, match="are the same"):
+        JobSpec("job.py:run", sink="delta:/lake/silver/,delta:/lake/silver").validate()
 
 
 def test_a_chains_table_is_read_by_the_jobs_path_in_any_spelling(tmp_path, monkeypatch):
     monkeypatch.delenv("STREAMCHAOS_DELTA_ROOT", raising=False)
     chain = Chain("parquet", "/lake/bronze/orders/", str(tmp_path / "checkpoint"), tmp_path / "sink" / "files")
     assert chain.table == str(tmp_path / "sink" / "files-upstream") and Path(chain.table).is_dir()
-    assert chain.reads("json", "file:/lake/bronze/orders") and chain.reads("parquet", "/lake/bronze//orders")
     assert not chain.reads("delta", "/lake/bronze/orders") and not chain.reads("json", "/lake/silver")
+    assert not chain.read
+    assert chain.reads("json", "file:/lake/bronze/orders") and chain.reads("parquet", "/lake/bronze//orders")
+    assert chain.read
+    assert chain.feeds("json", True, "/lake/bronze/orders") and not chain.feeds("delta", False, "/lake/bronze/orders")
     assert chain.checkpoint == str(tmp_path / "checkpoint-upstream")
     assert chain.source_options({"controller": "h:1", "checkpoint": "c", "eventlog": "u"}) == {
         "checkpoint": chain.checkpoint, "eventlog": "u"}
+
+
+def test_a_chain_whose_table_no_query_writes_or_the_tested_one_does_not_read_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.delenv("STREAMCHAOS_DELTA_ROOT", raising=False)
+    chain = Chain("parquet", "/lake/bronze", str(tmp_path / "checkpoint"), tmp_path / "sink" / "files")
+    with pytest.raises(UserError, match="none of the job's queries writes /lake/bronze as a streaming file sink"):
+        chain.started("parquet", object(), [(object(), True, "files")])
+    chain.feeders.append(object())
+    with pytest.raises(UserError, match="does not read /lake/bronze as a stream"):
+        chain.started("parquet", object(), [(object(), True, "files")])
+
+
+def test_a_delta_table_with_no_commit_and_no_query_writing_it_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("STREAMCHAOS_DELTA_ROOT", str(tmp_path / "sink"))
+    chain = Chain("delta", "/lake/bronze", str(tmp_path / "checkpoint"), tmp_path / "sink" / "files")
+    with pytest.raises(UserError, match=r"before it has a commit: .*CREATE TABLE IF NOT EXISTS delta.`/lake/bronze`"):
+        chain.await_table()
+    log = Path(chain.table) / "_delta_log"
+    log.mkdir(parents=True)
+    (log / f"{0:020}.json").write_text("{}\n")
+    chain.await_table()  # a commit: read at once

@@ -36,6 +36,8 @@ from pathlib import Path
 
 from chaos.driver.jvm_options import EXECUTOR_CLASS_PATH, class_path_first, driver_java_options, executor_java_options
 from chaos.errors import UserError
+from chaos.jobs import delta_tables
+from chaos.jobs.chains import READING_KEYS, finish_available, stop_side_queries, stopped_feeder
 from chaos.machine.spark import driver_scratch
 from chaos.nemesis import barrier
 from chaos.store.atomic import write_json
@@ -278,14 +280,12 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
     def phase(batch: int, name: str, **detail) -> None:
         barrier.report(controller, batch, name, incarnation=incarnation, **detail)
 
-    from chaos.jobs import delta_tables
-
     delta_tables.end()  # a recycled driver's last job's Delta paths are not this pipeline's
     if pipeline.checkpoint_phases:
         checkpoint_barrier(spark, pipeline.checkpoint_phases, config, incarnation)
     if "reading" in pipeline.task_phases:  # on this thread, which starts the query: its tasks carry them
-        spark.sparkContext.setLocalProperty("streamchaos.reading.controller", config["controller"])
-        spark.sparkContext.setLocalProperty("streamchaos.reading.incarnation", str(incarnation))
+        for key, value in zip(READING_KEYS, (config["controller"], str(incarnation)), strict=True):
+            spark.sparkContext.setLocalProperty(key, value)
     # Registered before the query starts: batch 0's faults may need this app's executors.
     tell(spark, config, "booted", incarnation)
     ctx = DriverContext(spark, source, config["checkpoint"], Path(config["sink_dir"]), incarnation, phase,
@@ -321,13 +321,13 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
                 break
         except Exception:  # it failed: query.exception() below, once the stop is ruled out, says how
             break
+        if feeder := stopped_feeder(query):  # the query writing the table it reads failed: its error ends it
+            query = feeder
+            break
         if told is not None:
             told = tell_progress(spark, config, incarnation, query, told)
     if stop.is_set():
         t0 = time.monotonic()
-        from chaos.jobs.as_written import stop_side_queries
-        from chaos.jobs.chains import finish_available
-
         if over.is_set() and pipeline.spark_oracle:
             finish_available(query)
         query.stop()

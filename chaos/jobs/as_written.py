@@ -27,8 +27,6 @@ import inspect
 import json
 import os
 import re
-import threading
-import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -36,9 +34,10 @@ from typing import Any
 
 from chaos.errors import UserError
 from chaos.jobs import delta_tables
-from chaos.jobs.chains import Chain, chain_for, in_order, without_reading_reports
+from chaos.jobs.chains import UPSTREAM, Chain, chain_for, in_order, stop_side_queries, without_reading_reports
 from chaos.jobs.databases import phases_to, reroute
 from chaos.jobs.job_env import DATABASE_VARS, database_env
+from chaos.jobs.job_threads import await_job_threads, note_harness_threads
 from chaos.jobs.kafka_source import kafka_options
 from chaos.jobs.named_checkpoints import named_location, start_on
 from chaos.jobs.payloads import as_ddl, leaves, parse_schema, roles
@@ -51,7 +50,6 @@ from chaos.scenario.names import entry_module, is_script
 from chaos.stream.source import logged_offsets
 
 FILE_FORMATS = ("json", "parquet", "csv", "orc")
-ANSWER_THREADS_S = 60.0  # how long the oracle waits for the threads a job started to write its answer
 
 
 def entry_function(spec: JobSpec) -> Callable:
@@ -149,7 +147,8 @@ class _Reads:
                 raise UserError(f"the job reads a {fmt} directory without a schema: give it with --schema")
             shape = {"shape": "records", "payload": ddl, "id": self.spec.id, "time": self.spec.time}
         else:
-            also = " (a table another query of the job writes: --sink delta:PATH,SINK)" if fmt == "delta" else ""
+            also = "" if fmt != "delta" else f" ({self.chain.path} is read by that path)" if self.chain else \
+                " (a table another query of the job writes: --sink delta:PATH,SINK)"
             raise UserError(f"the job reads a {fmt!r} stream: streamchaos stands in for kafka, "
                             f"{', '.join(FILE_FORMATS)} and rate sources{also}")
         if self.spec.values and shape.get("payload"):
@@ -163,6 +162,16 @@ class _Reads:
         self.orig["options"](reader, **opts)
         return self.orig["load"](reader)
 
+    def chained(self, reader, fmt: str, path, schema, options: dict) -> Any | None:
+        """The query under test's read of the table a query before it writes (chaos.jobs.chains): the run's."""
+        if not (self.chain and self.chain.reads(fmt, path)):
+            return None
+        if self.chain.kind == "delta":
+            self.chain.await_table()
+        self.orig["option"](reader, "path", self.chain.table)  # over a path option the job gave
+        return self.orig["load"](reader, None, fmt, schema,
+                                 **{k: v for k, v in options.items() if k != "path" and v is not None})
+
     def connector(self, options: dict) -> Any:
         """The job's Kafka source as it wrote it, through Spark's connector, on the trial's broker and topic: its
         own options stand but where they name another broker, topic or starting point (``kafka_options``). What
@@ -170,7 +179,7 @@ class _Reads:
         trial = json.loads(self.log_options["kafka"])
         self.spec.fields()  # the payload's schema: the harness produces records of it
         opts, changed = kafka_options(options, trial)
-        if self.log_options.get("controller"):  # the stream, not the oracle
+        if self.log_options.get("controller") or self.chain:  # the stream, not the oracle
             from chaos.store.atomic import write_json
 
             write_json(Path(self.log_options["checkpoint"]).parent / "source.json",
@@ -193,16 +202,15 @@ class _Reads:
         def load(self, path=None, format=None, schema=None, **opts):
             seen = _seen(self)
             fmt = format or seen["format"] or reads.spark.conf.get("spark.sql.sources.default")
-            if reads.chain and reads.chain.reads(fmt, path or opts.get("path") or seen["options"].get("path")):
-                return orig["load"](self, reads.chain.table, fmt, schema, **{k: v for k, v in opts.items()
-                                                                              if k != "path"})
+            if (chained := reads.chained(self, fmt, path or opts.get("path") or seen["options"].get("path"), schema,
+                                         opts)) is not None:
+                return chained
             return reads.substitute(fmt, {**seen["options"], **opts}, schema or seen["schema"])
 
         def file_reader(fmt: str):
             def read(self, path=None, schema=None, *args, **kwargs):
-                if reads.chain and reads.chain.reads(fmt, path):  # the table a query before it writes
-                    return orig["load"](self, reads.chain.table, fmt, schema,
-                                        **{k: v for k, v in kwargs.items() if v is not None})
+                if (chained := reads.chained(self, fmt, path, schema, kwargs)) is not None:
+                    return chained
                 return reads.substitute(fmt, _seen(self)["options"], schema or _seen(self)["schema"])
             return read
 
@@ -219,7 +227,7 @@ OTHER_SINKS = ("kafka", "delta", "iceberg", "hudi")  # never the job's own write
 def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Callable[..., None] | None,
                    started: list, sink_kind: str = "parquet", delta_phases: Callable[[], None] | None = None,
                    tagged: Callable[[Callable], Callable] | None = None,
-                   fresh: Callable[[str | None], None] | None = None,
+                   fresh: Callable[[str, str | None], None] | None = None,
                    phased_writer: Callable[[Any], Any] | None = None, chain: Chain | None = None) -> None:
     """``writeStream``: the sink phases around foreachBatch, the trial's checkpoint and sink paths. A job may start
     several queries (a console query beside its sink, a bronze table and a silver one): the first whose sink is the
@@ -228,7 +236,8 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
     beside it (``checkpoint-NAME``, its ``queryName`` or ``query-N`` by order of start) and, for a file sink, a path
     of its own (a Delta table: chaos.jobs.delta_tables); ``delta_phases`` installs a Delta sink's phases, reported at
     its checkpoint (it has no Python in it), ``tagged`` wraps the foreachBatch under test (its writes' history),
-    ``fresh`` is told the checkpoint location the job named for it (chaos.jobs.named_checkpoints),
+    ``fresh`` is told the checkpoint location the job named for it and for a query feeding it, beside the one each
+    gets (chaos.jobs.named_checkpoints),
     ``phased_writer`` wraps the ``foreach`` writer under test in its sink phases (a side query's reports none).
     The query writing a ``chain``'s table feeds the one under test: ``checkpoint-upstream``, the chain's table.
     ``started`` lists ``(query, under test, its sink's kind)``."""
@@ -269,12 +278,12 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
         files = fmt in FILE_FORMATS or (fmt == "" and bool(given))
         if files or fmt == "delta":  # its path is the run's
             opts.pop("path", None)
-        feeds = chain is not None and chain.fed_by(files or fmt == "delta", given)
+        feeds = chain is not None and chain.feeds(fmt, files, given)
         tested = not feeds and of_kind(fmt, files, str(given) if given else "")
-        name = "upstream" if feeds else "" if tested else \
+        name = UPSTREAM if feeds else "" if tested else \
             re.sub(r"[^\w.-]", "_", str(query_name or f"query-{len(started)}"))
-        if tested and fresh is not None:  # the job's own location, each start's: a new one starts over
-            fresh(named)
+        if (tested or feeds) and fresh is not None:  # the job's own location, each start's: a new one starts over
+            fresh(checkpoint if tested else chain.checkpoint, named)
         orig["option"](self, "checkpointLocation", checkpoint if tested else f"{checkpoint}-{name}")
         if tested and _seen(self).get("batch") is not None:
             func = _seen(self)["batch"]
@@ -296,6 +305,8 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
                 side.enter_context(without_reading_reports(self._spark))
             query = orig["start"](self, path, format, outputMode, partitionBy, queryName, **opts)
         started.append((query, tested, fmt or ("files" if files else "foreach")))
+        if feeds:
+            chain.feeders.append(query)
         return query
 
     def to_table(self, *args, **kwargs):
@@ -348,8 +359,7 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
     from pyspark.sql.classic.dataframe import DataFrame
 
     spark.dataSource.register(JobSource)
-    if not _BEFORE_JOBS:
-        _BEFORE_JOBS.update(threading.enumerate())
+    note_harness_threads()
     for name in DATABASE_VARS:  # none of a previous trial's (a recycled driver) nor of the user's shell
         os.environ.pop(name, None)
     if database:  # before the module is imported: a module-level read sees the trial's database
@@ -404,7 +414,7 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
         controller = log_options.get("controller") if phase is not None else None
         _stream_writes(stack, checkpoint, file_sink, phase, started, spec.sink_kind,
                        delta_phases if controller else None, delta_history,
-                       lambda named: start_on(checkpoint, named, incarnation),
+                       lambda where, named: start_on(where, named, incarnation),
                        (lambda writer: PhasedForeach(writer, controller, incarnation)) if controller else None,
                        chain)
         if controller:
@@ -416,18 +426,11 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
     if not started:
         raise UserError(f"{spec.entry} started no streaming query (it must call writeStream...start())")
     if not tested:
-        raise UserError(f"--sink {spec.sink}: none of the job's queries writes there (it starts "
+        raise UserError(f"--sink {spec.judged}: none of the job's queries writes there (it starts "
                         f"{', '.join(kind for _, _, kind in started) or 'none'} queries): name the sink it writes")
     if chain is not None:
-        chain.started(spec.sink, tested[0], started)
+        chain.started(spec.judged, tested[0], started)
     return tested[0], bool(watermarks)
-
-
-def stop_side_queries(spark) -> None:
-    """The queries the job started beside the one under test (a console query): stopped with it, so none runs on
-    into the oracle's run or a recycled driver's next trial."""
-    for other in spark.streams.active:
-        other.stop()
 
 
 def batch_watermarks(checkpoint: str) -> list[tuple[dict, int]]:
@@ -442,31 +445,6 @@ def batch_watermarks(checkpoint: str) -> list[tuple[dict, int]]:
         if ends and isinstance(meta, dict):
             marks.append(({str(k): int(v) for k, v in ends[0].items()}, int(meta.get("batchWatermarkMs", 0))))
     return marks
-
-
-_BEFORE_JOBS: set[threading.Thread] = set()  # the driver's threads before it first ran a job
-
-
-def _job_threads() -> list[threading.Thread]:
-    """The threads a job started (not Spark's, py4j's or the harness's, nor this one)."""
-    ours = ("py4j", "pyspark", "chaos")
-    found = []
-    for thread in threading.enumerate():
-        if thread is threading.current_thread() or thread in _BEFORE_JOBS:
-            continue
-        target = getattr(thread, "_target", None)
-        module = getattr(target, "__module__", None) or type(thread).__module__
-        if not module.startswith(ours):
-            found.append(thread)
-    return found
-
-
-def await_job_threads(timeout: float = ANSWER_THREADS_S) -> None:
-    """A job that hands its writes to threads of its own has written only once they end: before the oracle runs
-    (its ``DATABASE_URL`` is not the stream's) and before its answer is read, wait for them, ``timeout`` in all."""
-    deadline = time.monotonic() + timeout
-    for thread in _job_threads():
-        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def run_answer(spark, spec: JobSpec, eventlog: str, folder: Path, database: str | None,

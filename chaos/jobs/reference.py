@@ -13,6 +13,7 @@ nothing heavier than the standard library.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -98,6 +99,9 @@ class JobSpec:
                                                            or not self.upstream[1].strip())):
             raise UserError(f"--sink {self.sink}: a query reading another's table is named after that table, "
                             "delta:PATH,SINK or parquet:PATH,SINK (e.g. delta:/lake/bronze,delta:/lake/silver)")
+        if self.upstream and self.table and os.path.normpath(self.upstream[1]) == os.path.normpath(self.table):
+            raise UserError(f"--sink {self.sink}: the table the query under test reads and the one it writes are "
+                            "the same; name the table between the two queries, then the sink")
         if self.sink_kind in ("postgres", "sqlite") and not re.fullmatch(TABLE_NAME, self.table):
             raise UserError(f"--sink {self.sink}: name the job's table, e.g. {self.sink_kind}:customer_totals")
         if self.schema:

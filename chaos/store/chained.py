@@ -113,8 +113,9 @@ def _files_batch(checkpoint: str, source: int, table: str, log_offset: int) -> i
 
 
 def sink_files(log: Path) -> dict[int, set[str]]:
-    """``batch -> the files it added`` of a file sink's ``_spark_metadata`` (a compacted entry's files count as its
-    own batch's where the batch's own entry is gone)."""
+    """``batch -> the files it added`` of a file sink's ``_spark_metadata``. A compacted file holds every batch's
+    files up to its own with no batch of their own: where a batch's own file is gone, its files count as the
+    compacted file's batch (read in full later than they were)."""
     found: dict[int, set[str]] = {}
     for batch, entry in _log_entries(log):
         if entry.get("action", "add") == "add" and "path" in entry:
