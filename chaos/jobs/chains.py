@@ -84,9 +84,9 @@ class Chain:
         """The job's queries have started (``(query, under test, sink kind)``): the one under test is fed by the
         query writing the table; a job that does not write it by path, or whose query under test does not read it,
         is one line."""
-        kind = "Delta table" if self.kind == "delta" else "file sink"
+        sink = "Delta table" if self.kind == "delta" else "file sink"
         if not self.feeders:
-            raise UserError(f"none of the job's queries writes {self.path} as a streaming {kind} by path (it starts "
+            raise UserError(f"none of the job's queries writes {self.path} as a streaming {sink} by path (it starts "
                             f"{', '.join(kind for _, _, kind in queries)} queries): name the table its first query "
                             f"writes with start(PATH), or test the first query alone (--sink {judged})")
         if not self.read:
