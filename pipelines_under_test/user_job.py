@@ -51,7 +51,11 @@ class UserJob(Pipeline):
         self.name = spec.entry
         self.ref = spec.ref
         self.description = f"your job {spec.entry}, sink {spec.sink}, Spark's answer as the oracle"
-        self.database = self.sink_channel = spec.sink_kind == "postgres"
+        self.database = spec.sink_kind == "postgres"
+        # Its Kafka sink (Spark's, or a foreachBatch's batch writes) is the trial's output topic
+        # (chaos.jobs.kafka_sink), its producers through the sink channel's proxy.
+        self.kafka_sink = spec.sink_kind == "kafka"
+        self.sink_channel = self.database or self.kafka_sink
         # Its sink phases are reported around the job's foreachBatch or Python data source writer, and by the
         # JVM commit protocol of a file sink (chaos.jobs.as_written).
         self.file_sink = spec.sink_kind == "parquet"
@@ -186,6 +190,8 @@ class UserJob(Pipeline):
 
     def read_deliveries(self, sink_dir: Path) -> pl.DataFrame | None:
         """A Delta table's write history: each commit's batch and driver (chaos.jobs.as_written tags them)."""
+        if self.kafka_sink:
+            return None  # Kafka's records carry no batch
         if not self.delta:
             return super().read_deliveries(sink_dir)
         from chaos.stream.sinks.delta import deliveries
@@ -193,6 +199,10 @@ class UserJob(Pipeline):
         return deliveries(Path(sink_dir) / "files")
 
     def sink_findings(self, sink_dir: Path) -> dict | None:
+        if self.kafka_sink:  # the output topic's records, committed or not
+            from pipelines_under_test.kafka import topic_findings
+
+            return topic_findings(sink_dir)
         if not self.delta:
             return None
         from chaos.stream.sinks.delta import findings
@@ -290,6 +300,10 @@ class UserJob(Pipeline):
             return pl.read_parquet(path) if path.exists() else pl.DataFrame()
         if kind == "sqlite":
             return _read_sqlite(folder / SQLITE_FILE, self.spec.table)
+        if kind == "kafka":  # the output topic as exported, or the answer's rows (chaos.jobs.kafka_sink)
+            from chaos.jobs.kafka_sink import read_rows
+
+            return read_rows(folder)
         table = folder / "files"
         if kind == "delta":  # its latest version, every column, partition columns too (delta-rs)
             from chaos.stream.sinks.delta import read_table

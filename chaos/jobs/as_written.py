@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import UserError
-from chaos.jobs import delta_tables
+from chaos.jobs import delta_tables, kafka_sink
 from chaos.jobs.chains import UPSTREAM, Chain, chain_for, in_order, stop_side_queries, without_reading_reports
 from chaos.jobs.databases import phases_to, reroute
 from chaos.jobs.job_env import DATABASE_VARS, database_env
@@ -225,7 +225,7 @@ OTHER_SINKS = ("kafka", "delta", "iceberg", "hudi")  # never the job's own write
 
 
 def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Callable[..., None] | None,
-                   started: list, sink_kind: str = "parquet", delta_phases: Callable[[], None] | None = None,
+                   started: list, sink_kind: str = "parquet", delta_phases: Callable[[bool], None] | None = None,
                    tagged: Callable[[Callable], Callable] | None = None,
                    fresh: Callable[[str, str | None], None] | None = None,
                    phased_writer: Callable[[Any], Any] | None = None, chain: Chain | None = None) -> None:
@@ -265,6 +265,8 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
             return files
         if sink_kind == "delta":
             return delta_tables.under_test(given) if fmt == "delta" else fmt in ("foreachbatch", "foreach", "")
+        if sink_kind == "kafka":  # Spark's Kafka sink, or a foreachBatch writing Kafka
+            return fmt in ("kafka", "foreachbatch", "foreach", "")
         return not files and fmt not in OTHER_SINKS
 
     def start(self, path=None, format=None, outputMode=None, partitionBy=None, queryName=None, **opts):
@@ -299,7 +301,16 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
             orig["option"](self, "path", delta_tables.route(str(given), writing=True))
             path = None
             if tested and delta_phases is not None:
-                delta_phases()
+                delta_phases(True)
+        elif fmt == "kafka" and tested and kafka_sink.capturing():  # Spark's answer: its rows, no topic
+            orig["foreachBatch"](self, kafka_sink.capture)
+            format = None  # noqa: A001 - start()'s own parameter
+        elif fmt == "kafka" and tested:  # the trial's output topic, whatever the job names
+            for key in [k for k in opts if k.lower() in ("kafka.bootstrap.servers", "topic")]:
+                opts.pop(key)
+            orig["options"](self, **kafka_sink.stream_options())
+            if delta_phases is not None:
+                delta_phases(False)
         with ExitStack() as side:
             if not tested:  # its tasks report no `reading`: they are not the trial's
                 side.enter_context(without_reading_reports(self._spark))
@@ -385,14 +396,21 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
     chain = chain_for(spec, checkpoint, file_sink)  # a query before the one under test writes what it reads
     if spec.sink_kind == "parquet":  # each query copies the session's settings at its start: a bronze one too
         spark.conf.set(FILE_SINK_PATH, str(file_sink))
+    kafka_sink.end()
+    if spec.sink_kind == "kafka":  # the trial's output topic; Spark's answer's rows into its folder
+        trial = json.loads(log_options["kafka"]) if log_options.get("kafka") else None
+        kafka_sink.begin({"bootstrap": trial.get("sink_bootstrap") or trial["bootstrap"], "topic": trial["output"]}
+                         if trial else None, file_sink.parent)
+        kafka_sink.reroute()
 
-    def delta_phases() -> None:  # Delta's streaming sink: sink-write before _delta_log/N.json (DeltaLogBarrier),
-        from chaos.machine.jvm import checkpoint_barrier_conf  # sink-done before commits/N (CheckpointBarrier)
-        from chaos.stream.sinks.delta import log_barrier_conf
+    def delta_phases(delta: bool) -> None:  # a sink of Spark's own: sink-done before commits/N (CheckpointBarrier);
+        from chaos.machine.jvm import checkpoint_barrier_conf  # Delta's: sink-write before _delta_log/N.json too
+        from chaos.stream.sinks.delta import log_barrier_conf  # (DeltaLogBarrier)
 
         have = [p for p in spark.conf.get("spark.streamchaos.checkpoint.phases", "").split(",") if p]
         conf = checkpoint_barrier_conf(log_options["controller"], incarnation, (*have, "sink-done"), checkpoint)
-        conf |= log_barrier_conf(log_options["controller"], incarnation, str(file_sink))
+        if delta:
+            conf |= log_barrier_conf(log_options["controller"], incarnation, str(file_sink))
         for key, value in conf.items():
             spark.conf.set(key, value)
 

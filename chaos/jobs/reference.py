@@ -27,7 +27,8 @@ from chaos.jobs.times import TimeForm, ambiguous, check_field, parse_time
 from chaos.jobs.values import parse_values, value_lists
 from chaos.scenario.names import entry_module, is_script
 
-SINK_KINDS = ("postgres", "sqlite", "parquet", "delta")
+SINK_KINDS = ("postgres", "sqlite", "parquet", "delta", "kafka")
+TOPIC_NAME = r"[A-Za-z0-9._-]*"  # Kafka's topic names
 UPSTREAM_KINDS = ("parquet", "delta")  # a table one query of a job writes by path and the next reads
 TABLE_NAME = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?"  # interpolated into SQL: an identifier only
 
@@ -93,8 +94,9 @@ class JobSpec:
     def validate(self) -> JobSpec:
         if self.sink_kind not in SINK_KINDS:
             raise UserError(f"--sink {self.sink or '(none)'}: say where the job writes, one of postgres:TABLE or "
-                            "sqlite:TABLE (through DATABASE_URL), parquet (a file sink, its path redirected) or "
-                            "delta[:PATH] (a Delta table by path, redirected)")
+                            "sqlite:TABLE (through DATABASE_URL), parquet (a file sink, its path redirected), "
+                            "delta[:PATH] (a Delta table by path, redirected) or kafka[:TOPIC] (its Kafka sink, the "
+                            "trial's output topic)")
         if self.sink.count(",") > 1 or (self.upstream and (self.upstream[0] not in UPSTREAM_KINDS
                                                            or not self.upstream[1].strip())):
             raise UserError(f"--sink {self.sink}: a query reading another's table is named after that table, "
@@ -102,6 +104,12 @@ class JobSpec:
         if self.upstream and self.table and os.path.normpath(self.upstream[1]) == os.path.normpath(self.table):
             raise UserError(f"--sink {self.sink}: the table the query under test reads and the one it writes are "
                             "the same; name the table between the two queries, then the sink")
+        if self.sink_kind == "kafka" and not re.fullmatch(TOPIC_NAME, self.table):
+            raise UserError(f"--sink {self.judged}: a Kafka topic's name has letters, digits, '.', '_' and '-' only")
+        if self.sink_kind == "kafka" and self.kafka != "connector":
+            raise UserError(f"--sink {self.judged}: the job's Kafka sink writes the trial's output topic on the "
+                            "harness's broker, which a job reading Kafka through Spark's connector gets: run it on a "
+                            "Spark Maven serves the connector for (streamchaos --spark 4.2.0 ..., --kafka connector)")
         if self.sink_kind in ("postgres", "sqlite") and not re.fullmatch(TABLE_NAME, self.table):
             raise UserError(f"--sink {self.sink}: name the job's table, e.g. {self.sink_kind}:customer_totals")
         if self.schema:
