@@ -361,14 +361,17 @@ class UserJob(Pipeline):
         marks = batch_watermarks(config["checkpoint"])
         # The answer reads the stand-in (it can leave out what the stream read late), with the trial topic's name:
         # the same rows Spark's connector gave the stream (chaos.jobs.reference.kafka_records).
-        topic = (config.get("kafka") or {}).get("topic")
-        watermark = run_answer(spark, self.spec, config["eventlog"], oracle, self._url(oracle, dsn), topic=topic)
+        kafka = config.get("kafka") or None
+        topic = (kafka or {}).get("topic")
+        watermark = run_answer(spark, self.spec, config["eventlog"], oracle, self._url(oracle, dsn), topic=topic,
+                               kafka=kafka)
         run_answer(spark, self.spec, config["eventlog"], oracle / "again",
-                   self._url(oracle / "again", other_database(dsn, AGAIN_DATABASE) if dsn else None), topic=topic)
+                   self._url(oracle / "again", other_database(dsn, AGAIN_DATABASE) if dsn else None), topic=topic,
+                   kafka=kafka)
         if watermark:
             run_answer(spark, self.spec, config["eventlog"], oracle / "on_time",
                        self._url(oracle / "on_time", other_database(dsn, ON_TIME_DATABASE) if dsn else None),
-                       late=marks, topic=topic)
+                       late=marks, topic=topic, kafka=kafka)
         write_json(oracle / "meta.json", {"watermark": watermark, "batches": len(marks),
                                           "final_watermark_ms": max((wm for _, wm in marks), default=None)})
 

@@ -105,12 +105,13 @@ def test_a_find_is_shrunk_with_real_trials_and_its_cpu_counted_apart(detection, 
 
 
 def test_jobs_that_name_another_pyspark_are_grouped_to_run_on_it(detection):
-    """The Delta jobs run on the PySpark Delta supports; the rest on this interpreter's, in the corpus's order."""
+    """The Delta and Kafka-sink jobs run on the PySpark Delta and Spark's Kafka connector are served for; the rest
+    on this interpreter's, in the corpus's order."""
     truths = detection.load_truths()
     groups = detection.by_spark(list(truths["jobs"]), truths)
     here = detection.current_version()
     assert groups[here] == [n for n, j in truths["jobs"].items() if "spark" not in j]
     assert {v: sorted(names) for v, names in groups.items() if v != here} == {
-        "4.2.0": ["delta_append", "delta_txn_append"]}
+        "4.2.0": ["delta_append", "delta_txn_append", "kafka_producer", "kafka_txn_marker"]}
     with pytest.raises(SystemExit, match="delta_append: pyspark 9.9.9 is not added"):
         detection.rows_on("9.9.9", ["delta_append"], None)

@@ -450,3 +450,26 @@ def test_a_jobs_kafka_sink_writes_the_trials_output_topic_and_a_replayed_batch_i
     assert r["anomaly_counts"]["duplicated"] >= 0.9 * len(batch)  # nearly all of it (the job drops amounts <= 0)
     assert (folder / "sink" / "output-topic.parquet").exists() and any((folder / "oracle" / "kafka").iterdir())
     assert left_by(run.pid) == []
+
+
+@pytest.mark.parametrize(("job", "verdict"), [("kafka_txn_marker", "exactly-once"),
+                                              pytest.param("kafka_producer", "at-least-once", marks=pytest.mark.long)])
+def test_a_jobs_own_transactional_producer_reaches_the_trials_topic_and_skips_a_replayed_batch(tmp_path, job, verdict,
+                                                                                             connector_cluster):
+    """benchmarks/corpus/kafka_txn_marker.py as written: its foreachBatch makes its own confluent_kafka producer
+    (broker kafka:9092, topic orders-clean) and writes each batch in one transaction that commits the batch id as a
+    consumer group's offset. Its clients reach the trial's broker and output topic; the driver killed after batch
+    2's transaction committed (``sink-done``) has the replay skipped: exactly-once on committed reads. Spark's
+    answer ran with a topic of its own, read back into its folder. The same producer without the
+    transaction (kafka_producer, the long tier) writes batch 2 twice."""
+    folder = tmp_path / "run"
+    run = cli("--spark", CONNECTOR_SPARK, "trial", f"{REPO}/benchmarks/corpus/{job}.py:run", "--schema", ORDER,
+              "--sink", "kafka:orders-clean", "--cluster", connector_cluster, "--events", "800",
+              "--fault", "kill-driver@2:sink-done", "--json", "--keep", str(folder), cwd=tmp_path, timeout=900)
+    r = run.json
+    assert r["verdict"] == verdict, run.stderr[-3000:]
+    records = pl.read_parquet(folder / "sink" / "output-topic.parquet")
+    answer = pl.read_parquet(folder / "oracle" / "kafka" / "answer-topic.parquet")
+    committed = records.filter(pl.col("committed")).height
+    assert answer.height == 800 and (committed == 800 if verdict == "exactly-once" else committed > 800)
+    assert all(f["fired"] for f in r["faults"]) and left_by(run.pid) == []

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import UserError
-from chaos.jobs import delta_tables, kafka_sink
+from chaos.jobs import delta_tables, kafka_clients, kafka_sink
 from chaos.jobs.chains import UPSTREAM, Chain, chain_for, in_order, stop_side_queries, without_reading_reports
-from chaos.jobs.databases import phases_to, reroute
+from chaos.jobs.databases import phases_to, reroute, reroute_partitions
 from chaos.jobs.job_env import DATABASE_VARS, database_env
 from chaos.jobs.job_threads import await_job_threads, note_harness_threads
 from chaos.jobs.kafka_source import kafka_options
@@ -381,6 +381,9 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
 
     hooks = holds_hooks(spark.sparkContext.getConf().get("spark.jars", ""))
     phases_to(log_options.get("controller") if phase is not None and hooks else None, incarnation)
+    if spec.sink_kind == "kafka":  # before the module is imported: its own clients reach the run's topic, on the
+        kafka_clients.reroute()  # executors too
+        reroute_partitions()
     fn = entry_function(spec)
     started: list = []
     watermarks: list[tuple] = []
@@ -398,10 +401,7 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
         spark.conf.set(FILE_SINK_PATH, str(file_sink))
     kafka_sink.end()
     if spec.sink_kind == "kafka":  # the trial's output topic; Spark's answer's rows into its folder
-        trial = json.loads(log_options["kafka"]) if log_options.get("kafka") else None
-        kafka_sink.begin({"bootstrap": trial.get("sink_bootstrap") or trial["bootstrap"], "topic": trial["output"]}
-                         if trial else None, file_sink.parent)
-        kafka_sink.reroute()
+        kafka_sink.begin_run(log_options, file_sink.parent, spec.table)
 
     def delta_phases(delta: bool) -> None:  # a sink of Spark's own: sink-done before commits/N (CheckpointBarrier);
         from chaos.machine.jvm import checkpoint_barrier_conf  # Delta's: sink-write before _delta_log/N.json too
@@ -466,30 +466,34 @@ def batch_watermarks(checkpoint: str) -> list[tuple[dict, int]]:
 
 
 def run_answer(spark, spec: JobSpec, eventlog: str, folder: Path, database: str | None,
-               late: list[tuple[dict, int]] | None = None, topic: str | None = None) -> bool:
+               late: list[tuple[dict, int]] | None = None, topic: str | None = None,
+               kafka: dict | None = None) -> bool:
     """The oracle: the same job over the whole log in one micro-batch, with no fault, on a checkpoint of its own
     in ``folder`` (its file sink there too) and the database URL ``database``; ``late``: without the records the
     stream read behind its watermark. It runs until Spark has nothing left to do, the no-data batch that moves
     the watermark included, so what it wrote is what an exactly-once stream holds at the same watermark.
-    Returns whether the job set a watermark."""
+    Returns whether the job set a watermark. ``kafka``: the trial's broker and output topic, where the job's own
+    Kafka clients write a topic of the answer's (chaos.jobs.kafka_clients)."""
     folder.mkdir(parents=True, exist_ok=True)
     saved = {name: os.environ.get(name) for name in DATABASE_VARS}
     options = {"eventlog": eventlog, "checkpoint": str(folder / "checkpoint"),
                **({"late": json.dumps(late)} if late else {}), **({"topic": topic} if topic else {})}
-    try:
-        query, watermark = start_job(spark, spec, options, str(folder / "checkpoint"), folder / "files",
-                                     database=database)
+    with kafka_clients.answering(kafka if spec.sink_kind == "kafka" else None, folder) as answer:
+        options.update(answer)
         try:
-            for each in in_order(query):  # the queries feeding it first (chaos.jobs.chains)
-                each.processAllAvailable()
+            query, watermark = start_job(spark, spec, options, str(folder / "checkpoint"), folder / "files",
+                                         database=database)
+            try:
+                for each in in_order(query):  # the queries feeding it first (chaos.jobs.chains)
+                    each.processAllAvailable()
+            finally:
+                query.stop()
+                stop_side_queries(spark)
+            await_job_threads()
         finally:
-            query.stop()
-            stop_side_queries(spark)
-        await_job_threads()
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
     return watermark

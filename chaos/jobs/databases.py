@@ -244,7 +244,7 @@ def reroute() -> None:
     database there too (``on_executors``)."""
     _reroute_writer()
     _reroute_psycopg()
-    _reroute_partitions()
+    reroute_partitions()
 
 
 def on_executors(fn: Any) -> Any:
@@ -254,8 +254,9 @@ def on_executors(fn: Any) -> Any:
     a writer's ``open``); the workers have neither the driver's environment nor its patches. The variables
     travel with the task, never to a file of the run."""
     from chaos.jobs.job_env import DATABASE_VARS
+    from chaos.jobs.kafka_sink import OUT_VAR
 
-    env = {k: os.environ[k] for k in DATABASE_VARS if k in os.environ}
+    env = {k: os.environ[k] for k in (*DATABASE_VARS, OUT_VAR) if k in os.environ}
     return fn if not env or isinstance(fn, _OnExecutors) else _wrapped(fn, env)
 
 
@@ -294,10 +295,14 @@ def _in_worker(env: dict[str, str], pickled: bytes) -> _OnExecutors:
 
     os.environ.update(env)
     _reroute_psycopg()
+    if "STREAMCHAOS_KAFKA_OUT" in env:  # a job's own Kafka clients there too (chaos.jobs.kafka_clients)
+        from chaos.jobs.kafka_clients import reroute as reroute_kafka
+
+        reroute_kafka()
     return _wrapped(pickle.loads(pickled), env)  # noqa: S301 - the task's own closure, from its driver
 
 
-def _reroute_partitions() -> None:
+def reroute_partitions() -> None:
     """``RDD.foreachPartition`` and ``RDD.foreach`` (``DataFrame``'s call them) and ``writeStream.foreach`` hand
     the executors ``on_executors(f)``."""
     from pyspark.rdd import RDD

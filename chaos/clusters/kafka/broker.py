@@ -243,38 +243,8 @@ class KafkaBroker:
         return count
 
     def read(self, topic: str, *, committed_only: bool = False) -> list[tuple[int, int, bytes | None, bytes]]:
-        """Every record of ``topic`` as (partition, offset, key, value); ``committed_only`` leaves out records of
-        aborted and open transactions (``isolation.level=read_committed``)."""
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"streamchaos-read-{uuid.uuid4()}",
-                             "enable.auto.commit": False,
-                             "isolation.level": "read_committed" if committed_only else "read_uncommitted"})
-        try:
-            meta = consumer.list_topics(topic, timeout=30).topics[topic]
-            parts = sorted(meta.partitions)
-            ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
-            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
-            rows: list[tuple[int, int, bytes | None, bytes]] = []
-            done = {p for p in parts if ends[p] == 0}
-            deadline = time.monotonic() + 120
-            while len(done) < len(parts) and time.monotonic() < deadline:
-                for msg in consumer.consume(1000, timeout=1):
-                    if msg.error():
-                        continue
-                    rows.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
-                    if msg.offset() + 1 >= ends[msg.partition()]:
-                        done.add(msg.partition())
-                for p in parts:  # a partition whose last offsets are transaction markers has no record at its end
-                    position = consumer.position([TopicPartition(topic, p)])[0].offset
-                    if position >= ends[p]:
-                        done.add(p)
-            if len(done) < len(parts):  # evidence cut short would read as loss: say so instead
-                raise HarnessError(f"reading topic {topic} from the broker at {self.bootstrap} did not reach its end "
-                                   f"offsets {ends} in 120 s")
-            return rows
-        finally:
-            consumer.close()
+        """Every record of ``topic`` as (partition, offset, key, value) (``read_topic``)."""
+        return read_topic(self.bootstrap, topic, committed_only=committed_only)
 
     def export(self, topic: str, path: Path) -> int:
         """Every record of ``topic`` into a Parquet file (partition, offset, key, value, and ``committed``: in the
@@ -291,3 +261,40 @@ class KafkaBroker:
         write_parquet(frame.sort("partition", "offset"), path)
         return frame.height
 
+
+Record = tuple[int, int, bytes | None, bytes]  # partition, offset, key, value
+
+
+def read_topic(bootstrap: str, topic: str, *, committed_only: bool = False) -> list[Record]:
+    """Every record of ``topic`` as (partition, offset, key, value); ``committed_only`` leaves out records of
+    aborted and open transactions (``isolation.level=read_committed``)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"streamchaos-read-{uuid.uuid4()}",
+                         "enable.auto.commit": False,
+                         "isolation.level": "read_committed" if committed_only else "read_uncommitted"})
+    try:
+        meta = consumer.list_topics(topic, timeout=30).topics[topic]
+        parts = sorted(meta.partitions)
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+        rows: list[Record] = []
+        done = {p for p in parts if ends[p] == 0}
+        deadline = time.monotonic() + 120
+        while len(done) < len(parts) and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=1):
+                if msg.error():
+                    continue
+                rows.append((msg.partition(), msg.offset(), msg.key(), msg.value()))
+                if msg.offset() + 1 >= ends[msg.partition()]:
+                    done.add(msg.partition())
+            for p in parts:  # a partition whose last offsets are transaction markers has no record at its end
+                position = consumer.position([TopicPartition(topic, p)])[0].offset
+                if position >= ends[p]:
+                    done.add(p)
+        if len(done) < len(parts):  # evidence cut short would read as loss: say so instead
+            raise HarnessError(f"reading topic {topic} from the broker at {bootstrap} did not reach its end "
+                               f"offsets {ends} in 120 s")
+        return rows
+    finally:
+        consumer.close()

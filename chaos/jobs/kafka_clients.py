@@ -1,0 +1,215 @@
+"""A job's own Kafka clients reach the trial's broker: the confluent_kafka producers and consumers a job makes.
+
+Spark's Kafka sink is at-least-once, so jobs that want exactly-once into Kafka write it themselves: a foreachBatch
+collects the batch and produces it in one transaction of a ``confluent_kafka.Producer``, the batch id committed as a
+consumer group's offset in the same transaction (``send_offsets_to_transaction``, Kafka's own exactly-once
+processing), and a replayed batch whose offset is there is skipped. Run as written, those clients would reach the
+servers the job names. As Spark's Kafka writes are (chaos.jobs.kafka_sink), they are rerouted: ``bootstrap.servers``
+is the trial's (through the sink channel's proxy), the topic the job names in ``--sink kafka:TOPIC`` (every topic,
+with none named) is the trial's output topic, and transactional ids and consumer groups get the trial's topic before
+them, so trials sharing the broker never fence or read each other's. The job's code is not changed: the classes
+are replaced in ``confluent_kafka`` before its module is imported, so ``from confluent_kafka import Producer``
+binds the rerouted one; the harness's own clients are left alone.
+
+Spark's answer has no output topic: each of its runs gets one of its own on the same broker (``begin_answer``),
+made before the run starts with the output topic's partitions, read back after it (committed records, as the
+trial's are judged) into the answer's folder beside the rows of Spark's own Kafka writes, then deleted
+(``finish_answer``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from chaos.jobs import kafka_sink
+
+
+def _from_the_job() -> bool:
+    """The client is made by the job's code (or a library it calls), not by the harness."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not module.startswith(("confluent_kafka", "chaos.jobs.kafka_clients")):
+            return not module.startswith(("chaos.", "pipelines_under_test.", "properties."))
+        frame = frame.f_back
+    return True
+
+
+def _route() -> dict | None:
+    """Where this run's Kafka writes go (``{"bootstrap", "topic", "named"}``), None when a client is the harness's
+    or the run has no broker to give."""
+    out = kafka_sink.target()
+    if not out or not out.get("bootstrap") or not _from_the_job():
+        return None
+    return out
+
+
+def _topic(route: dict | None, name: Any) -> Any:
+    if route is None or not isinstance(name, str) or (route.get("named") and name != route["named"]):
+        return name
+    return route["topic"]
+
+
+def _partitions(route: dict | None, value: Any) -> Any:
+    """A TopicPartition, or a list of them, on the trial's topic."""
+    from confluent_kafka import TopicPartition
+
+    if route is None:
+        return value
+    if isinstance(value, TopicPartition):
+        moved = TopicPartition(_topic(route, value.topic), value.partition, value.offset)
+        if value.metadata is not None:
+            moved.metadata = value.metadata
+        return moved
+    if isinstance(value, list | tuple):
+        return [_partitions(route, v) for v in value]
+    return value
+
+
+def _conf(route: dict | None, args: tuple, kwargs: dict) -> dict:
+    conf = {**(args[0] if args else {}), **kwargs}
+    if route is not None:
+        conf["bootstrap.servers"] = route["bootstrap"]
+        for key in ("transactional.id", "group.id", "group.instance.id"):
+            if conf.get(key):
+                conf[key] = f"{route['topic']}.{conf[key]}"
+    return conf
+
+
+_PRODUCER_MOVES = {"send_offsets_to_transaction": "positions"}
+_CONSUMER_MOVES = {"subscribe": "topics", "assign": "partitions", "incremental_assign": "partitions",
+                   "incremental_unassign": "partitions", "committed": "partitions", "position": "partitions",
+                   "offsets_for_times": "partitions", "pause": "partitions", "resume": "partitions",
+                   "seek": "partition", "get_watermark_offsets": "partition", "store_offsets": "offsets"}
+
+
+def _rerouted(base: type, moves: dict[str, str]) -> type:
+    def __init__(self, *args, **kwargs):  # noqa: N807
+        route = _route()
+        self.__dict__["_streamchaos_route"] = route
+        base.__init__(self, _conf(route, args, kwargs))
+
+    def produce(self, *args, **kwargs):
+        route = self.__dict__.get("_streamchaos_route")
+        if args:
+            args = (_topic(route, args[0]), *args[1:])
+        elif "topic" in kwargs:
+            kwargs["topic"] = _topic(route, kwargs["topic"])
+        return base.produce(self, *args, **kwargs)
+
+    def list_topics(self, *args, **kwargs):
+        route = self.__dict__.get("_streamchaos_route")
+        if args:
+            args = (_topic(route, args[0]), *args[1:])
+        elif "topic" in kwargs:
+            kwargs["topic"] = _topic(route, kwargs["topic"])
+        return base.list_topics(self, *args, **kwargs)
+
+    def commit(self, *args, **kwargs):
+        if "offsets" in kwargs:
+            kwargs["offsets"] = _partitions(self.__dict__.get("_streamchaos_route"), kwargs["offsets"])
+        return base.commit(self, *args, **kwargs)
+
+    body: dict[str, Any] = {"__init__": __init__, "__doc__": base.__doc__, "__module__": base.__module__,
+                            "_streamchaos_rerouted": True, "list_topics": list_topics}
+    if hasattr(base, "produce"):
+        body["produce"] = produce
+    if hasattr(base, "commit"):
+        body["commit"] = commit
+    for name, arg in moves.items():
+        if hasattr(base, name):
+            body[name] = _bound(base, name, arg)
+    return type(base.__name__, (base,), body)
+
+
+def _bound(base: type, name: str, arg: str) -> Any:
+    orig = getattr(base, name)
+
+    def method(self, *args, **kwargs):
+        route = self.__dict__.get("_streamchaos_route")
+        move = (lambda v: [_topic(route, t) for t in v]) if arg == "topics" else (lambda v: _partitions(route, v))
+        if args:
+            args = (move(args[0]), *args[1:])
+        elif arg in kwargs:
+            kwargs[arg] = move(kwargs[arg])
+        return orig(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+def reroute() -> None:
+    """``confluent_kafka.Producer`` and ``Consumer`` (whichever the job has) reach this run's broker and topic."""
+    try:
+        import confluent_kafka
+    except ImportError:
+        return
+    if getattr(confluent_kafka.Producer, "_streamchaos_rerouted", False):
+        return
+    confluent_kafka.Producer = _rerouted(confluent_kafka.Producer, _PRODUCER_MOVES)
+    confluent_kafka.Consumer = _rerouted(confluent_kafka.Consumer, _CONSUMER_MOVES)
+
+
+# Spark's answer: a topic of its own per run.
+ANSWER_RECORDS = "answer-topic.parquet"  # beside the rows of Spark's own Kafka writes (kafka_sink.CAPTURED)
+
+
+def answer_topic(output: str, folder: Path) -> str:
+    return f"{output}.answer.{Path(folder).name}"
+
+
+def begin_answer(bootstrap: str, output: str, folder: Path) -> str:
+    """A topic for the answer run writing into ``folder``, with the output topic's partitions; its name."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = answer_topic(output, folder)
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    partitions = len(admin.list_topics(output, timeout=30).topics[output].partitions) or 1
+    for future in admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=30).values():
+        future.result(timeout=60)
+    return name
+
+
+def finish_answer(bootstrap: str, topic: str, folder: Path) -> int:
+    """The answer topic's committed records into ``folder``'s captured rows (key and value as text), the topic
+    deleted; how many records."""
+    import polars as pl
+    from confluent_kafka.admin import AdminClient
+
+    from chaos.clusters.kafka.broker import read_topic
+    from chaos.store.atomic import write_parquet
+
+    try:
+        rows = read_topic(bootstrap, topic, committed_only=True)
+        if rows:
+            text = [(k.decode("utf-8", "replace") if k is not None else None,
+                     v.decode("utf-8", "replace") if v is not None else None) for _, _, k, v in rows]
+            captured = Path(folder) / kafka_sink.CAPTURED
+            captured.mkdir(parents=True, exist_ok=True)
+            write_parquet(pl.DataFrame(text, schema={"key": pl.Utf8, "value": pl.Utf8}, orient="row"),
+                          captured / ANSWER_RECORDS)
+        return len(rows)
+    finally:
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+        for future in admin.delete_topics([topic], request_timeout=30).values():
+            future.result(timeout=60)
+
+
+@contextmanager
+def answering(kafka: dict | None, folder: Path) -> Iterator[dict[str, str]]:
+    """The options of an answer run writing into ``folder`` on the trial's broker (``kafka``, the trial's
+    settings; None: no Kafka sink): its own topic while the run lasts, read back and deleted after it."""
+    if not kafka:
+        yield {}
+        return
+    bootstrap = kafka.get("sink_bootstrap") or kafka["bootstrap"]
+    topic = begin_answer(bootstrap, kafka["output"], folder)
+    try:
+        yield {"answer_kafka": json.dumps({"bootstrap": bootstrap, "topic": topic})}
+    finally:
+        finish_answer(bootstrap, topic, folder)

@@ -1,0 +1,61 @@
+"""A job's own confluent_kafka clients reach the run's broker and topic (chaos.jobs.kafka_clients); the harness's
+own clients are left alone."""
+
+from __future__ import annotations
+
+import confluent_kafka
+import pytest
+from confluent_kafka import TopicPartition
+
+from chaos.jobs import kafka_clients, kafka_sink
+
+ROUTE = {"bootstrap": "127.0.0.1:1", "topic": "streamchaos-t1-out", "named": "orders-clean"}
+
+
+def test_the_named_topic_is_the_trials_and_other_topics_stay():
+    assert kafka_clients._topic(ROUTE, "orders-clean") == "streamchaos-t1-out"
+    assert kafka_clients._topic(ROUTE, "dead-letters") == "dead-letters"
+    assert kafka_clients._topic({**ROUTE, "named": ""}, "anything") == "streamchaos-t1-out"  # none named: every one
+    assert kafka_clients._topic(None, "orders-clean") == "orders-clean"
+
+
+def test_partitions_move_with_their_offsets_and_settings_name_the_trials_broker_ids_and_groups():
+    moved = kafka_clients._partitions(ROUTE, [TopicPartition("orders-clean", 0, 7), TopicPartition("other", 2, 3)])
+    assert [(tp.topic, tp.partition, tp.offset) for tp in moved] == [("streamchaos-t1-out", 0, 7), ("other", 2, 3)]
+    conf = kafka_clients._conf(ROUTE, ({"bootstrap.servers": "kafka:9092", "transactional.id": "writer",
+                                        "acks": "all"},), {"group.id": "writer"})
+    assert conf == {"bootstrap.servers": "127.0.0.1:1", "transactional.id": "streamchaos-t1-out.writer",
+                    "group.id": "streamchaos-t1-out.writer", "acks": "all"}
+    assert kafka_clients._conf(None, ({"bootstrap.servers": "kafka:9092"},), {}) == {"bootstrap.servers": "kafka:9092"}
+
+
+@pytest.fixture
+def rerouted(monkeypatch, tmp_path):
+    monkeypatch.setattr(confluent_kafka, "Producer", confluent_kafka.Producer)  # put back after the test
+    monkeypatch.setattr(confluent_kafka, "Consumer", confluent_kafka.Consumer)
+    kafka_sink.begin({"bootstrap": ROUTE["bootstrap"], "topic": ROUTE["topic"]}, tmp_path, ROUTE["named"])
+    kafka_clients.reroute()
+    yield
+    kafka_sink.end()
+
+
+def test_clients_the_job_makes_are_routed_and_the_harnesss_are_not(rerouted):
+    job = {"__name__": "orders_job"}
+    exec("from confluent_kafka import Producer, Consumer\n"  # noqa: S102 - a job module's own code
+         "p = Producer({'bootstrap.servers': 'kafka:9092', 'log_level': 0})\n"
+         "c = Consumer({'bootstrap.servers': 'kafka:9092', 'group.id': 'g', 'log_level': 0})\n", job)
+    assert job["p"].__dict__["_streamchaos_route"]["topic"] == ROUTE["topic"]
+    assert job["c"].__dict__["_streamchaos_route"]["bootstrap"] == ROUTE["bootstrap"]
+    job["c"].close()
+    harness = {"__name__": "chaos.clusters.kafka.broker"}
+    exec("from confluent_kafka import Producer\np = Producer({'bootstrap.servers': 'x:1', 'log_level': 0})\n",  # noqa: S102
+         harness)
+    assert harness["p"].__dict__["_streamchaos_route"] is None
+    kafka_sink.end()  # no run: a job's client is left as it was made
+    exec("q = Producer({'bootstrap.servers': 'kafka:9092', 'log_level': 0})\n", job)  # noqa: S102
+    assert job["q"].__dict__["_streamchaos_route"] is None
+
+
+def test_the_answers_topic_is_named_for_its_run():
+    name = kafka_clients.answer_topic("streamchaos-t1-out", "/runs/t1/oracle/again")
+    assert name == "streamchaos-t1-out.answer.again"
