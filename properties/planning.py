@@ -3,9 +3,10 @@
 A trial costs seconds to a minute, so a campaign of N trials cannot hope that random draws hit the
 one window that breaks a pipeline. The plan therefore opens the **canonical windows** first
 (``CANONICAL_WINDOWS``: the points where micro-batch sinks lose or repeat work), packed two to a
-trial at consecutive batches when ``max_faults`` allows, so that three trials open all of them
+trial at consecutive batches when ``max_faults`` allows, so that four trials open all of them
 and the first one already kills the driver before the sink writes and, at the second batch after
-that restart, after the sink wrote and before ``commits/N``. Only windows whose action the campaign allows and whose
+that restart, after the sink wrote and before ``commits/N``; the third kills it while a batch's tasks read and
+again once that batch's replay wrote (``RETRY``: is a job's path for a batch it has seen before idempotent?). Only windows whose action the campaign allows and whose
 phase the pipeline reaches (``Pipeline.phases``) are planned. After them, the plan draws many
 candidate schedules from ``crash_schedules`` (deterministically, from the campaign seed) and picks,
 trial by trial, the candidate that exercises the most (action, phase) pairs not yet covered,
@@ -72,6 +73,13 @@ TASK_WRITE_WINDOW = "kill-executor:sink-write"
 # Covered when a trial's second driver kill fired at the batch after its first one's: the second
 # batch a restarted driver runs (the first is the replay).
 AFTER_RESTART = ("kill-driver", "after-restart", "driver kill at the second batch after a restart")
+# Covered when a trial's second driver kill fired at the batch its first one killed, in the replay. Jobs often take a
+# path of their own for a batch they have seen before (a retry), and the window asks whether that path is itself
+# idempotent: the first kill lands while the batch's tasks read (inside a foreachBatch, after what the function did
+# first), the second after the retry wrote, before ``commits/N``.
+RETRY = ("kill-driver", "retry", "driver kill after a retried batch wrote, its first run killed while reading")
+READING_WINDOW = ("kill-driver", "reading")
+PSEUDO_WINDOWS = (AFTER_RESTART, RETRY)  # named by how two kills fall, planned through the windows they pair
 
 
 def parse_kinds(text: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -163,6 +171,8 @@ def canonical_windows(actions: Iterable[str], phases: Iterable[str], max_faults:
         windows.insert(min(3 if state_first and state else 2, len(windows)), task_write[0])
     if max_faults >= 2 and sum(1 for w in windows if w[0] == "kill-driver") >= 2:
         windows.append(AFTER_RESTART)
+    if max_faults >= 2 and "sink-done" in phases and any(w[:2] == READING_WINDOW for w in windows):
+        windows.append(RETRY)
     return windows
 
 
@@ -181,6 +191,8 @@ def covered_windows(fired: Iterable[Fault | str]) -> set[str]:
     kills = sorted(f.batch for f in faults if f.action == "kill-driver")
     if any(b + 1 in kills for b in kills):
         names.add(window_names([AFTER_RESTART])[0])
+    if len(set(kills)) < len(kills):
+        names.add(window_names([RETRY])[0])
     return names
 
 
@@ -190,18 +202,33 @@ def canonical_schedules(batches: int, actions: tuple[str, ...], phases: tuple[st
     """The canonical windows as trials: up to two per trial (``max_faults``), the second at the batch after
     the first's, at a batch drawn from ``seed`` that leaves two batches before it and one after it when the
     stream has them (a query's first batches may still be starting: a continuous query's first epochs are
-    often empty, and a kill there shows nothing)."""
-    windows = [w for w in canonical_windows(actions, phases, max_faults, state_first, task_write_first)
-               if w is not AFTER_RESTART]
+    often empty, and a kill there shows nothing). With ``RETRY`` open, the driver kill while reading takes a trial
+    with the kill after the same batch's replay wrote (``sink-done`` at that batch), ahead of the executor kill while
+    reading, which moves to the next trial."""
+    windows = canonical_windows(actions, phases, max_faults, state_first, task_write_first)
+    retry = RETRY in windows
+    units = [[(a, p, 0), ("kill-driver", "sink-done", 0)] if retry and (a, p) == READING_WINDOW else [(a, p, 0)]
+             for a, p, _ in windows if (a, p, _) not in PSEUDO_WINDOWS]
+    retried = [i for i, u in enumerate(units) if len(u) == 2]
+    executor_read = [i for i, u in enumerate(units) if u[0][:2] == ("kill-executor", "reading")]
+    if retried and executor_read and executor_read[0] < retried[0]:  # the driver's read first: it keeps its trial
+        units.insert(executor_read[0], units.pop(retried[0]))
     per_trial = max(1, min(2, max_faults))
+    groups = []
+    while units:
+        group = units.pop(0)
+        fits = next((i for i, u in enumerate(units) if len(group) + len(u) <= per_trial), None)
+        if fits is not None:
+            group = group + [(a, p, 1) for a, p, _ in units.pop(fits)]
+        groups.append(group)
     rng = random.Random(seed)
     order = {p: i for i, p in enumerate(PHASES)}
     out = []
-    for k in range(0, len(windows), per_trial):
-        group = windows[k:k + per_trial]
-        low = 2 if batches >= len(group) + 4 else 1 if batches > len(group) + 1 else 0
-        first = rng.randrange(low, max(low + 1, batches - len(group)))
-        faults = [Fault(a, min(first + i, batches - 1), p) for i, (a, p, _) in enumerate(group)]
+    for group in groups:
+        span = 1 + max(k for _, _, k in group)
+        low = 2 if batches >= span + 4 else 1 if batches > span + 1 else 0
+        first = rng.randrange(low, max(low + 1, batches - span))
+        faults = [Fault(a, min(first + k, batches - 1), p) for a, p, k in group]
         faults.sort(key=lambda f: (f.batch, order[f.phase]))
         out.append([f.spec for f in faults])
     return out

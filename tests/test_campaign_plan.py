@@ -101,13 +101,16 @@ def test_plan_is_deterministic_examples_then_canonical_windows_then_coverage_fir
         assert coverage([a[k]]) - coverage(a[:k]), (k, a)
 
 
-def test_three_trials_open_every_canonical_window_and_a_plan_is_a_prefix_of_a_longer_one():
+def test_four_trials_open_every_canonical_window_and_a_plan_is_a_prefix_of_a_longer_one():
     stateless = tuple(p for p in PHASES if p != "state-commit")
     for seed in range(1, 6):
-        plan = plan_schedules(10, KILLS, 3, seed=stable_seed(seed, "passthrough-append"), phases=stateless)
+        plan = plan_schedules(10, KILLS, 4, seed=stable_seed(seed, "passthrough-append"), phases=stateless)
         opened = set().union(*(covered_windows(s) for s in plan))
         assert set(window_names(canonical_windows(KILLS, stateless))) <= opened, plan
-        # A state store adds one window: a fourth trial.
+        # The third: the driver killed while batch N's tasks read, then after its replay wrote (the retry).
+        assert [(f.action, f.phase, f.batch - parse_fault(plan[2][0]).batch) for f in map(parse_fault, plan[2])] == [
+            ("kill-driver", "reading", 0), ("kill-driver", "sink-done", 0)]
+        # A state store's window shares the fourth trial.
         stateful = plan_schedules(10, KILLS, 4, seed=stable_seed(seed, "passthrough-append"))
         assert set(window_names(canonical_windows(KILLS, PHASES))) <= set().union(
             *(covered_windows(s) for s in stateful)), stateful
@@ -117,7 +120,7 @@ def test_three_trials_open_every_canonical_window_and_a_plan_is_a_prefix_of_a_lo
         assert [(f.action, f.phase) for f in first] == [("kill-driver", "sink-write"), ("kill-driver", "sink-done")]
         assert first[1].batch == first[0].batch + 1 and 2 <= first[0].batch and first[1].batch <= 8
         longer = plan_schedules(10, KILLS, 9, seed=stable_seed(seed, "passthrough-append"), phases=stateless)
-        assert longer[:3] == plan
+        assert longer[:4] == plan
     # One fault a trial: one window a trial, the same order.
     single = plan_schedules(10, KILLS, 3, seed=1, max_faults=1)
     assert [[parse_fault(f).phase for f in s] for s in single] == [["sink-write"], ["sink-done"], ["committed"]]
@@ -127,6 +130,13 @@ def test_after_restart_window_needs_a_driver_kill_at_the_batch_after_another():
     assert "kill-driver:after-restart" in covered_windows(["kill-driver@3:sink-done", "kill-driver@4:sink-write"])
     assert "kill-driver:after-restart" not in covered_windows(["kill-driver@3:sink-done", "kill-driver@6:planned"])
     assert "kill-driver:after-restart" not in window_names(canonical_windows(KILLS, PHASES, max_faults=1))
+
+
+def test_retry_window_needs_two_driver_kills_at_one_batch():
+    assert "kill-driver:retry" in covered_windows(["kill-driver@3:reading", "kill-driver@3:sink-done"])
+    assert "kill-driver:retry" not in covered_windows(["kill-driver@3:reading", "kill-driver@4:sink-done"])
+    assert "kill-driver:retry" not in window_names(canonical_windows(KILLS, PHASES, max_faults=1))
+    assert "kill-driver:retry" not in window_names(canonical_windows(KILLS, ("planned", "sink-write", "sink-done")))
 
 
 @pytest.mark.parametrize("name", sorted(CATALOGUE))
