@@ -141,6 +141,7 @@ def _cli_node_trial(tmp_path, pipeline: str, *args: str) -> dict:
     return run.json
 
 
+@pytest.mark.long  # the standalone cluster's and the plugin's: tests/test_shadowing_spark.py
 def test_a_job_beside_namesakes_of_the_harness_packages_runs_on_nodes(node_image, docker_client, tmp_path):
     """Run from the project's directory (the driver's path holds it) with the harness's packages folder first on
     every path, mounted into the nodes: the nodes' Python workers and the driver import the harness's packages,
