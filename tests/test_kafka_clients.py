@@ -20,19 +20,27 @@ def test_the_named_topic_is_the_trials_and_other_topics_stay():
 
 
 def test_partitions_move_with_their_offsets_and_settings_name_the_trials_broker_ids_and_groups():
-    moved = kafka_clients._partitions(ROUTE, [TopicPartition("orders-clean", 0, 7), TopicPartition("other", 2, 3)])
-    assert [(tp.topic, tp.partition, tp.offset) for tp in moved] == [("streamchaos-t1-out", 0, 7), ("other", 2, 3)]
+    moved = kafka_clients._partitions(ROUTE, [TopicPartition("orders-clean", 0, 7), TopicPartition("other", 2, 3),
+                                              TopicPartition("orders-clean", 1, 4, metadata="batch 4")])
+    assert [(tp.topic, tp.partition, tp.offset) for tp in moved] == [("streamchaos-t1-out", 0, 7), ("other", 2, 3),
+                                                                     ("streamchaos-t1-out", 1, 4)]
+    assert moved[2].metadata == "batch 4"
     conf = kafka_clients._conf(ROUTE, ({"bootstrap.servers": "kafka:9092", "transactional.id": "writer",
                                         "acks": "all"},), {"group.id": "writer"})
     assert conf == {"bootstrap.servers": "127.0.0.1:1", "transactional.id": "streamchaos-t1-out.writer",
                     "group.id": "streamchaos-t1-out.writer", "acks": "all"}
     assert kafka_clients._conf(None, ({"bootstrap.servers": "kafka:9092"},), {}) == {"bootstrap.servers": "kafka:9092"}
+    secured = kafka_clients._conf(ROUTE, ({"bootstrap.servers": "b:9093", "security.protocol": "SASL_SSL",
+                                           "sasl.mechanism": "PLAIN", "ssl.ca.location": "/ca"},), {})
+    assert secured == {"bootstrap.servers": "127.0.0.1:1"}  # the trial's broker is plaintext
 
 
 @pytest.fixture
 def rerouted(monkeypatch, tmp_path):
     monkeypatch.setattr(confluent_kafka, "Producer", confluent_kafka.Producer)  # put back after the test
     monkeypatch.setattr(confluent_kafka, "Consumer", confluent_kafka.Consumer)
+    monkeypatch.setattr(confluent_kafka, "SerializingProducer", confluent_kafka.SerializingProducer)
+    monkeypatch.setattr(confluent_kafka, "DeserializingConsumer", confluent_kafka.DeserializingConsumer)
     kafka_sink.begin({"bootstrap": ROUTE["bootstrap"], "topic": ROUTE["topic"]}, tmp_path, ROUTE["named"])
     kafka_clients.reroute()
     yield
@@ -54,6 +62,18 @@ def test_clients_the_job_makes_are_routed_and_the_harnesss_are_not(rerouted):
     kafka_sink.end()  # no run: a job's client is left as it was made
     exec("q = Producer({'bootstrap.servers': 'kafka:9092', 'log_level': 0})\n", job)  # noqa: S102
     assert job["q"].__dict__["_streamchaos_route"] is None
+
+
+def test_the_rerouted_classes_pickle_by_reference_and_serializing_clients_are_rerouted(rerouted):
+    """A job's function referring to ``Producer`` reaches an executor's worker as confluent_kafka's class, which the
+    worker has rerouted too (chaos.jobs.databases.on_executors)."""
+    import pickle
+
+    from pyspark import cloudpickle
+
+    assert pickle.loads(cloudpickle.dumps(confluent_kafka.Producer)) is confluent_kafka.Producer  # noqa: S301
+    assert getattr(confluent_kafka.SerializingProducer, "_streamchaos_rerouted", False)
+    assert getattr(confluent_kafka.DeserializingConsumer, "_streamchaos_rerouted", False)
 
 
 def test_the_answers_topic_is_named_for_its_run():

@@ -381,8 +381,10 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
 
     hooks = holds_hooks(spark.sparkContext.getConf().get("spark.jars", ""))
     phases_to(log_options.get("controller") if phase is not None and hooks else None, incarnation)
-    if spec.sink_kind == "kafka":  # before the module is imported: its own clients reach the run's topic, on the
-        kafka_clients.reroute()  # executors too
+    kafka_sink.end()
+    if spec.sink_kind == "kafka":  # before the module is imported: its own clients (a module-level one too) reach
+        kafka_sink.begin_run(log_options, file_sink.parent, spec.table)  # the run's topic, on the executors too
+        kafka_clients.reroute()
         reroute_partitions()
     fn = entry_function(spec)
     started: list = []
@@ -399,9 +401,6 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
     chain = chain_for(spec, checkpoint, file_sink)  # a query before the one under test writes what it reads
     if spec.sink_kind == "parquet":  # each query copies the session's settings at its start: a bronze one too
         spark.conf.set(FILE_SINK_PATH, str(file_sink))
-    kafka_sink.end()
-    if spec.sink_kind == "kafka":  # the trial's output topic; Spark's answer's rows into its folder
-        kafka_sink.begin_run(log_options, file_sink.parent, spec.table)
 
     def delta_phases(delta: bool) -> None:  # a sink of Spark's own: sink-done before commits/N (CheckpointBarrier);
         from chaos.machine.jvm import checkpoint_barrier_conf  # Delta's: sink-write before _delta_log/N.json too

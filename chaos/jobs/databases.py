@@ -293,12 +293,16 @@ class _Called(_OnExecutors):
 def _in_worker(env: dict[str, str], pickled: bytes) -> _OnExecutors:
     import pickle
 
+    from chaos.jobs.kafka_sink import OUT_VAR
+
     os.environ.update(env)
     _reroute_psycopg()
-    if "STREAMCHAOS_KAFKA_OUT" in env:  # a job's own Kafka clients there too (chaos.jobs.kafka_clients)
+    if OUT_VAR in env:  # a job's own Kafka clients there too (chaos.jobs.kafka_clients)
         from chaos.jobs.kafka_clients import reroute as reroute_kafka
 
         reroute_kafka()
+    else:  # a reused worker: no earlier run's topic
+        os.environ.pop(OUT_VAR, None)
     return _wrapped(pickle.loads(pickled), env)  # noqa: S301 - the task's own closure, from its driver
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -61,11 +61,9 @@ def _partitions(route: dict | None, value: Any) -> Any:
 
     if route is None:
         return value
-    if isinstance(value, TopicPartition):
-        moved = TopicPartition(_topic(route, value.topic), value.partition, value.offset)
-        if value.metadata is not None:
-            moved.metadata = value.metadata
-        return moved
+    if isinstance(value, TopicPartition):  # its metadata and leader epoch kept (read-only: given at construction)
+        kept = {k: getattr(value, k) for k in ("metadata", "leader_epoch") if getattr(value, k, None) is not None}
+        return TopicPartition(_topic(route, value.topic), value.partition, value.offset, **kept)
     if isinstance(value, list | tuple):
         return [_partitions(route, v) for v in value]
     return value
@@ -73,7 +71,9 @@ def _partitions(route: dict | None, value: Any) -> Any:
 
 def _conf(route: dict | None, args: tuple, kwargs: dict) -> dict:
     conf = {**(args[0] if args else {}), **kwargs}
-    if route is not None:
+    if route is not None:  # the trial's plaintext broker: the job's cluster's security settings do not apply
+        conf = {k: v for k, v in conf.items()
+                if not (k == "security.protocol" or k.startswith(("sasl.", "ssl.")))}
         conf["bootstrap.servers"] = route["bootstrap"]
         for key in ("transactional.id", "group.id", "group.instance.id"):
             if conf.get(key):
@@ -94,37 +94,45 @@ def _rerouted(base: type, moves: dict[str, str]) -> type:
         self.__dict__["_streamchaos_route"] = route
         base.__init__(self, _conf(route, args, kwargs))
 
-    def produce(self, *args, **kwargs):
+    def produce(self, *args, _call: str = "produce", **kwargs):
         route = self.__dict__.get("_streamchaos_route")
         if args:
             args = (_topic(route, args[0]), *args[1:])
         elif "topic" in kwargs:
             kwargs["topic"] = _topic(route, kwargs["topic"])
-        return base.produce(self, *args, **kwargs)
+        return getattr(base, _call)(self, *args, **kwargs)
 
     def list_topics(self, *args, **kwargs):
-        route = self.__dict__.get("_streamchaos_route")
-        if args:
-            args = (_topic(route, args[0]), *args[1:])
-        elif "topic" in kwargs:
-            kwargs["topic"] = _topic(route, kwargs["topic"])
-        return base.list_topics(self, *args, **kwargs)
+        return produce(self, *args, _call="list_topics", **kwargs)
 
     def commit(self, *args, **kwargs):
         if "offsets" in kwargs:
             kwargs["offsets"] = _partitions(self.__dict__.get("_streamchaos_route"), kwargs["offsets"])
         return base.commit(self, *args, **kwargs)
 
-    body: dict[str, Any] = {"__init__": __init__, "__doc__": base.__doc__, "__module__": base.__module__,
-                            "_streamchaos_rerouted": True, "list_topics": list_topics}
+    # Named as confluent_kafka's own class, so a job's function that refers to it pickles it by reference and the
+    # executors' worker finds its rerouted one (chaos.jobs.databases.on_executors).
+    body: dict[str, Any] = {"__init__": __init__, "__doc__": base.__doc__, "__module__": "confluent_kafka",
+                            "__qualname__": base.__name__, "_streamchaos_rerouted": True, "list_topics": list_topics}
     if hasattr(base, "produce"):
         body["produce"] = produce
+    if hasattr(base, "produce_batch"):
+        body["produce_batch"] = _named("produce_batch", produce)
     if hasattr(base, "commit"):
         body["commit"] = commit
     for name, arg in moves.items():
         if hasattr(base, name):
             body[name] = _bound(base, name, arg)
     return type(base.__name__, (base,), body)
+
+
+def _named(name: str, first_is_topic: Any) -> Any:
+    """A method whose first argument is a topic, as ``produce`` moves it, calling the base class's ``name``."""
+    def method(self, *args, **kwargs):
+        return first_is_topic(self, *args, _call=name, **kwargs)
+
+    method.__name__ = name
+    return method
 
 
 def _bound(base: type, name: str, arg: str) -> Any:
@@ -151,8 +159,10 @@ def reroute() -> None:
         return
     if getattr(confluent_kafka.Producer, "_streamchaos_rerouted", False):
         return
-    confluent_kafka.Producer = _rerouted(confluent_kafka.Producer, _PRODUCER_MOVES)
-    confluent_kafka.Consumer = _rerouted(confluent_kafka.Consumer, _CONSUMER_MOVES)
+    for name, moves in (("Producer", _PRODUCER_MOVES), ("Consumer", _CONSUMER_MOVES),
+                        ("SerializingProducer", _PRODUCER_MOVES), ("DeserializingConsumer", _CONSUMER_MOVES)):
+        if hasattr(confluent_kafka, name):
+            setattr(confluent_kafka, name, _rerouted(getattr(confluent_kafka, name), moves))
 
 
 # Spark's answer: a topic of its own per run.
@@ -169,10 +179,18 @@ def begin_answer(bootstrap: str, output: str, folder: Path) -> str:
 
     name = answer_topic(output, folder)
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    partitions = len(admin.list_topics(output, timeout=30).topics[output].partitions) or 1
+    topics = admin.list_topics(timeout=30).topics
+    if name in topics:  # an earlier attempt's, which died before deleting it
+        _delete(admin, name)
+    partitions = len(topics[output].partitions) or 1
     for future in admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=30).values():
         future.result(timeout=60)
     return name
+
+
+def _delete(admin, topic: str) -> None:
+    for future in admin.delete_topics([topic], request_timeout=30).values():
+        future.result(timeout=60)
 
 
 def finish_answer(bootstrap: str, topic: str, folder: Path) -> int:
@@ -195,9 +213,7 @@ def finish_answer(bootstrap: str, topic: str, folder: Path) -> int:
                           captured / ANSWER_RECORDS)
         return len(rows)
     finally:
-        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-        for future in admin.delete_topics([topic], request_timeout=30).values():
-            future.result(timeout=60)
+        _delete(AdminClient({"bootstrap.servers": bootstrap, "log_level": 3}), topic)
 
 
 @contextmanager
@@ -211,5 +227,8 @@ def answering(kafka: dict | None, folder: Path) -> Iterator[dict[str, str]]:
     topic = begin_answer(bootstrap, kafka["output"], folder)
     try:
         yield {"answer_kafka": json.dumps({"bootstrap": bootstrap, "topic": topic})}
-    finally:
-        finish_answer(bootstrap, topic, folder)
+    except BaseException:  # the run's own error is the one to see; the topic goes if it can
+        with suppress(Exception):
+            finish_answer(bootstrap, topic, folder)
+        raise
+    finish_answer(bootstrap, topic, folder)
