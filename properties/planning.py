@@ -5,9 +5,10 @@ one window that breaks a pipeline. The plan therefore opens the **canonical wind
 (``CANONICAL_WINDOWS``: the points where micro-batch sinks lose or repeat work), packed two to a
 trial at consecutive batches when ``max_faults`` allows, so that four trials open all of them
 and the first one already kills the driver before the sink writes and, at the second batch after
-that restart, after the sink wrote and before ``commits/N``; the third kills it while a batch's tasks read and
-again once that batch's replay wrote (``RETRY``: is a job's path for a batch it has seen before idempotent?). Only windows whose action the campaign allows and whose
-phase the pipeline reaches (``Pipeline.phases``) are planned. After them, the plan draws many
+that restart, after the sink wrote and before ``commits/N``; the third kills it while a batch's tasks read
+and again once that batch's replay wrote (``RETRY``: is a job's path for a batch it has seen before
+idempotent?). Only windows whose action the campaign allows and whose phase the pipeline reaches
+(``Pipeline.phases``) are planned. After them, the plan draws many
 candidate schedules from ``crash_schedules`` (deterministically, from the campaign seed) and picks,
 trial by trial, the candidate that exercises the most (action, phase) pairs not yet covered,
 simplest actions first (``ACTION_ORDER``). Once every pair is covered, the remaining trials follow
