@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from chaos.errors import UserError
+from chaos.jobs.callers import from_the_job
 
 # ``jdbc:SUBPROTOCOL:...`` and ``postgres(ql)://...`` written in the job's source.
 JDBC_WRITE = re.compile(r"""\.jdbc\(|["']jdbc["']""")  # .jdbc(...), format("jdbc") or a name for "jdbc"
@@ -191,21 +191,10 @@ def _trial_params() -> dict[str, str] | None:
             "password": os.environ.get("PGPASSWORD", "")}
 
 
-def _from_the_job() -> bool:
-    """The caller is the job's code (or a library it calls), not the harness's own connections."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        if not module.startswith(("psycopg", "chaos.jobs.databases")):
-            return not module.startswith(("chaos.", "pipelines_under_test.", "properties."))
-        frame = frame.f_back
-    return True
-
-
 def _rerouted_connect(connect: Callable, parse: Callable[[str], dict]) -> Callable:
     def rerouted(dsn: str | None = None, *args: Any, **kwargs: Any) -> Any:
         trial = _trial_params()
-        if trial is None or not _from_the_job():
+        if trial is None or not from_the_job(("psycopg", "chaos.jobs.databases")):
             return connect(dsn, *args, **kwargs) if dsn is not None else connect(*args, **kwargs)
         dsn = dsn or kwargs.pop("conninfo", None) or kwargs.pop("dsn", None)
         given = parse(dsn) if dsn else {}

@@ -20,31 +20,20 @@ trial's are judged) into the answer's folder beside the rows of Spark's own Kafk
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 from chaos.jobs import kafka_sink
-
-
-def _from_the_job() -> bool:
-    """The client is made by the job's code (or a library it calls), not by the harness."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        if not module.startswith(("confluent_kafka", "chaos.jobs.kafka_clients")):
-            return not module.startswith(("chaos.", "pipelines_under_test.", "properties."))
-        frame = frame.f_back
-    return True
+from chaos.jobs.callers import from_the_job
 
 
 def _route() -> dict | None:
     """Where this run's Kafka writes go (``{"bootstrap", "topic", "named"}``), None when a client is the harness's
     or the run has no broker to give."""
     out = kafka_sink.target()
-    if not out or not out.get("bootstrap") or not _from_the_job():
+    if not out or not out.get("bootstrap") or not from_the_job(("confluent_kafka", "chaos.jobs.kafka_clients")):
         return None
     return out
 
