@@ -110,7 +110,8 @@ def test_foreach_writer_is_at_least_once_and_clean_without_faults(chaos_harness,
 
 
 # ttl: the value counter with a TTL'd ValueState; evolve: restarted on code whose state has a field more
-@pytest.mark.parametrize("kind", ["ttl", "evolve", pytest.param("list", marks=pytest.mark.long),
+@pytest.mark.parametrize("kind", ["ttl", pytest.param("evolve", marks=pytest.mark.long),
+                                  pytest.param("list", marks=pytest.mark.long),
                                   pytest.param("map", marks=pytest.mark.long)])
 def test_keyed_state_is_exactly_once_with_a_consistent_cut(chaos_harness, tmp_path, kind):
     r = trial(chaos_harness, tmp_path, f"keyed-state-{kind}", "--seed", "3", "--fault", "kill-driver@2:state-commit",
@@ -129,7 +130,8 @@ def test_keyed_state_is_exactly_once_with_a_consistent_cut(chaos_harness, tmp_pa
 
 @pytest.mark.parametrize(("pipeline", "conf"), [("dedup-window-count", []),
                                               pytest.param("keyed-state-timers", [], marks=pytest.mark.long),
-                                              ("stream-join-outer", ["--conf", "trigger=availableNow"]),
+                                              pytest.param("stream-join-outer", ["--conf", "trigger=availableNow"],
+                                                           marks=pytest.mark.long),
                                               pytest.param("join-window-count", [], marks=pytest.mark.long)])
 def test_chained_operators_timers_and_outer_join_are_exactly_once_through_driver_kills(chaos_harness, tmp_path,
                                                                                        pipeline, conf):

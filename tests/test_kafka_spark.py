@@ -262,6 +262,7 @@ def test_kafka_windowed_count_is_exactly_once_through_a_broker_kill_and_a_replay
     assert left_by(run.pid) == []
 
 
+@pytest.mark.long  # the job sink tests below show both in the default run
 def test_conformance_of_the_kafka_sinks_agrees_with_what_is_documented(tmp_path, connector_cluster):
     """Spark's Kafka sink is at-least-once as its guide says; a transaction per batch is exactly-once on committed
     reads with the batch id committed inside it (without it, ``kafka-transactional-id``, at-least-once: measured in

@@ -164,6 +164,7 @@ def test_cold_restart_replays_what_the_standby_replayed(append_kill, spark_clust
     assert again["verdict"] == append_kill["verdict"]
 
 
+@pytest.mark.long  # the standby itself: test_cold_restart_replays_what_the_standby_replayed
 def test_a_second_driver_kill_finds_its_standby_booted_in_the_first_kills_downtime(chaos_harness, tmp_path):
     """An idempotent sink under two driver kills: batches 1 and 3 delivered twice, each effective once; the second
     kill's standby was booted in the first kill's downtime."""

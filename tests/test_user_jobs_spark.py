@@ -50,7 +50,8 @@ def test_an_upsert_job_as_written_is_exactly_once_against_its_batch_query(chaos_
 @needs_postgres
 # foreachBatch with psycopg; with Spark's JDBC writer (its driver and JDBC_URL from the harness); a Python data
 # source's writer
-@pytest.mark.parametrize("name", ["orders_append", "orders_jdbc", "orders_sink"])
+@pytest.mark.parametrize("name", ["orders_append", "orders_jdbc",
+                                  pytest.param("orders_sink", marks=pytest.mark.long)])
 def test_an_append_jobs_replayed_batch_is_found_row_by_row_and_attributed(chaos_harness, tmp_path, name):
     # Spark's JDBC writer: an executor killed once a task of batch 1 committed its partition (the task's own
     # sink-write, BarrierJdbcDriver) has the task run again, which appends the partition again.
@@ -172,6 +173,7 @@ def test_a_script_with_argparse_and_a_module_level_query_runs_unchanged(chaos_ha
               "postgres:trades", "--events", "400", "--", "--input", "x", "--output", "y", name="other-sink")
 
 
+@pytest.mark.long  # a campaign found and shrunk: tests/test_campaign_spark.py
 @needs_postgres
 def test_a_campaign_on_an_append_job_finds_and_shrinks_its_duplicates(spark_cluster, tmp_path):
     run = cli("campaign", "run", "--pipeline", job("orders_append"), "--schema", ORDER, "--sink", "postgres:orders",
