@@ -79,3 +79,42 @@ def test_the_rerouted_classes_pickle_by_reference_and_serializing_clients_are_re
 def test_the_answers_topic_is_named_for_its_run():
     name = kafka_clients.answer_topic("streamchaos-t1-out", "/runs/t1/oracle/again")
     assert name == "streamchaos-t1-out.answer.again"
+
+
+def test_what_the_clients_hand_back_names_the_jobs_topic():
+    """A consumed or delivered message, the partitions of ``committed`` and callbacks, and the topics of
+    ``list_topics`` name the job's topic where they would name the trial's; other topics stay."""
+    from types import SimpleNamespace
+
+    names = {ROUTE["topic"]: ROUTE["named"]}
+    message = confluent_kafka.Message(topic=ROUTE["topic"], partition=1, offset=5, value=b"v")
+    assert kafka_clients._back(names, message) is message and message.topic() == "orders-clean"
+    other = confluent_kafka.Message(topic="dead-letters", partition=0)
+    assert kafka_clients._back(names, other).topic() == "dead-letters"
+    parts = kafka_clients._back(names, [TopicPartition(ROUTE["topic"], 0, 7, metadata="m"), TopicPartition("x", 1)])
+    assert [(tp.topic, tp.partition, tp.offset, tp.metadata) for tp in parts] == [("orders-clean", 0, 7, "m"),
+                                                                                  ("x", 1, -1001, None)]
+    seen = []
+    kafka_clients._callback(names, lambda err, msg: seen.append((err, msg.topic())))(
+        None, confluent_kafka.Message(topic=ROUTE["topic"]))
+    assert seen == [(None, "orders-clean")]
+    metadata = SimpleNamespace(topics={ROUTE["topic"]: "its metadata"})
+    assert kafka_clients._back(names, metadata).topics["orders-clean"] == "its metadata"
+    learned: dict[str, str] = {}
+    assert kafka_clients._topic({**ROUTE, "named": ""}, "anything", learned) == ROUTE["topic"]
+    assert learned == {ROUTE["topic"]: "anything"}  # none named: the name the job used, handed back
+    assert kafka_clients._back({}, message) is message
+
+
+def test_a_rerouted_consumer_learns_the_named_topic_and_moves_a_positional_commit(rerouted):
+    job = {"__name__": "orders_job"}
+    exec("from confluent_kafka import Consumer\n"  # noqa: S102 - a job module's own code
+         "c = Consumer({'bootstrap.servers': 'kafka:9092', 'group.id': 'g', 'log_level': 0})\n", job)
+    consumer = job["c"]
+    try:
+        assert kafka_clients._names(consumer) == {ROUTE["topic"]: "orders-clean"}
+        moved = kafka_clients._partitions(ROUTE, [TopicPartition("orders-clean", 0, 3)], {})
+        assert moved[0].topic == ROUTE["topic"]
+        assert consumer.assignment() == []  # a wrapped method, nothing assigned yet
+    finally:
+        consumer.close()

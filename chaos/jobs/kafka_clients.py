@@ -7,9 +7,11 @@ processing), and a replayed batch whose offset is there is skipped. Run as writt
 servers the job names. As Spark's Kafka writes are (chaos.jobs.kafka_sink), they are rerouted: ``bootstrap.servers``
 is the trial's (through the sink channel's proxy), the topic the job names in ``--sink kafka:TOPIC`` (every topic,
 with none named) is the trial's output topic, and transactional ids and consumer groups get the trial's topic before
-them, so trials sharing the broker never fence or read each other's. The job's code is not changed: the classes
-are replaced in ``confluent_kafka`` before its module is imported, so ``from confluent_kafka import Producer``
-binds the rerouted one; the harness's own clients are left alone.
+them, so trials sharing the broker never fence or read each other's. What the clients hand back names the job's
+topic again (a message's ``topic()``, the partitions of ``committed``, ``position``, ``assignment``, rebalance and
+delivery callbacks, ``list_topics``), so a job comparing them with its own name still matches. The job's code is not
+changed: the classes are replaced in ``confluent_kafka`` before its module is imported, so ``from confluent_kafka
+import Producer`` binds the rerouted one; the harness's own clients are left alone.
 
 Spark's answer has no output topic: each of its runs gets one of its own on the same broker (``begin_answer``),
 made before the run starts with the output topic's partitions, read back after it (committed records, as the
@@ -38,24 +40,66 @@ def _route() -> dict | None:
     return out
 
 
-def _topic(route: dict | None, name: Any) -> Any:
+def _topic(route: dict | None, name: Any, names: dict[str, str] | None = None) -> Any:
+    """The topic a client of the job's means by ``name`` (``names`` learns the job's name of the trial's)."""
     if route is None or not isinstance(name, str) or (route.get("named") and name != route["named"]):
         return name
+    if names is not None:
+        names[route["topic"]] = name
     return route["topic"]
 
 
-def _partitions(route: dict | None, value: Any) -> Any:
+def _with_topic(tp: Any, topic: str) -> Any:
+    """The TopicPartition on ``topic``, its metadata and leader epoch kept (read-only: given at construction)."""
+    from confluent_kafka import TopicPartition
+
+    kept = {k: getattr(tp, k) for k in ("metadata", "leader_epoch") if getattr(tp, k, None) is not None}
+    return TopicPartition(topic, tp.partition, tp.offset, **kept)
+
+
+def _partitions(route: dict | None, value: Any, names: dict[str, str] | None = None) -> Any:
     """A TopicPartition, or a list of them, on the trial's topic."""
     from confluent_kafka import TopicPartition
 
     if route is None:
         return value
-    if isinstance(value, TopicPartition):  # its metadata and leader epoch kept (read-only: given at construction)
-        kept = {k: getattr(value, k) for k in ("metadata", "leader_epoch") if getattr(value, k, None) is not None}
-        return TopicPartition(_topic(route, value.topic), value.partition, value.offset, **kept)
+    if isinstance(value, TopicPartition):
+        return _with_topic(value, _topic(route, value.topic, names))
     if isinstance(value, list | tuple):
-        return [_partitions(route, v) for v in value]
+        return [_partitions(route, v, names) for v in value]
     return value
+
+
+def _back(names: dict[str, str], value: Any) -> Any:
+    """What a client hands back, with the job's topic name where it names the trial's: a message (its topic set),
+    a TopicPartition, a list of either, or a cluster's metadata (the job's name beside the trial's)."""
+    from confluent_kafka import Message, TopicPartition
+
+    if not names:
+        return value
+    if isinstance(value, Message):
+        if value.topic() in names:
+            value.set_topic(names[value.topic()])
+    elif isinstance(value, TopicPartition):
+        return _with_topic(value, names[value.topic]) if value.topic in names else value
+    elif isinstance(value, list | tuple):
+        return [_back(names, v) for v in value]
+    elif isinstance(getattr(value, "topics", None), dict):  # ClusterMetadata
+        for trial, job in names.items():
+            if trial in value.topics:
+                value.topics[job] = value.topics[trial]
+    return value
+
+
+def _callback(names: dict[str, str], call: Any) -> Any:
+    """A delivery or rebalance callback of the job's, handed the job's topic name."""
+    if not callable(call):
+        return call
+
+    def called(*args):
+        return call(*(_back(names, a) for a in args))
+
+    return called
 
 
 def _conf(route: dict | None, args: tuple, kwargs: dict) -> dict:
@@ -77,27 +121,47 @@ _CONSUMER_MOVES = {"subscribe": "topics", "assign": "partitions", "incremental_a
                    "seek": "partition", "get_watermark_offsets": "partition", "store_offsets": "offsets"}
 
 
+_CALLBACKS = ("on_delivery", "callback", "on_assign", "on_revoke", "on_lost")
+_RETURNS = ("poll", "consume", "committed", "position", "offsets_for_times", "assignment")
+
+
+def _names(client: Any) -> dict[str, str]:
+    """The job's names of the trial's topics this client has used (the named one known from the start)."""
+    return client.__dict__["_streamchaos_names"]
+
+
 def _rerouted(base: type, moves: dict[str, str]) -> type:
     def __init__(self, *args, **kwargs):  # noqa: N807
         route = _route()
         self.__dict__["_streamchaos_route"] = route
-        base.__init__(self, _conf(route, args, kwargs))
+        names = self.__dict__["_streamchaos_names"] = {}
+        if route is not None and route.get("named"):
+            names[route["topic"]] = route["named"]
+        conf = _conf(route, args, kwargs)
+        if route is not None and "on_delivery" in conf:
+            conf["on_delivery"] = _callback(names, conf["on_delivery"])
+        base.__init__(self, conf)
 
     def produce(self, *args, _call: str = "produce", **kwargs):
-        route = self.__dict__.get("_streamchaos_route")
+        route, names = self.__dict__.get("_streamchaos_route"), _names(self)
         if args:
-            args = (_topic(route, args[0]), *args[1:])
+            args = (_topic(route, args[0], names), *args[1:])
         elif "topic" in kwargs:
-            kwargs["topic"] = _topic(route, kwargs["topic"])
-        return getattr(base, _call)(self, *args, **kwargs)
+            kwargs["topic"] = _topic(route, kwargs["topic"], names)
+        if route is not None:
+            kwargs.update({k: _callback(names, kwargs[k]) for k in _CALLBACKS if k in kwargs})
+        return _back(names, getattr(base, _call)(self, *args, **kwargs))
 
     def list_topics(self, *args, **kwargs):
         return produce(self, *args, _call="list_topics", **kwargs)
 
     def commit(self, *args, **kwargs):
+        route, names = self.__dict__.get("_streamchaos_route"), _names(self)
         if "offsets" in kwargs:
-            kwargs["offsets"] = _partitions(self.__dict__.get("_streamchaos_route"), kwargs["offsets"])
-        return base.commit(self, *args, **kwargs)
+            kwargs["offsets"] = _partitions(route, kwargs["offsets"], names)
+        elif len(args) > 1:  # commit(message, offsets) positionally, message None
+            args = (args[0], _partitions(route, args[1], names), *args[2:])
+        return _back(names, base.commit(self, *args, **kwargs))
 
     # Named as confluent_kafka's own class, so a job's function that refers to it pickles it by reference and the
     # executors' worker finds its rerouted one (chaos.jobs.databases.on_executors).
@@ -109,7 +173,7 @@ def _rerouted(base: type, moves: dict[str, str]) -> type:
         body["produce_batch"] = _named("produce_batch", produce)
     if hasattr(base, "commit"):
         body["commit"] = commit
-    for name, arg in moves.items():
+    for name, arg in {**{n: None for n in _RETURNS}, **moves}.items():
         if hasattr(base, name):
             body[name] = _bound(base, name, arg)
     return type(base.__name__, (base,), body)
@@ -124,17 +188,22 @@ def _named(name: str, first_is_topic: Any) -> Any:
     return method
 
 
-def _bound(base: type, name: str, arg: str) -> Any:
+def _bound(base: type, name: str, arg: str | None) -> Any:
+    """``name`` of ``base`` with its argument ``arg`` moved to the trial's topic (None: none moved), callbacks and
+    what it returns naming the job's."""
     orig = getattr(base, name)
 
     def method(self, *args, **kwargs):
-        route = self.__dict__.get("_streamchaos_route")
-        move = (lambda v: [_topic(route, t) for t in v]) if arg == "topics" else (lambda v: _partitions(route, v))
-        if args:
+        route, names = self.__dict__.get("_streamchaos_route"), _names(self)
+        move = ((lambda v: [_topic(route, t, names) for t in v]) if arg == "topics"
+                else (lambda v: _partitions(route, v, names)))
+        if args and arg is not None:
             args = (move(args[0]), *args[1:])
-        elif arg in kwargs:
+        elif arg is not None and arg in kwargs:
             kwargs[arg] = move(kwargs[arg])
-        return orig(self, *args, **kwargs)
+        if route is not None:
+            kwargs.update({k: _callback(names, kwargs[k]) for k in _CALLBACKS if k in kwargs})
+        return _back(names, orig(self, *args, **kwargs))
 
     method.__name__ = name
     return method
