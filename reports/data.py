@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from chaos.machine.spark_versions import spark_option
 from chaos.scenario.faults import PHASES
 
 SAMPLE = 12
@@ -83,7 +84,7 @@ def trial_view(trial_id: str, run_dir: Path) -> dict | None:
             "ok": cut.get("ok"), "checked": len(cut.get("batches_checked") or []),
             "committed": cut.get("committed_batches"), "mismatches": (cut.get("mismatches") or [])[:5],
         },
-        "replay": scenario.command(),
+        "replay": scenario.command(spark_option(result.get("spark"))),
         "timeline": timeline(load_history(run_dir), result.get("seconds")),
     }
 

@@ -83,3 +83,17 @@ def test_scenario_round_trips(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(UserError, match="bad.json is corrupt"):
         Scenario.load(tmp_path / "bad.json")
+
+
+def test_a_replay_command_names_the_spark_the_trial_ran_on_when_it_is_not_the_installed_one(monkeypatch):
+    from chaos.machine import spark_versions
+    from chaos.scenario.faults import parse_fault
+
+    scenario = Scenario(pipeline="delta-append", events=1000, seed=4, faults=[parse_fault("kill-driver@2:sink-done")])
+    assert scenario.command("4.2.0").startswith("streamchaos --spark 4.2.0 trial delta-append --events 1000 --seed 4")
+    assert scenario.command().startswith("streamchaos trial delta-append")
+    monkeypatch.setattr(spark_versions, "current_version", lambda: "4.2.0")
+    monkeypatch.delenv(spark_versions.BASE_SPARK_VAR, raising=False)
+    assert spark_versions.spark_option("4.2.0") is None and spark_versions.spark_option("4.1.1") == "4.1.1"
+    monkeypatch.setenv(spark_versions.BASE_SPARK_VAR, "4.3.0")  # a process on the added 4.2.0: the base is 4.3.0
+    assert spark_versions.spark_option("4.2.0") == "4.2.0" and spark_versions.spark_option(None) is None

@@ -225,7 +225,7 @@ class Runner:
         write_json(record_path, {
             "pipeline": base.pipeline, "declared": expected, "from": origin_id, "from_faults": base.specs,
             "minimal": [], "minimal_trial": trial_id, "verdict": BATCH_DEPENDENT, "path": [],
-            "command": control.command(), "batch_dependent": True})
+            "command": control.command(self.c.spec.spark), "batch_dependent": True})
         self.progress.note(f"{short_name(base.pipeline)} differs from Spark's one-batch answer without any fault "
                            f"({trial_id}): its output depends on how the stream is cut into micro-batches, so no "
                            "fault is blamed and nothing is shrunk")
@@ -287,9 +287,10 @@ class Runner:
             write_json(record_path, {
                 "pipeline": pipeline, "declared": expected, "from": origin_id, "from_faults": base.specs,
                 "minimal": base.specs, "minimal_trial": origin_id, "verdict": self.c.verdict_of(origin_id)["verdict"],
-                "path": [], "command": base.command(), "skipped": "the time budget was spent before the shrink"})
+                "path": [], "command": base.command(self.c.spec.spark),
+                "skipped": "the time budget was spent before the shrink"})
             progress.note(f"shrink of {short_name(row)} skipped: the time budget is spent; unshrunk counterexample "
-                          f"{' '.join(base.specs)} ({origin_id}), replay: {base.command()}")
+                          f"{' '.join(base.specs)} ({origin_id}), replay: {base.command(self.c.spec.spark)}")
             return
         progress.note(f"shrinking {origin_id} ({', '.join(base.specs)}) for {short_name(row)}")
         minimal = shrink_schedule(base.specs, violates, actions=actions, budget=max(candidates, len(cache)),
@@ -301,7 +302,7 @@ class Runner:
         write_json(record_path, {
             "pipeline": pipeline, "declared": expected, "from": origin_id,
             "from_faults": base.specs, "minimal": minimal, "minimal_trial": minimal_trial,
-            "verdict": verdict["verdict"], "path": path, "command": scenario.command(),
+            "verdict": verdict["verdict"], "path": path, "command": scenario.command(self.c.spec.spark),
         })
 
 

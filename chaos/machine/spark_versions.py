@@ -75,6 +75,12 @@ def current_version() -> str:
     return pyspark.__version__
 
 
+def spark_option(version: str | None) -> str | None:
+    """The ``--spark`` a command needs to run on ``version`` again: None for the installed one (the base install's,
+    when this process runs on an added one)."""
+    return version if version and version != (os.environ.get(BASE_SPARK_VAR) or current_version()) else None
+
+
 def check_version(version: str) -> str:
     """``version`` if it names a PySpark this harness can drive (X.Y.Z, 4.0.0 or later), else a UserError."""
     match = VERSION.match(version)

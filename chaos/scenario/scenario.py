@@ -86,10 +86,12 @@ class Scenario:
                     "resent_fraction": "--resent-fraction", "cluster": "--cluster", "workers": "--workers",
                     "driver_downtime": "--downtime", "recovery_timeout": "--recovery-timeout"}
 
-    def command(self) -> str:
-        """The ``streamchaos trial`` command line that replays this scenario (non-default options only)."""
+    def command(self, spark: str | None = None) -> str:
+        """The ``streamchaos trial`` command line that replays this scenario (non-default options only), on
+        ``spark`` (``--spark``) when the trial ran on another Spark than the installed one."""
         defaults = Scenario(self.pipeline)
-        parts = ["streamchaos", "trial", shlex.quote(self.pipeline)]
+        parts = ["streamchaos", *(["--spark", shlex.quote(spark)] if spark else []), "trial",
+                 shlex.quote(self.pipeline)]
         for name, option in self._CLI_OPTIONS.items():
             value = getattr(self, name)
             if name in ("events", "seed") or value != getattr(defaults, name):

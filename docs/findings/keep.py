@@ -21,7 +21,7 @@ from chaos.scenario.scenario import Scenario
 RUNS = Path(__file__).resolve().parent / "runs"
 
 
-def trial_line(trial: Path) -> dict | None:
+def trial_line(trial: Path, spark: str | None = None) -> dict | None:
     try:
         scenario = json.loads((trial / "scenario.json").read_text())
         result = json.loads((trial / "result.json").read_text())
@@ -32,7 +32,7 @@ def trial_line(trial: Path) -> dict | None:
     return {
         "trial": trial.name,
         "scenario": scenario,
-        "command": Scenario.load(trial / "scenario.json").command(),
+        "command": Scenario.load(trial / "scenario.json").command(spark),
         "fired": [{"spec": f["spec"], "batch": f.get("batch"), "phase": f.get("phase")}
                   for f in result.get("faults", []) if f.get("fired")],
         "outcome": result.get("outcome"),
@@ -51,7 +51,8 @@ def keep(campaign: Path, name: str) -> int:
     for kept in ("summary.json", "report.html", "conformance.json"):
         if (campaign / kept).exists():
             shutil.copyfile(campaign / kept, out / kept)
-    lines = [line for t in sorted((campaign / "trials").iterdir()) if (line := trial_line(t))]
+    spec = json.loads((campaign / "campaign.json").read_text())["spec"] if (campaign / "campaign.json").exists() else {}
+    lines = [line for t in sorted((campaign / "trials").iterdir()) if (line := trial_line(t, spec.get("spark")))]
     (out / "trials.jsonl").write_text("".join(json.dumps(line, sort_keys=True) + "\n" for line in lines))
     return len(lines)
 
