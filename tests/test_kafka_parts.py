@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import polars as pl
+
 from chaos.clusters.kafka.jars import connector, connector_jars
 from chaos.machine.maven import artifact_name as _artifact_name
 from chaos.machine.maven import folder_of
@@ -119,3 +121,49 @@ def test_a_fed_topic_is_cut_into_chunks_in_id_order():
     assert feed.allowed == 1 and not feed.done
     feed.advance()
     assert feed.allowed == 2
+
+
+def test_add_partitions_takes_a_count_at_a_batch_and_refuses_a_fed_topic_or_no_kafka():
+    import pytest
+
+    from chaos.errors import UserError
+    from chaos.run.admission import validate_schedule
+    from chaos.scenario.faults import parse_fault
+    from chaos.scenario.scenario import Scenario
+    from pipelines_under_test import resolve
+
+    fault = parse_fault("add-partitions@2:committed/3")
+    assert (fault.kind, fault.target, fault.count) == ("add", "partitions", 3)
+    assert parse_fault("add-partitions@1:planned").count is None  # one partition
+    for bad, says in (("add-partitions@1:planned/0", "at least 1"), ("add-partitions@1:planned/3s", "at least 1"),
+                      ("add-partitions@4.5s/2", "not a time")):
+        with pytest.raises(UserError, match=says):
+            parse_fault(bad)
+    validate_schedule(Scenario(pipeline="kafka-windowed-count", faults=[fault]), resolve("kafka-windowed-count"))
+    for pipeline, says in (("passthrough-append", "reads no Kafka"), ("kafka-real-time", "fed its records")):
+        with pytest.raises(UserError, match=says):
+            validate_schedule(Scenario(pipeline=pipeline, faults=[fault]), resolve(pipeline))
+
+
+def test_a_grown_topic_places_later_records_by_key_among_all_its_partitions_and_recounts_offsets():
+    """After ``add-partitions@2:committed/2`` on 2 partitions of 100-record batches, ids from 300 on are placed by
+    key among 4 partitions (the earlier ones keep theirs): each partition's offsets count 0, 1, ... in id order."""
+    from chaos.run.topics import grown_layout, grown_partitions
+    from chaos.scenario.faults import parse_fault
+    from chaos.scenario.scenario import Scenario, generate_events
+
+    scenario = Scenario(pipeline="kafka-passthrough", events=1000, events_per_batch=100, partitions=2, keys=20,
+                        faults=[parse_fault("add-partitions@2:committed/2")])
+    before = generate_events(scenario)
+    after = grown_layout(before, 2, scenario.faults, 100)
+    assert grown_partitions(2, scenario.faults) == 4
+    assert grown_layout(before, 2, [], 100) is before
+    assert after.sort("id").head(300).select("id", "partition", "offset").equals(
+        before.sort("id").head(300).select("id", "partition", "offset"))
+    late = after.filter(pl.col("id") >= 300)
+    assert set(late["partition"].unique()) == {0, 1, 2, 3} and after["partition"].max() == 3
+    per_key = late.group_by("key").agg(pl.col("partition").n_unique())
+    assert per_key["partition"].max() == 1  # a key's records stay together after the resize
+    for _, part in after.sort("id").group_by("partition"):
+        assert part["offset"].to_list() == list(range(part.height))
+    assert after.height == before.height and set(after["id"]) == set(before["id"])

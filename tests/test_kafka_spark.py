@@ -246,15 +246,24 @@ def test_a_jobs_own_kafka_source_runs_through_sparks_connector_and_a_replayed_ba
 
 def test_kafka_windowed_count_is_exactly_once_through_a_broker_kill_and_a_replayed_batch(tmp_path, connector_cluster):
     """The window state and Kafka's offsets are saved together in the checkpoint, and the upsert by window makes
-    a replay overwrite itself: the source channel to the broker cut at batch 1, the broker killed at batch 3 and
-    the driver killed after batch 4's write change nothing; the consistent cut holds at every committed batch."""
+    a replay overwrite itself: the source channel to the broker cut at batch 1, the topic grown from 2 to 4
+    partitions before batch 2's commit (the records keyed to the new ones from batch 3 on produced there), the
+    broker killed at batch 3 and the driver killed after batch 4's write change nothing; Spark's source found the
+    new partitions and read them whole; the consistent cut holds at every committed batch."""
     run = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-windowed-count", "--cluster", connector_cluster,
-              "--events", "1200",
-              "--late-fraction", "0.05", "--fault", "cut-source@1:planned/4s", "--fault", "kill-broker@3:planned/2s",
-              "--fault", "kill-driver@4:sink-done", "--json", cwd=tmp_path, timeout=900)
+              "--events", "1200", "--late-fraction", "0.05", "--fault", "cut-source@1:planned/4s",
+              "--fault", "add-partitions@2:sink-done/2", "--fault", "kill-broker@3:planned/2s",
+              "--fault", "kill-driver@4:sink-done", "--json", "--keep", str(tmp_path / "run"), cwd=tmp_path,
+              timeout=900)
     assert run.rc == 0, run.stderr[-3000:]
     r = run.json
     assert r["verdict"] == "exactly-once" and all(f["fired"] for f in r["faults"]), r["faults"]
+    events = pl.read_parquet(tmp_path / "run" / "events.parquet")
+    grown = next(f for f in r["faults"] if f["spec"].startswith("add-partitions"))
+    assert grown["detail"]["partitions"] == 4 and grown["detail"]["records"] == events.filter(
+        pl.col("partition") >= 2).height > 0, grown
+    last = [o for o in r["offsets"] if o["committed"]][-1]["end"]
+    assert last == {str(p): n for p, n in events.group_by("partition").len().iter_rows()}, last
     at = fired_at(r)
     assert at["kill-broker"] - at["cut-source"] >= 4.0  # the connector waited out the cut (embedded proxy)
     cut = r["consistent_cut"]

@@ -68,6 +68,7 @@ class Nemesis:
         self.broker = broker
         self.kafka_topic: str | None = None  # the trial's topic on the broker (set once produced)
         self.batch_records = 0  # a batch's records (--events-per-batch): delete-records' default count
+        self.grow_topic: Callable[[int], dict] | None = None  # add-partitions: the trial's topic, N partitions more
         self.channel_routes: dict[str, str] = {}  # a channel's proxy when not its own name (Kafka's listeners)
         self._until: list[tuple[Fault, threading.Event]] = []
         self.heals: list[threading.Thread] = []
@@ -89,6 +90,7 @@ class Nemesis:
             "oom": self._oom,
             "decommission": self._decommission,
             "delete": self._delete_records,
+            "add": self._add_partitions,
         }[fault.kind]
         return handler(fault, detail)
 
@@ -231,6 +233,15 @@ class Nemesis:
         deleted = broker.delete_records(topic, before)
         return {"done": True, "topic": topic, "planned": planned, "deleted_before": {str(p): o for p, o in
                                                                                      sorted(deleted.items())}}
+
+    def _add_partitions(self, fault: Fault, detail: dict) -> dict:
+        """The trial's topic grows by N partitions (default 1) and the records keyed to them from the next batch
+        on are produced there: Spark's Kafka source must find the new partitions and read them from their start.
+        At a phase that holds the driver (``sink-done``) the next batch's plan sees them; at ``committed`` (seen in
+        the checkpoint, Spark not held) that batch may be planned first and the one after reads them."""
+        if self.grow_topic is None or self.kafka_topic is None:
+            raise LookupError("no topic of this trial on the broker")
+        return {"done": True, **self.grow_topic(fault.count or 1)}
 
     def _decommission(self, fault: Fault, detail: dict) -> dict:
         """Spark's graceful decommission: an executor (``spark.decommission.enabled``) finishes its tasks, migrates

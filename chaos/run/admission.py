@@ -21,7 +21,11 @@ def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
         if fault.action == "delete-records" and pipeline.spark_oracle:
             raise UserError(f"{fault.spec}: {pipeline.name} is judged against Spark's answer over every record, "
                             "which deleted records would change; use a kafka-* pipeline")
-        if fault.target in ("broker", "records") and not pipeline.kafka:
+        if fault.action == "add-partitions" and pipeline.kafka_fed:
+            raise UserError(f"{fault.spec}: {pipeline.name} is fed its records as batches commit (real-time mode); "
+                            "add-partitions needs a topic written ahead: use kafka-passthrough or "
+                            "kafka-windowed-count")
+        if fault.target in ("broker", "records", "partitions") and not pipeline.kafka:
             raise UserError(f"{fault.spec}: {pipeline.name} reads no Kafka through the harness's broker; use a "
                             "kafka-* pipeline or a job read with --kafka connector")
         if fault.target == "sink-db" and not pipeline.database:

@@ -5,10 +5,14 @@ first driver starts: Kafka's offsets are then the events' offsets in their parti
 in every replay (chaos.jobs.as_written.kafka_options). A pipeline that cuts batches by time (``kafka_fed``, real-time
 mode) gets its first batch of records there and the rest as batches commit (chaos/stream/kafkafeed.py). A pipeline
 with a Kafka sink gets an output topic, made ahead with the same partitions, read into the run directory at the end.
+A topic an ``add-partitions`` fault grows holds back the records keyed to its new partitions (``grown_layout``) and
+produces them when the fault adds them (``TrialTopics.grow``).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -19,6 +23,31 @@ from chaos.stream.kafkafeed import KafkaFeed
 OUTPUT_TOPIC = "-out"  # the trial's output topic: its topic's name and this (a pipeline with a Kafka sink)
 
 
+def grown_layout(events: pl.DataFrame, partitions: int, faults: Sequence, events_per_batch: int) -> pl.DataFrame:
+    """The events as the topic holds them when ``add-partitions`` faults grow it: from the first id after a
+    fault's batch (``(B + 1) * events_per_batch``) on, a record's partition is its key's among the partitions the
+    topic has by then, as a producer's default partitioner places keyed records after a resize (a key's later
+    records may land in another partition than its earlier ones: Kafka's own warning about adding partitions).
+    Offsets are recounted per partition in id order; without such a fault the events are left as they are."""
+    grows = sorted((f for f in faults if f.action == "add-partitions"), key=lambda f: f.point)
+    if not grows:
+        return events
+    ordered = events.sort("id").with_columns(_key=pl.col("key").cast(pl.Utf8).rank("dense").cast(pl.Int64) - 1)
+    total = partitions
+    for fault in grows:
+        total += fault.count or 1
+        cut = (fault.batch + 1) * events_per_batch
+        ordered = ordered.with_columns(partition=pl.when(pl.col("id") >= cut)
+                                       .then((pl.col("_key") % total).cast(pl.Int32))
+                                       .otherwise(pl.col("partition")))
+    return ordered.drop("_key").with_columns(offset=pl.int_range(pl.len()).over("partition").cast(pl.Int64))
+
+
+def grown_partitions(partitions: int, faults: Sequence) -> int:
+    """The partitions the topic has once every ``add-partitions`` fault fired."""
+    return partitions + sum(f.count or 1 for f in faults if f.action == "add-partitions")
+
+
 class TrialTopics:
     """One trial's input topic (and output topic), named after its run directory so a leftover is recognisable."""
 
@@ -27,6 +56,8 @@ class TrialTopics:
         self.topic = "streamchaos-" + "".join(c if c.isalnum() or c in "._-" else "-" for c in self.dir.name)
         self.output = self.topic + OUTPUT_TOPIC if pipeline.kafka_sink else None
         self.feed: KafkaFeed | None = None
+        self.partitions = 0  # the input topic's, now
+        self.held: pl.DataFrame | None = None  # records keyed to partitions the topic does not have yet
 
     def make(self, events: pl.DataFrame, partitions: int, chunk: int) -> None:
         """Both topics made, the input written (or its first chunk fed: its feed's thread starts last, when nothing
@@ -36,6 +67,8 @@ class TrialTopics:
         broker.create_topic(topic, partitions, {"retention.ms": "-1", "message.timestamp.after.max.ms": str(2**63 - 1)})
         if self.output:  # Spark's sink writes into it
             broker.create_topic(self.output, partitions, {"retention.ms": "-1"})
+        self.partitions, self.held = partitions, events.filter(pl.col("partition") >= partitions)
+        events = events.filter(pl.col("partition") < partitions)
         if self.pipeline.kafka_fed:
             self.feed = KafkaFeed(broker, topic, events, chunk, self.pipeline.kafka_records, self.history).start()
         else:
@@ -47,6 +80,24 @@ class TrialTopics:
                                f"{counts}")
         self.history.add("kafka", topic=topic, partitions=partitions, ends=ends, bootstrap=broker.bootstrap,
                          **({"chunks": len(self.feed.chunks)} if self.feed else {}))
+
+    def grow(self, added: int) -> dict:
+        """The input topic given ``added`` partitions more (an ``add-partitions`` fault) and the records keyed to
+        them produced there, each acknowledged; what was done, for the fault's history."""
+        total = self.partitions + added
+        self.broker.add_partitions(self.topic, total)
+        deadline = time.monotonic() + 30  # a producer naming a partition its metadata lacks fails the record
+        while len(self.broker.end_offsets(self.topic)) < total:
+            if time.monotonic() > deadline:
+                raise HarnessError(f"the broker's topic {self.topic} did not show {total} partitions in 30 s")
+            time.sleep(0.2)
+        held = self.held if self.held is not None else pl.DataFrame()
+        now = held.filter(pl.col("partition") < total) if held.height else held
+        self.held = held.filter(pl.col("partition") >= total) if held.height else held
+        produced = self.broker.produce(self.topic, self.pipeline.kafka_records(now)) if now.height else 0
+        self.partitions = total
+        return {"topic": self.topic, "partitions": total, "records": produced,
+                "first_id": int(now["id"].min()) if now.height else None}
 
     def end(self, export: bool) -> None:
         """The feed stopped; the output topic's records into the run directory (what the verdict is judged from),

@@ -40,7 +40,7 @@ from chaos.nemesis.controller import Controller, History
 from chaos.run.admission import first_upgrade
 from chaos.run.services import TrialServices
 from chaos.run.standby import Standbys
-from chaos.run.topics import TrialTopics
+from chaos.run.topics import TrialTopics, grown_layout, grown_partitions
 from chaos.run.watcher import CheckpointWatcher
 from chaos.scenario.scenario import Scenario, generate_events
 from chaos.scenario.variants import JOB_ERROR, JOB_ERROR_RC, REFUSED_RC
@@ -94,13 +94,14 @@ class Trial:
         for sub in ("checkpoint", "sink", "logs"):
             (self.dir / sub).mkdir(parents=True)
         self.scenario.save(self.dir / "scenario.json")
-        events = self.pipeline.place_events(generate_events(self.scenario), self.scenario.partitions)
+        events = grown_layout(self.pipeline.place_events(generate_events(self.scenario), self.scenario.partitions),
+                              self.scenario.partitions, self.scenario.faults, self.scenario.events_per_batch)
         events.write_parquet(self.dir / "events.parquet")
         self.history = History(self.dir / "history.jsonl")
         self.pipeline.prepare_sink(self.dir / "sink")
         if self.pipeline.database:
             self.pipeline.prepare_database(self.h.database.dsn)
-        self.h.eventlog.load(events, self.scenario.partitions)
+        self.h.eventlog.load(events, grown_partitions(self.scenario.partitions, self.scenario.faults))
         if self.h.kafka is not None:
             self.topics = TrialTopics(self.h.kafka, self.dir, self.pipeline, self.history)
             self.topics.make(events, self.scenario.partitions, self.scenario.events_per_batch)
@@ -176,6 +177,7 @@ class Trial:
         self.nemesis = Nemesis(self.h.cluster, lambda: self.driver, lambda: self.controller.app_id,
                                checkpoint, self.history, self.h.channels, self.h.database, self.h.kafka)
         self.nemesis.kafka_topic, self.nemesis.batch_records = self.kafka_topic, self.scenario.events_per_batch
+        self.nemesis.grow_topic = self.topics.grow if self.topics is not None else None
         if self.pipeline.kafka:  # its source (and Kafka sink) channel is the broker's listener, not the event log's
             self.nemesis.channel_routes = {"source": "kafka-source", "sink": "kafka-sink"}
         self.controller = Controller(self.history, faults, self.nemesis.fire, host=self.h.cluster.host,

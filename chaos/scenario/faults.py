@@ -43,6 +43,9 @@ ACTIONS = (
     # Kafka's retention beating the consumer: the records of the trial's topic before batch B's end plus N more
     # (default: one batch's worth) are deleted, those the query has not read yet with them.
     "delete-records",
+    # The trial's topic grows mid-stream by N partitions (default 1); the records keyed to them from the next batch
+    # on are produced there (chaos/run/topics.py), as a producer's default partitioner places them after a resize.
+    "add-partitions",
     *(f"pause-{t}" for t in TARGETS),
     *(f"{k}-{c}" for k in CHANNEL_KINDS for c in CHANNELS),
     "damage-checkpoint",
@@ -167,8 +170,9 @@ class Fault:
 
     @property
     def count(self) -> int | None:
-        """``/N`` of delete-records: how many records past the batch's end offsets go too."""
-        return self.index if self.action == "delete-records" else None
+        """``/N`` of delete-records (how many records past the batch's end offsets go too) and of add-partitions
+        (how many partitions the topic gains)."""
+        return self.index if self.action in ("delete-records", "add-partitions") else None
 
     @property
     def peer(self) -> tuple[str, str] | None:
@@ -266,6 +270,9 @@ def parse_fault(text: str) -> Fault:
                         "duration (a decommissioned worker's is how long it stays away)")
     if fault.action != "stop-driver" and fault.target == "driver" and fault.index is not None:
         raise UserError(f"{text!r}: there is one driver; drop the index")
+    if fault.action == "add-partitions" and (fault.duration is not None or fault.count == 0):
+        raise UserError(f"{text!r}: add-partitions takes how many partitions the topic gains, at least 1 (e.g. "
+                        f"add-partitions@{batch}:{phase}/2)")
     return fault
 
 
@@ -274,6 +281,9 @@ def _timed(text: str, match: re.Match) -> Fault:
     clean stop (it waits for a commit) and a heal at a phase need a phase."""
     args = match["args"]
     phased = parse_fault(f"{match['action']}@0:planned{args}") if match["action"] != "stop-driver" else None
+    if phased is not None and phased.action == "add-partitions":
+        raise UserError(f"{text!r}: the records keyed to the new partitions are those after its batch; it takes a "
+                        "batch and phase (add-partitions@BATCH:PHASE/N), not a time")
     if phased is None:
         raise UserError(f"{text!r}: stop-driver waits for a batch to commit; it takes a phase "
                         "(stop-driver@BATCH:committed), not a time")
