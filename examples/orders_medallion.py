@@ -6,9 +6,14 @@ of the bronze directory's log), not Kafka's offsets.
 
 * ``run``: bronze and silver are Delta tables (both Delta's streaming sink): exactly-once end to end.
 * ``run_files``: bronze is a file sink's directory of JSON lines, silver a Parquet file sink.
+* ``run_gold``: bronze as in ``run``; gold reads bronze's Delta table as a stream (``skipChangeCommits``, as a
+  table others also rewrite needs) and sums each customer's orders per 10-second window of their time, a window's
+  row appended to a Delta table once the watermark has passed it: Delta as the source of a stateful query.
 
     streamchaos --spark 4.2.0 trial examples/orders_medallion.py:run --schema "$ORDER" \\
         --sink delta:/lake/bronze/orders,delta:/lake/silver/orders --fault kill-driver@2:sink-done
+    streamchaos --spark 4.2.0 trial examples/orders_medallion.py:run_gold --schema "$ORDER" \\
+        --sink delta:/lake/bronze/orders,delta:/lake/gold/orders-by-window --fault kill-driver@2:state-commit
     streamchaos trial examples/orders_medallion.py:run_files --schema "$ORDER" \\
         --sink parquet:/lake/bronze/orders-json,parquet --fault kill-driver@2:sink-done
 """
@@ -23,6 +28,7 @@ LAKE = os.environ.get("LAKE", "/lake")
 BRONZE = f"{LAKE}/bronze/orders"
 BRONZE_JSON = f"{LAKE}/bronze/orders-json"
 SILVER = f"{LAKE}/silver/orders"
+GOLD = f"{LAKE}/gold/orders-by-window"
 CHECKPOINTS = f"{LAKE}/_checkpoints"
 
 
@@ -50,6 +56,20 @@ def run(spark=None):
     silver = cleaned(spark.readStream.format("delta").load(BRONZE))
     return (silver.writeStream.format("delta").queryName("silver").outputMode("append")
             .option("checkpointLocation", f"{CHECKPOINTS}/silver").start(SILVER))
+
+
+def run_gold(spark=None):
+    spark = spark or SparkSession.builder.appName("orders-gold").getOrCreate()
+    spark.sql(f"CREATE TABLE IF NOT EXISTS delta.`{BRONZE}` (payload STRING, received_at TIMESTAMP) USING delta")
+    (raw_orders(spark).writeStream.format("delta").queryName("bronze")
+     .option("checkpointLocation", f"{CHECKPOINTS}/bronze").start(BRONZE))
+    orders = cleaned(spark.readStream.format("delta").option("skipChangeCommits", "true").load(BRONZE))
+    by_window = (orders.withWatermark("ts", "5 seconds")
+                 .groupBy(F.window("ts", "10 seconds"), "customer")
+                 .agg(F.count("*").alias("orders"), F.sum("amount").alias("amount"))
+                 .select(F.col("window.start").alias("window_start"), "customer", "orders", "amount"))
+    return (by_window.writeStream.format("delta").queryName("gold").outputMode("append")
+            .option("checkpointLocation", f"{CHECKPOINTS}/gold").start(GOLD))
 
 
 def run_files(spark=None):

@@ -56,3 +56,14 @@ def test_003_a_temporary_first_offsets_file_a_killed_driver_left_refuses_every_r
     assert re.search(r"B the same checkpoint, .*=false: ran, 100 of 100 rows, offsets/ entries \['0'\]",
                      run.stdout), run.stdout
     assert run.returncode == 1
+
+
+def test_004_a_batch_the_sink_skips_on_a_replay_leaves_the_watermark_behind_and_a_late_record_counts():
+    require_java()
+    run = subprocess.run([sys.executable, str(FINDINGS / "skipped_batch_watermark_repro.py")],
+                         capture_output=True, text=True, timeout=600)
+    print(run.stdout)
+    assert "B control: nextBatchWatermarkMs by batch {0: '20 s'" in run.stdout, run.stdout + run.stderr[-3000:]
+    assert "window [0 s, 10 s) counted [10]" in run.stdout and "B crash: nextBatchWatermarkMs by batch {0: '0'" in \
+        run.stdout and "window [0 s, 10 s) counted [11]" in run.stdout, run.stdout
+    assert run.returncode == 1
