@@ -19,6 +19,7 @@ from chaos.campaign.stored import LEARNED_STATE, Campaign, keeps_state, row_of_e
 from chaos.errors import HarnessError
 from chaos.guarantees import BATCH_DEPENDENT
 from chaos.machine import interrupt
+from chaos.machine.spark_versions import spark_option
 from chaos.run.judge import judge
 from chaos.scenario.names import short_name
 from chaos.scenario.scenario import Scenario
@@ -201,6 +202,10 @@ class Runner:
             return 0.0
         return min(budget / 2, self.c.spec.shrink_trials * self.c.mean_seconds())
 
+    def replay(self, scenario: Scenario) -> str:
+        """The command that runs ``scenario`` again, ``--spark`` in it where the campaign ran another Spark."""
+        return scenario.command(spark_option(self.c.spec.spark))
+
     def phases_seen(self, row: str, phases: tuple[str, ...]) -> tuple[str, ...]:
         """Of ``phases``, those the row's finished trials reported: a job as written declares every phase it may
         reach (``state-commit`` too, unknown before it runs), and a shrink candidate at a phase its batches never
@@ -225,7 +230,7 @@ class Runner:
         write_json(record_path, {
             "pipeline": base.pipeline, "declared": expected, "from": origin_id, "from_faults": base.specs,
             "minimal": [], "minimal_trial": trial_id, "verdict": BATCH_DEPENDENT, "path": [],
-            "command": control.command(self.c.spec.spark), "batch_dependent": True})
+            "command": self.replay(control), "batch_dependent": True})
         self.progress.note(f"{short_name(base.pipeline)} differs from Spark's one-batch answer without any fault "
                            f"({trial_id}): its output depends on how the stream is cut into micro-batches, so no "
                            "fault is blamed and nothing is shrunk")
@@ -287,10 +292,10 @@ class Runner:
             write_json(record_path, {
                 "pipeline": pipeline, "declared": expected, "from": origin_id, "from_faults": base.specs,
                 "minimal": base.specs, "minimal_trial": origin_id, "verdict": self.c.verdict_of(origin_id)["verdict"],
-                "path": [], "command": base.command(self.c.spec.spark),
+                "path": [], "command": self.replay(base),
                 "skipped": "the time budget was spent before the shrink"})
             progress.note(f"shrink of {short_name(row)} skipped: the time budget is spent; unshrunk counterexample "
-                          f"{' '.join(base.specs)} ({origin_id}), replay: {base.command(self.c.spec.spark)}")
+                          f"{' '.join(base.specs)} ({origin_id}), replay: {self.replay(base)}")
             return
         progress.note(f"shrinking {origin_id} ({', '.join(base.specs)}) for {short_name(row)}")
         minimal = shrink_schedule(base.specs, violates, actions=actions, budget=max(candidates, len(cache)),
@@ -302,7 +307,7 @@ class Runner:
         write_json(record_path, {
             "pipeline": pipeline, "declared": expected, "from": origin_id,
             "from_faults": base.specs, "minimal": minimal, "minimal_trial": minimal_trial,
-            "verdict": verdict["verdict"], "path": path, "command": scenario.command(self.c.spec.spark),
+            "verdict": verdict["verdict"], "path": path, "command": self.replay(scenario),
         })
 
 

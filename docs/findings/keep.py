@@ -16,6 +16,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from chaos.machine.spark_versions import spark_option
 from chaos.scenario.scenario import Scenario
 
 RUNS = Path(__file__).resolve().parent / "runs"
@@ -52,7 +53,8 @@ def keep(campaign: Path, name: str) -> int:
         if (campaign / kept).exists():
             shutil.copyfile(campaign / kept, out / kept)
     spec = json.loads((campaign / "campaign.json").read_text())["spec"] if (campaign / "campaign.json").exists() else {}
-    lines = [line for t in sorted((campaign / "trials").iterdir()) if (line := trial_line(t, spec.get("spark")))]
+    spark = spark_option(spec.get("spark"))  # the replay commands name it where it is not the installed one
+    lines = [line for t in sorted((campaign / "trials").iterdir()) if (line := trial_line(t, spark))]
     (out / "trials.jsonl").write_text("".join(json.dumps(line, sort_keys=True) + "\n" for line in lines))
     return len(lines)
 
