@@ -106,15 +106,58 @@ def test_what_the_clients_hand_back_names_the_jobs_topic():
     assert kafka_clients._back({}, message) is message
 
 
-def test_a_rerouted_consumer_learns_the_named_topic_and_moves_a_positional_commit(rerouted):
+def test_a_rerouted_consumer_learns_the_named_topic(rerouted):
     job = {"__name__": "orders_job"}
     exec("from confluent_kafka import Consumer\n"  # noqa: S102 - a job module's own code
          "c = Consumer({'bootstrap.servers': 'kafka:9092', 'group.id': 'g', 'log_level': 0})\n", job)
     consumer = job["c"]
     try:
         assert kafka_clients._names(consumer) == {ROUTE["topic"]: "orders-clean"}
-        moved = kafka_clients._partitions(ROUTE, [TopicPartition("orders-clean", 0, 3)], {})
-        assert moved[0].topic == ROUTE["topic"]
         assert consumer.assignment() == []  # a wrapped method, nothing assigned yet
     finally:
         consumer.close()
+
+
+class _Recording:
+    """A client's base class that records what reached it: the topics librdkafka would be given."""
+
+    def __init__(self, conf):
+        self.conf = conf
+        self.calls = []
+
+    def commit(self, message=None, offsets=None, asynchronous=True):
+        self.calls.append(("commit", message.topic() if message is not None else None,
+                           [(tp.topic, tp.partition, tp.offset) for tp in offsets or []]))
+        return offsets
+
+    def store_offsets(self, message=None, offsets=None):
+        self.calls.append(("store_offsets", message.topic() if message is not None else None))
+
+    def get_watermark_offsets(self, partition, timeout=None, cached=False):
+        self.calls.append(("watermarks", partition.topic))
+        return (0, 42)
+
+    def poll(self, timeout=None):
+        return confluent_kafka.Message(topic=ROUTE["topic"], partition=0, offset=3)
+
+
+def test_a_message_the_job_hands_back_names_the_trials_topic_for_the_call(rerouted):
+    """``commit(msg)`` and ``store_offsets(msg)`` reach librdkafka with the trial's topic (it reads the topic from
+    the message), the message names the job's again after; ``commit(None, offsets)`` moves its partitions; a tuple
+    stays a tuple."""
+    cls = kafka_clients._rerouted(_Recording, kafka_clients._CONSUMER_MOVES)
+    job = {"__name__": "orders_job", "cls": cls}
+    exec("c = cls({'bootstrap.servers': 'kafka:9092', 'group.id': 'g'})\n", job)  # noqa: S102
+    consumer = job["c"]
+    message = consumer.poll(1.0)
+    assert message.topic() == "orders-clean"
+    consumer.commit(message)
+    consumer.commit(message=message, asynchronous=False)
+    consumer.store_offsets(message)
+    consumer.commit(None, [TopicPartition("orders-clean", 1, 9)])
+    assert consumer.get_watermark_offsets(TopicPartition("orders-clean", 0)) == (0, 42)
+    assert consumer.calls == [("commit", ROUTE["topic"], []), ("commit", ROUTE["topic"], []),
+                              ("store_offsets", ROUTE["topic"]), ("commit", None, [(ROUTE["topic"], 1, 9)]),
+                              ("watermarks", ROUTE["topic"])]
+    assert message.topic() == "orders-clean"
+    assert consumer.conf["group.id"] == f"{ROUTE['topic']}.g"

@@ -136,7 +136,7 @@ def test_add_partitions_takes_a_count_at_a_batch_and_refuses_a_fed_topic_or_no_k
     assert (fault.kind, fault.target, fault.count) == ("add", "partitions", 3)
     assert parse_fault("add-partitions@1:planned").count is None  # one partition
     for bad, says in (("add-partitions@1:planned/0", "at least 1"), ("add-partitions@1:planned/3s", "at least 1"),
-                      ("add-partitions@4.5s/2", "not a time")):
+                      ("add-partitions@4.5s/2", "not a time"), ("add-partitions@5s/3s", "not a time")):
         with pytest.raises(UserError, match=says):
             parse_fault(bad)
     validate_schedule(Scenario(pipeline="kafka-windowed-count", faults=[fault]), resolve("kafka-windowed-count"))
@@ -167,3 +167,19 @@ def test_a_grown_topic_places_later_records_by_key_among_all_its_partitions_and_
     for _, part in after.sort("id").group_by("partition"):
         assert part["offset"].to_list() == list(range(part.height))
     assert after.height == before.height and set(after["id"]) == set(before["id"])
+
+
+
+def test_each_add_partitions_fault_grows_to_its_own_count_and_a_missed_one_is_named_at_a_stall():
+    """Two faults out of order: targets in the schedule's order, so the later fault reaches its count though the
+    earlier one never fired; records still held then name the harness in a stalled trial's reason."""
+    from chaos.run.topics import TrialTopics, grow_targets
+    from chaos.scenario.faults import parse_fault
+
+    late, early = parse_fault("add-partitions@4:sink-done/2"), parse_fault("add-partitions@1:committed")
+    assert grow_targets(2, [late, early]) == {early.spec: 3, late.spec: 5}
+    topics = TrialTopics.__new__(TrialTopics)
+    topics.held = pl.DataFrame({"id": [7, 9], "partition": [3, 4]})
+    assert "2 records held back" in topics.unsent() and "the harness's, not Spark's" in topics.unsent()
+    topics.held = topics.held.clear()
+    assert topics.unsent() is None

@@ -8,10 +8,11 @@ servers the job names. As Spark's Kafka writes are (chaos.jobs.kafka_sink), they
 is the trial's (through the sink channel's proxy), the topic the job names in ``--sink kafka:TOPIC`` (every topic,
 with none named) is the trial's output topic, and transactional ids and consumer groups get the trial's topic before
 them, so trials sharing the broker never fence or read each other's. What the clients hand back names the job's
-topic again (a message's ``topic()``, the partitions of ``committed``, ``position``, ``assignment``, rebalance and
-delivery callbacks, ``list_topics``), so a job comparing them with its own name still matches. The job's code is not
-changed: the classes are replaced in ``confluent_kafka`` before its module is imported, so ``from confluent_kafka
-import Producer`` binds the rerouted one; the harness's own clients are left alone.
+topic again (a message's ``topic()``, the partitions of ``committed``, ``position``, ``assignment``, rebalance,
+delivery and commit callbacks given by keyword or in the settings, ``list_topics``), so a job comparing them with its
+own name still matches; a message it hands back (``commit(msg)``) names the trial's topic for that call. The job's
+code is not changed: the classes are replaced in ``confluent_kafka`` before its module is imported, so ``from
+confluent_kafka import Producer`` binds the rerouted one; the harness's own clients are left alone.
 
 Spark's answer has no output topic: each of its runs gets one of its own on the same broker (``begin_answer``),
 made before the run starts with the output topic's partitions, read back after it (committed records, as the
@@ -22,7 +23,7 @@ trial's are judged) into the answer's folder beside the rows of Spark's own Kafk
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -50,9 +51,12 @@ def _topic(route: dict | None, name: Any, names: dict[str, str] | None = None) -
 
 
 def _with_topic(tp: Any, topic: str) -> Any:
-    """The TopicPartition on ``topic``, its metadata and leader epoch kept (read-only: given at construction)."""
+    """The TopicPartition on ``topic``, its metadata and leader epoch kept (read-only: given at construction). One
+    that carries an error is kept as it is (its error cannot be given to a new one)."""
     from confluent_kafka import TopicPartition
 
+    if getattr(tp, "error", None) is not None:
+        return tp
     kept = {k: getattr(tp, k) for k in ("metadata", "leader_epoch") if getattr(tp, k, None) is not None}
     return TopicPartition(topic, tp.partition, tp.offset, **kept)
 
@@ -66,7 +70,7 @@ def _partitions(route: dict | None, value: Any, names: dict[str, str] | None = N
     if isinstance(value, TopicPartition):
         return _with_topic(value, _topic(route, value.topic, names))
     if isinstance(value, list | tuple):
-        return [_partitions(route, v, names) for v in value]
+        return type(value)(_partitions(route, v, names) for v in value)
     return value
 
 
@@ -83,12 +87,29 @@ def _back(names: dict[str, str], value: Any) -> Any:
     elif isinstance(value, TopicPartition):
         return _with_topic(value, names[value.topic]) if value.topic in names else value
     elif isinstance(value, list | tuple):
-        return [_back(names, v) for v in value]
+        return type(value)(_back(names, v) for v in value)
     elif isinstance(getattr(value, "topics", None), dict):  # ClusterMetadata
         for trial, job in names.items():
             if trial in value.topics:
                 value.topics[job] = value.topics[trial]
     return value
+
+
+@contextmanager
+def _handed(names: dict[str, str], values: Iterable[Any]) -> Iterator[None]:
+    """Messages the job hands a client (``commit(msg)``, ``store_offsets(msg)``) named by the trial's topic for
+    the call: librdkafka takes the topic from the message itself. They name the job's topic again after it."""
+    from confluent_kafka import Message
+
+    trial_of = {job: trial for trial, job in names.items()}
+    moved = [v for v in values if isinstance(v, Message) and v.topic() in trial_of]
+    for message in moved:
+        message.set_topic(trial_of[message.topic()])
+    try:
+        yield
+    finally:
+        for message in moved:
+            message.set_topic(names[message.topic()])
 
 
 def _callback(names: dict[str, str], call: Any) -> Any:
@@ -138,8 +159,8 @@ def _rerouted(base: type, moves: dict[str, str]) -> type:
         if route is not None and route.get("named"):
             names[route["topic"]] = route["named"]
         conf = _conf(route, args, kwargs)
-        if route is not None and "on_delivery" in conf:
-            conf["on_delivery"] = _callback(names, conf["on_delivery"])
+        if route is not None:
+            conf.update({k: _callback(names, conf[k]) for k in ("on_delivery", "on_commit") if k in conf})
         base.__init__(self, conf)
 
     def produce(self, *args, _call: str = "produce", **kwargs):
@@ -161,7 +182,8 @@ def _rerouted(base: type, moves: dict[str, str]) -> type:
             kwargs["offsets"] = _partitions(route, kwargs["offsets"], names)
         elif len(args) > 1:  # commit(message, offsets) positionally, message None
             args = (args[0], _partitions(route, args[1], names), *args[2:])
-        return _back(names, base.commit(self, *args, **kwargs))
+        with _handed(names, (*args, *kwargs.values())):
+            return _back(names, base.commit(self, *args, **kwargs))
 
     # Named as confluent_kafka's own class, so a job's function that refers to it pickles it by reference and the
     # executors' worker finds its rerouted one (chaos.jobs.databases.on_executors).
@@ -203,7 +225,8 @@ def _bound(base: type, name: str, arg: str | None) -> Any:
             kwargs[arg] = move(kwargs[arg])
         if route is not None:
             kwargs.update({k: _callback(names, kwargs[k]) for k in _CALLBACKS if k in kwargs})
-        return _back(names, orig(self, *args, **kwargs))
+        with _handed(names, (*args, *kwargs.values())):
+            return _back(names, orig(self, *args, **kwargs))
 
     method.__name__ = name
     return method

@@ -68,7 +68,7 @@ class Nemesis:
         self.broker = broker
         self.kafka_topic: str | None = None  # the trial's topic on the broker (set once produced)
         self.batch_records = 0  # a batch's records (--events-per-batch): delete-records' default count
-        self.grow_topic: Callable[[int], dict] | None = None  # add-partitions: the trial's topic, N partitions more
+        self.grow_topic: Callable[[Fault], dict] | None = None  # add-partitions: the trial's topic grown
         self.channel_routes: dict[str, str] = {}  # a channel's proxy when not its own name (Kafka's listeners)
         self._until: list[tuple[Fault, threading.Event]] = []
         self.heals: list[threading.Thread] = []
@@ -241,7 +241,7 @@ class Nemesis:
         the checkpoint, Spark not held) that batch may be planned first and the one after reads them."""
         if self.grow_topic is None or self.kafka_topic is None:
             raise LookupError("no topic of this trial on the broker")
-        return {"done": True, **self.grow_topic(fault.count or 1)}
+        return {"done": True, **self.grow_topic(fault)}
 
     def _decommission(self, fault: Fault, detail: dict) -> dict:
         """Spark's graceful decommission: an executor (``spark.decommission.enabled``) finishes its tasks, migrates

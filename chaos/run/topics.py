@@ -48,6 +48,16 @@ def grown_partitions(partitions: int, faults: Sequence) -> int:
     return partitions + sum(f.count or 1 for f in faults if f.action == "add-partitions")
 
 
+def grow_targets(partitions: int, faults: Sequence) -> dict[str, int]:
+    """Each ``add-partitions`` fault's partition count once it fired, in the schedule's order: one that fires after
+    an earlier one missed still reaches its own count."""
+    total, out = partitions, {}
+    for fault in sorted((f for f in faults if f.action == "add-partitions"), key=lambda f: f.point):
+        total += fault.count or 1
+        out[fault.spec] = total
+    return out
+
+
 class TrialTopics:
     """One trial's input topic (and output topic), named after its run directory so a leftover is recognisable."""
 
@@ -58,16 +68,18 @@ class TrialTopics:
         self.feed: KafkaFeed | None = None
         self.partitions = 0  # the input topic's, now
         self.held: pl.DataFrame | None = None  # records keyed to partitions the topic does not have yet
+        self.targets: dict[str, int] = {}  # each add-partitions fault's partition count
 
-    def make(self, events: pl.DataFrame, partitions: int, chunk: int) -> None:
+    def make(self, events: pl.DataFrame, partitions: int, chunk: int, faults: Sequence = ()) -> None:
         """Both topics made, the input written (or its first chunk fed: its feed's thread starts last, when nothing
-        else can fail before the trial's own clean-up owns it)."""
+        else can fail before the trial's own clean-up owns it); records of partitions ``faults`` add held back."""
         broker, topic = self.broker, self.topic
         # Event times start in 2026 and may lie ahead of this machine's clock: no retention by time, any timestamp.
         broker.create_topic(topic, partitions, {"retention.ms": "-1", "message.timestamp.after.max.ms": str(2**63 - 1)})
         if self.output:  # Spark's sink writes into it
             broker.create_topic(self.output, partitions, {"retention.ms": "-1"})
         self.partitions, self.held = partitions, events.filter(pl.col("partition") >= partitions)
+        self.targets = grow_targets(partitions, faults)
         events = events.filter(pl.col("partition") < partitions)
         if self.pipeline.kafka_fed:
             self.feed = KafkaFeed(broker, topic, events, chunk, self.pipeline.kafka_records, self.history).start()
@@ -81,11 +93,12 @@ class TrialTopics:
         self.history.add("kafka", topic=topic, partitions=partitions, ends=ends, bootstrap=broker.bootstrap,
                          **({"chunks": len(self.feed.chunks)} if self.feed else {}))
 
-    def grow(self, added: int) -> dict:
-        """The input topic given ``added`` partitions more (an ``add-partitions`` fault) and the records keyed to
-        them produced there, each acknowledged; what was done, for the fault's history."""
-        total = self.partitions + added
-        self.broker.add_partitions(self.topic, total)
+    def grow(self, fault) -> dict:
+        """The input topic grown to the partitions ``fault`` (an ``add-partitions``) gives it and the records keyed
+        to them produced there, each acknowledged; what was done, for the fault's history."""
+        total = max(self.partitions, self.targets.get(fault.spec, self.partitions + (fault.count or 1)))
+        if total > self.partitions:
+            self.broker.add_partitions(self.topic, total)
         deadline = time.monotonic() + 30  # a producer naming a partition its metadata lacks fails the record
         while len(self.broker.end_offsets(self.topic)) < total:
             if time.monotonic() > deadline:
@@ -98,6 +111,13 @@ class TrialTopics:
         self.partitions = total
         return {"topic": self.topic, "partitions": total, "records": produced,
                 "first_id": int(now["id"].min()) if now.height else None}
+
+    def unsent(self) -> str | None:
+        """What an ``add-partitions`` that did not fire left out of the topic, for a stalled trial's reason."""
+        if self.held is None or not self.held.height:
+            return None
+        return (f"{self.held.height} records held back for partitions an add-partitions fault was to add never "
+                "reached the topic (the fault did not fire): the harness's, not Spark's")
 
     def end(self, export: bool) -> None:
         """The feed stopped; the output topic's records into the run directory (what the verdict is judged from),

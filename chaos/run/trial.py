@@ -104,7 +104,7 @@ class Trial:
         self.h.eventlog.load(events, grown_partitions(self.scenario.partitions, self.scenario.faults))
         if self.h.kafka is not None:
             self.topics = TrialTopics(self.h.kafka, self.dir, self.pipeline, self.history)
-            self.topics.make(events, self.scenario.partitions, self.scenario.events_per_batch)
+            self.topics.make(events, self.scenario.partitions, self.scenario.events_per_batch, self.scenario.faults)
             self.kafka_topic = self.topics.topic
         return events
 
@@ -296,7 +296,8 @@ class Trial:
                 booting, last_progress = False, time.monotonic()
             idle = time.monotonic() - last_progress
             if idle > (max(timeout, BOOT_GRACE_S) if booting else timeout):
-                return "stalled", f"no batch committed for {timeout:.0f}s"
+                unsent = self.topics.unsent() if self.topics is not None else None
+                return "stalled", f"no batch committed for {timeout:.0f}s" + (f"; {unsent}" if unsent else "")
             if idle > DISK_CHECK_S and shutil.disk_usage(self.dir).free < DISK_FULL_BYTES:
                 return "stalled", "the disk is full"  # no need to wait out the timeout: _raise_if_disk_full names it
             if self.driver.alive():

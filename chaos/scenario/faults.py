@@ -280,10 +280,10 @@ def _timed(text: str, match: re.Match) -> Fault:
     """``ACTION@SECONDSs[/ARG...]``: checked as the same fault at a phase would be, then anchored in time. A
     clean stop (it waits for a commit) and a heal at a phase need a phase."""
     args = match["args"]
-    phased = parse_fault(f"{match['action']}@0:planned{args}") if match["action"] != "stop-driver" else None
-    if phased is not None and phased.action == "add-partitions":
+    if match["action"] == "add-partitions":
         raise UserError(f"{text!r}: the records keyed to the new partitions are those after its batch; it takes a "
                         "batch and phase (add-partitions@BATCH:PHASE/N), not a time")
+    phased = parse_fault(f"{match['action']}@0:planned{args}") if match["action"] != "stop-driver" else None
     if phased is None:
         raise UserError(f"{text!r}: stop-driver waits for a batch to commit; it takes a phase "
                         "(stop-driver@BATCH:committed), not a time")

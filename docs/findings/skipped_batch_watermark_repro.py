@@ -49,6 +49,7 @@ def session():
 
     return (SparkSession.builder.master("local[2]").appName("skipped-batch-watermark")
             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+            .config("spark.sql.session.timeZone", "UTC")  # the events' times, without an offset, are UTC
             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
             .getOrCreate())
 
