@@ -23,19 +23,26 @@ from chaos.stream.kafkafeed import KafkaFeed
 OUTPUT_TOPIC = "-out"  # the trial's output topic: its topic's name and this (a pipeline with a Kafka sink)
 
 
+def _grows(partitions: int, faults: Sequence) -> list[tuple[object, int]]:
+    """Each ``add-partitions`` fault in the schedule's order, with the partitions the topic has once it fired."""
+    total, out = partitions, []
+    for fault in sorted((f for f in faults if f.action == "add-partitions"), key=lambda f: f.point):
+        total += fault.count or 1
+        out.append((fault, total))
+    return out
+
+
 def grown_layout(events: pl.DataFrame, partitions: int, faults: Sequence, events_per_batch: int) -> pl.DataFrame:
     """The events as the topic holds them when ``add-partitions`` faults grow it: from the first id after a
     fault's batch (``(B + 1) * events_per_batch``) on, a record's partition is its key's among the partitions the
     topic has by then, as a producer's default partitioner places keyed records after a resize (a key's later
     records may land in another partition than its earlier ones: Kafka's own warning about adding partitions).
     Offsets are recounted per partition in id order; without such a fault the events are left as they are."""
-    grows = sorted((f for f in faults if f.action == "add-partitions"), key=lambda f: f.point)
+    grows = _grows(partitions, faults)
     if not grows:
         return events
     ordered = events.sort("id").with_columns(_key=pl.col("key").cast(pl.Utf8).rank("dense").cast(pl.Int64) - 1)
-    total = partitions
-    for fault in grows:
-        total += fault.count or 1
+    for fault, total in grows:
         cut = (fault.batch + 1) * events_per_batch
         ordered = ordered.with_columns(partition=pl.when(pl.col("id") >= cut)
                                        .then((pl.col("_key") % total).cast(pl.Int32))
@@ -45,17 +52,14 @@ def grown_layout(events: pl.DataFrame, partitions: int, faults: Sequence, events
 
 def grown_partitions(partitions: int, faults: Sequence) -> int:
     """The partitions the topic has once every ``add-partitions`` fault fired."""
-    return partitions + sum(f.count or 1 for f in faults if f.action == "add-partitions")
+    grows = _grows(partitions, faults)
+    return grows[-1][1] if grows else partitions
 
 
 def grow_targets(partitions: int, faults: Sequence) -> dict[str, int]:
     """Each ``add-partitions`` fault's partition count once it fired, in the schedule's order: one that fires after
     an earlier one missed still reaches its own count."""
-    total, out = partitions, {}
-    for fault in sorted((f for f in faults if f.action == "add-partitions"), key=lambda f: f.point):
-        total += fault.count or 1
-        out[fault.spec] = total
-    return out
+    return {fault.spec: total for fault, total in _grows(partitions, faults)}
 
 
 class TrialTopics:
@@ -67,7 +71,7 @@ class TrialTopics:
         self.output = self.topic + OUTPUT_TOPIC if pipeline.kafka_sink else None
         self.feed: KafkaFeed | None = None
         self.partitions = 0  # the input topic's, now
-        self.held: pl.DataFrame | None = None  # records keyed to partitions the topic does not have yet
+        self.held = pl.DataFrame()  # records keyed to partitions the topic does not have yet
         self.targets: dict[str, int] = {}  # each add-partitions fault's partition count
 
     def make(self, events: pl.DataFrame, partitions: int, chunk: int, faults: Sequence = ()) -> None:
@@ -104,9 +108,8 @@ class TrialTopics:
             if time.monotonic() > deadline:
                 raise HarnessError(f"the broker's topic {self.topic} did not show {total} partitions in 30 s")
             time.sleep(0.2)
-        held = self.held if self.held is not None else pl.DataFrame()
-        now = held.filter(pl.col("partition") < total) if held.height else held
-        self.held = held.filter(pl.col("partition") >= total) if held.height else held
+        now = self.held.filter(pl.col("partition") < total)
+        self.held = self.held.filter(pl.col("partition") >= total)
         produced = self.broker.produce(self.topic, self.pipeline.kafka_records(now)) if now.height else 0
         self.partitions = total
         return {"topic": self.topic, "partitions": total, "records": produced,
@@ -114,7 +117,7 @@ class TrialTopics:
 
     def unsent(self) -> str | None:
         """What an ``add-partitions`` that did not fire left out of the topic, for a stalled trial's reason."""
-        if self.held is None or not self.held.height:
+        if not self.held.height:
             return None
         return (f"{self.held.height} records held back for partitions an add-partitions fault was to add never "
                 "reached the topic (the fault did not fire): the harness's, not Spark's")
