@@ -32,8 +32,8 @@ from chaos.scenario.faults import PHASES, Fault, parse_fault
 from properties.strategies import (
     ACTION_ORDER,
     ALL_ACTIONS,
-    BROKER_ACTIONS,
     DECOMMISSION_ACTIONS,
+    KAFKA_ACTIONS,
     NODE_ACTIONS,
     Schedule,
     crash_schedules,
@@ -46,7 +46,7 @@ FAULT_KINDS: dict[str, tuple[str, ...]] = {
     "channel": tuple(a for a in ACTION_ORDER if a.split("-")[0] in ("delay", "cut", "reset", "down")),
     "checkpoint": ("damage-checkpoint",),
     "db": ("kill-sink-db",),
-    "kafka": BROKER_ACTIONS,  # the harness's Kafka broker killed or frozen (pipelines that read Kafka through it)
+    "kafka": KAFKA_ACTIONS,  # the broker killed or frozen, the topic grown (pipelines that read Kafka through it)
     "node": NODE_ACTIONS,  # Docker nodes or hosts: kill, freeze, starve or cut off a whole node
     "decommission": DECOMMISSION_ACTIONS,  # Spark's graceful decommission of an executor or a worker
 }
@@ -97,11 +97,13 @@ def parse_kinds(text: str | Iterable[str] | None) -> tuple[str, ...]:
 
 
 def applicable_actions(kinds: Iterable[str], *, sink_channel: bool, database: bool, source_channel: bool = True,
-                       refused: Callable[[str], bool] = lambda action: False, kafka: bool = False
-                       ) -> tuple[str, ...]:
+                       refused: Callable[[str], bool] = lambda action: False, kafka: bool = False,
+                       kafka_fed: bool = False) -> tuple[str, ...]:
     """The actions of ``kinds`` a pipeline and cluster can take, in shrink order. A pipeline with a
     source of its own (socket, rate) has no source channel: a fault there would change nothing. ``refused``:
-    the actions the cluster refuses (its kind says which: ``chaos.campaign.stored.refused_by``)."""
+    the actions the cluster refuses (its kind says which: ``chaos.campaign.stored.refused_by``). ``kafka_fed``:
+    its topic is fed as batches commit (real-time mode), not written ahead, so it has no later records to place
+    in new partitions."""
     wanted = {a for k in kinds for a in FAULT_KINDS[k]}
     out = []
     for action in ALL_ACTIONS:
@@ -113,7 +115,9 @@ def applicable_actions(kinds: Iterable[str], *, sink_channel: bool, database: bo
             continue
         if action == "kill-sink-db" and not database:
             continue
-        if action in BROKER_ACTIONS and not kafka:
+        if action in KAFKA_ACTIONS and not kafka:
+            continue
+        if action == "add-partitions" and kafka_fed:
             continue
         if refused(action):
             continue
@@ -249,7 +253,7 @@ def plan_schedules(batches: int, actions: tuple[str, ...], trials: int, seed: in
         if len(plan) < trials and schedule not in plan:
             plan.append(schedule)
     rank = ({a: len(ACTION_ORDER) - i for i, a in enumerate(ACTION_ORDER)}
-            | {a: 1 for a in (*BROKER_ACTIONS, *DECOMMISSION_ACTIONS, *NODE_ACTIONS)})
+            | {a: 1 for a in (*KAFKA_ACTIONS, *DECOMMISSION_ACTIONS, *NODE_ACTIONS)})
     candidates = draw_schedules(batches, actions, max(50, CANDIDATES_PER_TRIAL * trials), seed, max_faults, phases)
     seen = {tuple(s) for s in plan}
     unique = []

@@ -41,9 +41,11 @@ ACTION_ORDER = (
 NODE_ACTIONS = ("kill-node", "pause-node", "slow-node", "oom-node", "partition")
 # Graceful decommission (never drawn unless asked for): the way a cluster manager drains an executor or a host.
 DECOMMISSION_ACTIONS = ("decommission-executor", "decommission-worker")
-# The harness's Kafka broker (never drawn unless asked for, and only for a pipeline that reads through it).
-BROKER_ACTIONS = ("kill-broker", "pause-broker")
-ALL_ACTIONS = ACTION_ORDER + BROKER_ACTIONS + DECOMMISSION_ACTIONS + NODE_ACTIONS  # the shrink order of every action
+# The harness's Kafka broker and the trial's topic (never drawn unless asked for, and only for a pipeline that reads
+# through it; a topic grows only where it is written ahead: ``applicable_actions``).
+KAFKA_ACTIONS = ("kill-broker", "pause-broker", "add-partitions")
+NEW_PARTITIONS = (1, 2)
+ALL_ACTIONS = ACTION_ORDER + KAFKA_ACTIONS + DECOMMISSION_ACTIONS + NODE_ACTIONS  # the shrink order of every action
 # Actions every pipeline can take (sink channel faults need a database sink).
 NO_SINK_CHANNEL = tuple(a for a in ACTION_ORDER if "sink" not in a)
 PAUSE_DURATIONS = ("2s", "5s", "10s")
@@ -161,6 +163,8 @@ def faults(
             args = (draw(st.sampled_from(CHANNEL_DURATIONS)),)
         elif action == "damage-checkpoint":
             args = (draw(st.sampled_from(DAMAGE_MODES)),)
+        elif action == "add-partitions":
+            args = (str(draw(st.sampled_from(NEW_PARTITIONS))),)
         fault = Fault(action, batch, phase, args)
         return parse_fault(fault.spec)  # the same validation a typed spec gets
 

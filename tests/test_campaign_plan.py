@@ -8,8 +8,9 @@ import pytest
 
 from chaos.campaign.stored import refused_by
 from chaos.errors import UserError
-from chaos.run.admission import check_cluster_faults, trial_scenario
+from chaos.run.admission import check_cluster_faults, trial_scenario, validate_schedule
 from chaos.scenario.faults import PHASES, parse_fault
+from chaos.scenario.scenario import Scenario
 from pipelines_under_test import CATALOGUE, resolve
 from properties.planning import (
     FAULT_KINDS,
@@ -291,9 +292,26 @@ def test_a_job_is_named_by_its_stem_and_function_in_ids_lines_and_the_report(tmp
 def test_broker_faults_are_planned_beside_the_others_for_a_pipeline_that_reads_kafka():
     """``--faults kill,kafka``: the coverage-first draws rank the broker's actions like the other optional ones
     (a KeyError once stopped every such campaign before its first trial)."""
+    fed = CATALOGUE["kafka-real-time"]
     actions = applicable_actions(["kill", "kafka"], sink_channel=True, database=False, refused=STANDALONE,
-                                 kafka=True)
+                                 kafka=True, kafka_fed=fed.kafka_fed)
     assert {"kill-broker", "pause-broker"} <= set(actions)
-    plan = plan_schedules(6, actions, 30, seed=58, phases=CATALOGUE["kafka-real-time"].phases)
+    assert "add-partitions" not in actions  # real-time mode's topic is fed as batches commit: nothing to re-place
+    plan = plan_schedules(6, actions, 30, seed=58, phases=fed.phases)
     assert len(plan) == 30
     assert {f.split("@")[0] for s in plan for f in s} >= {"kill-driver", "kill-broker", "pause-broker"}
+
+
+def test_a_topic_written_ahead_is_planned_to_grow_by_one_or_two_partitions_at_a_batch():
+    """``--faults kafka`` on a pipeline whose topic is written ahead plans add-partitions too, with the count its
+    grammar needs (the planned spec is one the scenario admits: a batch and phase, no duration)."""
+    ahead = CATALOGUE["kafka-passthrough"]
+    actions = applicable_actions(["kafka"], sink_channel=True, database=False, refused=STANDALONE,
+                                 kafka=ahead.kafka, kafka_fed=ahead.kafka_fed)
+    assert actions == ("kill-broker", "pause-broker", "add-partitions")
+    plan = plan_schedules(5, actions, 12, seed=7, phases=ahead.phases)
+    grown = [parse_fault(f) for s in plan for f in s if f.startswith("add-partitions")]
+    assert grown and {f.count for f in grown} <= {1, 2} and all(not f.timed and f.duration is None for f in grown)
+    for schedule in plan:
+        faults = [parse_fault(f) for f in schedule]
+        validate_schedule(Scenario(pipeline="kafka-passthrough", events=1000, faults=faults), ahead)

@@ -282,7 +282,7 @@ class Runner:
             return
         actions = applicable_actions(self.c.spec.kinds, sink_channel=resolved.sink_channel,
                                      database=resolved.database, source_channel=resolved.source_channel,
-                                     kafka=resolved.kafka,
+                                     kafka=resolved.kafka, kafka_fed=resolved.kafka_fed,
                                      refused=self.c.spec.refused())
         candidates = self.c.spec.shrink_trials
         if self.c.spec.time_budget_s is not None:

@@ -187,7 +187,7 @@ class Campaign:
                 continue
             actions = applicable_actions(spec.kinds, sink_channel=pipeline.sink_channel, database=pipeline.database,
                                          source_channel=pipeline.source_channel, refused=refused,
-                                         kafka=pipeline.kafka)
+                                         kafka=pipeline.kafka, kafka_fed=pipeline.kafka_fed)
             fixed = (spec.schedules or {}).get(name)
             if not actions and not spec.examples and fixed is None:
                 skipped.append({"pipeline": name, "reason": f"no fault of kind(s) {','.join(spec.kinds)} applies"})

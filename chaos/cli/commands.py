@@ -234,7 +234,8 @@ app.add_typer(campaign_app, name="campaign")
 def campaign_run(
     pipeline: Annotated[list[str] | None, typer.Option(help="catalogue name or module:attr, repeatable")] = None,
     faults: Annotated[str, typer.Option(
-        help="fault kinds: kill,pause,channel,checkpoint,db,node,decommission (node: --cluster docker)")] = "kill",
+        help="fault kinds: kill,pause,channel,checkpoint,db,kafka,node,decommission (node: --cluster "
+             "docker)")] = "kill",
     trials: Annotated[int | None, typer.Option(
         help="planned trials per pipeline in all: --example schedules first, then the canonical windows, then "
              "drawn schedules (default 3)")] = None,
