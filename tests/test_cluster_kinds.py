@@ -66,5 +66,7 @@ def test_every_kind_answers_the_same_questions_before_anything_starts():
     assert registry.refusal(decommission, docker) is None and registry.refusal(sink, docker) is None
     assert registry.refusal(worker, external) and registry.refusal(decommission, external)
     assert registry.refusal(sink, standalone) and "cut the sink channel" in registry.refusal(sink, standalone)
+    broker = parse_fault("partition@1:reading/node=kafka/3s")  # the Kafka broker is a node of its own on Docker only
+    assert registry.refusal(broker, docker) is None and "cut the source channel" in registry.refusal(broker, standalone)
     with pytest.raises(UserError, match="unknown cluster 'yarn'"):
         registry.kind_of("yarn")

@@ -107,6 +107,70 @@ def test_executors_and_python_workers_run_in_the_nodes_and_survive_a_node_kill(n
         spark.stop()
 
 
+def test_the_kafka_node_recovers_its_log_after_a_kill_and_a_partition_cuts_it_off(nodes, docker_client, tmp_path):
+    """``--cluster docker``'s broker is a container on the nodes' network (chaos/clusters/docker/kafka.py), the
+    same Kafka the local broker runs: a ``docker kill`` and start of it is Kafka's log recovery on the records it
+    had, a pause freezes it without losing it, a partition cuts the host's clients off until the heal, and nothing
+    of it is left after its stop."""
+    import ipaddress
+
+    from chaos.clusters.docker.kafka import KafkaNode
+    from chaos.machine.processes import Owned, wait_until
+    from chaos.scenario.faults import parse_fault
+
+    owned = Owned()
+    broker = KafkaNode(nodes, owned, tmp_path).start()
+    name = broker.container.name
+    try:
+        subnet = ipaddress.ip_network(nodes.network.attrs["IPAM"]["Config"][0]["Subnet"])
+        assert ipaddress.ip_address(broker.address) in subnet  # the nodes' network, never loopback or beyond
+        broker.create_topic("orders", 2)
+        broker.produce("orders", [(i % 2, f"k{i % 7}".encode(), str(i).encode(), 1_767_225_600_000 + i)
+                                  for i in range(300)])
+        killed = broker.kill()
+        assert killed and broker.pid is None and not broker.ready()
+        broker.restart()
+        assert broker.recovery_s is not None and broker.end_offsets("orders") == {"0": 150, "1": 150}
+        assert sorted(int(v) for _, _, _, v in broker.read("orders")) == list(range(300))
+        broker.pause()
+        assert broker.pid is not None and not broker.alive()  # frozen, not gone
+        broker.resume()
+        assert wait_until(broker.ready, 30, 0.2)
+        node, heal = nodes.partition(parse_fault("partition@0:reading/node=kafka/5s"), {}, broker, None)
+        assert node == "kafka" and not nodes.attached(broker.container)
+        with pytest.raises(OSError):
+            socket.create_connection((broker.address, broker.port), timeout=2).close()
+        heal()
+        assert wait_until(broker.ready, 60, 0.5) and broker.end_offsets("orders") == {"0": 150, "1": 150}
+    finally:
+        broker.stop()
+        owned.stop_all()
+    assert docker_client.containers.list(all=True, filters={"name": name}) == []
+
+
+BROKER_NODE_FAULTS = ["kill-broker@2:reading/3s", "pause-broker@3:sink-done/3s", "partition@4:reading/node=kafka/5s",
+                      "kill-driver@4:sink-done"]
+
+
+@pytest.mark.long  # the broker node's own faults, without Spark: the test above
+def test_a_kafka_job_on_nodes_is_exactly_once_when_its_broker_node_is_killed_frozen_and_cut_off(node_image, tmp_path):
+    """Spark's Kafka connector in the driver and in the executors of the worker nodes reads the broker's node through
+    the source channel's proxy; the broker's node killed, frozen and cut off, and a replayed batch."""
+    from tests.conftest import cli, left_by
+    from tests.test_kafka_spark import CONNECTOR_SPARK, added_connector_spark
+
+    added_connector_spark(tmp_path)
+    run = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-windowed-count", "--cluster", "docker", "--events", "1000",
+              "--keep", str(tmp_path / "run"), "--json", *[a for f in BROKER_NODE_FAULTS for a in ("--fault", f)],
+              cwd=tmp_path, timeout=900)
+    assert run.rc == 0, run.stderr[-2000:]
+    result = run.json
+    assert result["verdict"] == "exactly-once" and result["consistent_cut"]["ok"] is True
+    assert [f["spec"] for f in result["faults"]] == BROKER_NODE_FAULTS and all(f["fired"] for f in result["faults"])
+    assert result["faults"][2]["detail"]["node"] == "kafka" and result["cluster"]["kind"] == "docker"
+    assert left_by(run.pid) == []
+
+
 def test_nothing_of_a_stopped_or_killed_harness_is_left(node_image, docker_client, tmp_path):
     """A cluster stopped cleanly leaves no container or network; one whose harness was SIGKILLed is reaped."""
     script = (

@@ -125,6 +125,8 @@ def test_node_faults_parse_kill_pause_and_partition():
             parse_fault(bad)
     db = parse_fault("partition@3:sink-write/node=sink/10s")
     assert (db.kind, db.target, db.index, db.duration) == ("partition", "sink-db", None, 10.0)
+    broker = parse_fault("partition@3:reading/node=kafka/from=node=0/5s")  # the broker's node, from worker 0
+    assert (broker.target, broker.index, broker.peer, broker.duration) == ("broker", None, ("from", "node=0"), 5.0)
     for bad, words in [("partition@3:reading/node=x", "unknown argument 'node=x'"),
                        ("kill-driver@3:reading/node=1", "unknown argument 'node=1'"),
                        ("partition@3:reading/node=1/10s/until=committed", "not both"),
@@ -144,6 +146,11 @@ def test_a_database_partition_needs_a_pipeline_with_a_database():
         validate_schedule(scenario, resolve("key-count"))
     validate_schedule(Scenario("pg-append", events=1000, faults=["partition@3:sink-write/node=sink/10s"]),
                       resolve("pg-append"))
+    broker = Scenario("key-count", events=1000, faults=["partition@3:reading/node=kafka/10s"])
+    with pytest.raises(UserError, match="key-count reads no Kafka through the harness's broker"):
+        validate_schedule(broker, resolve("key-count"))
+    validate_schedule(Scenario("kafka-passthrough", events=1000, faults=["partition@3:reading/node=kafka/10s"]),
+                      resolve("kafka-passthrough"))
 
 
 def test_timed_faults_parse_print_back_and_refuse_what_needs_a_phase():

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
+from chaos.errors import UserError
 from chaos.machine.processes import Group, Owned, kill_tree, wait_until
 from chaos.machine.spark import Executor, executor_of, executors
 
@@ -70,6 +71,9 @@ class Cluster:
             return (f"{fault.spec} needs --cluster docker or a cluster of hosts with a database host (the sink "
                     "database is then a machine of its own); here cut the sink channel instead: "
                     "cut-sink@BATCH:PHASE/10s")
+        if fault.action == "partition" and fault.target == "broker":
+            return (f"{fault.spec} needs --cluster docker (the Kafka broker is then a node of its own); here cut the "
+                    "source channel instead: cut-source@BATCH:PHASE/10s")
         if fault.target == "node":
             return (f"{fault.spec} needs --cluster docker (nodes are containers; `streamchaos image build` makes "
                     "their image)")
@@ -129,6 +133,16 @@ class Cluster:
         from chaos.clusters.postgres import PostgresServer
 
         return PostgresServer(owned, workdir).start()
+
+    def kafka_broker(self, owned: Owned, workdir: Path):
+        """The broker a job's Kafka source reads through Spark's connector, not started yet: one of the harness's
+        on this machine, unless the kind has one of its own (a node)."""
+        if self.host != "127.0.0.1":
+            raise UserError(f"a job read through Spark's Kafka connector runs on a local cluster or Docker nodes "
+                            f"for now (this one's drivers run at {self.host}): give --kafka stand-in")
+        from chaos.clusters.kafka.broker import KafkaBroker
+
+        return KafkaBroker(owned, workdir)
 
     # -- executors ------------------------------------------------------------------------------------
     def executors(self, app_id: str | None) -> list[Executor]:
@@ -197,9 +211,9 @@ class Cluster:
     def release_memory(self, i: int) -> None:
         raise LookupError("oom-node needs --cluster docker")
 
-    def partition(self, fault: Fault, detail: dict, database, app_id: str | None) -> tuple[int | str, Heal]:
-        """Cut the fault's node (or the sink database, ``node=sink``) off, from every peer or from one; the node's
-        index (or ``"sink"``) and the heal."""
+    def partition(self, fault: Fault, detail: dict, service, app_id: str | None) -> tuple[int | str, Heal]:
+        """Cut the fault's node off (or ``service``'s: the sink database's, ``node=sink``, the Kafka broker's,
+        ``node=kafka``), from every peer or from one; the node's index (or ``"sink"``, ``"kafka"``) and the heal."""
         raise self._cannot(fault)
 
 

@@ -114,7 +114,7 @@ class Nemesis:
         return live[0]
 
     def _broker(self) -> KafkaBroker:
-        if self.broker is None or self.broker.group is None:
+        if self.broker is None or self.broker.pid is None:
             raise LookupError("no running Kafka broker: this pipeline reads no Kafka, or a kill left it down")
         return self.broker
 
@@ -172,7 +172,7 @@ class Nemesis:
         if fault.target == "broker":
             broker = self._broker()
             broker.pause()
-            what, resume = {"broker": broker.group.pid}, broker.resume
+            what, resume = {"broker": broker.pid}, broker.resume
         elif fault.target == "driver":
             group = self._live_driver()
             what, resume = {"pid": group.pid}, stop_processes(group.members())
@@ -191,10 +191,11 @@ class Nemesis:
         return {"done": True, "duration": fault.duration, **what}
 
     def _partition(self, fault: Fault, detail: dict) -> dict:
-        """The node (a worker's, a host, or the sink database's) cut off from the others and the host (driver, event
-        log, controller, proxies), both ways, until the heal after the duration or at ``until``; with
-        ``from=``/``with=`` only what one peer sends it (or both ways with that peer) is dropped."""
-        node, heal = self.cluster.partition(fault, detail, self.database, self.app_id())
+        """The node (a worker's, a host, the sink database's or the Kafka broker's) cut off from the others and the
+        host (driver, event log, controller, proxies), both ways, until the heal after the duration or at
+        ``until``; with ``from=``/``with=`` only what one peer sends it (or both ways with that peer) is dropped."""
+        service = self.broker if fault.target == "broker" else self.database
+        node, heal = self.cluster.partition(fault, detail, service, self.app_id())
         mode, peer = fault.peer or (None, None)
         return {"done": True, **self._heal_after(fault, heal, node=node, **({mode: peer} if mode else {}))}
 

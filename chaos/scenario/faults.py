@@ -50,7 +50,8 @@ ACTIONS = (
     *(f"{k}-{c}" for k in CHANNEL_KINDS for c in CHANNELS),
     "damage-checkpoint",
     "stop-driver",
-    "partition",  # a Docker node cut off its network: partition@3:reading/node=1/10s (node=sink: the database's)
+    "partition",  # a Docker node cut off its network: partition@3:reading/node=1/10s (node=sink: the database's,
+    # node=kafka: the broker's)
     "slow-node",  # a Docker node held to a tenth of a CPU for the duration
     "oom-node",  # a Docker node's memory limited to what it uses: the kernel's OOM killer takes an executor
     # Spark's graceful decommission (SIGPWR): the executor, or every executor of the worker, finishes its tasks and
@@ -65,7 +66,7 @@ TIMED_BATCH = -1  # a timed fault's batch: no phase report matches it
 _DURATION = re.compile(r"^(?P<n>\d+(\.\d+)?)(?P<unit>ms|s|m)$")
 _ATTRIBUTE = re.compile(r"^(?P<key>latency|jitter)=(?P<value>\d+)$")
 _UNTIL = re.compile(r"^until=(?P<phase>[a-z-]+)$")
-_NODE = re.compile(r"^node=(?P<index>\d+|sink)$")  # sink: the sink database's node
+_NODE = re.compile(r"^node=(?P<index>\d+|sink|kafka)$")  # sink: the sink database's node; kafka: the broker's
 # A partition between two machines only: from=PEER drops what PEER sends the node (one way), with=PEER both ways.
 _PEER = re.compile(r"^(?P<mode>from|with)=(?P<peer>driver|master|sink|node=\d+)$")
 _UPGRADE = re.compile(r"^upgrade=(?P<version>\d+\.\d+\.\d+)$")
@@ -137,7 +138,7 @@ class Fault:
     @property
     def target(self) -> str:
         if self.action == "partition":
-            return "sink-db" if "node=sink" in self.args else "node"
+            return "sink-db" if "node=sink" in self.args else "broker" if "node=kafka" in self.args else "node"
         return self.action.split("-", 1)[1]
 
     @property
@@ -238,7 +239,7 @@ def parse_fault(text: str) -> Fault:
         if fault.duration is not None:
             raise UserError(f"{text!r}: give a duration or until=PHASE, not both")
     if fault.peer is not None:
-        me = "sink" if fault.target == "sink-db" else f"node={fault.index}"
+        me = {"sink-db": "sink", "broker": "kafka"}.get(fault.target, f"node={fault.index}")
         if fault.peer[1] == me:
             raise UserError(f"{text!r}: a node is not partitioned from itself; name another peer")
     if fault.attributes and fault.kind != "delay":

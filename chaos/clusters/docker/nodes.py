@@ -400,14 +400,16 @@ class DockerCluster(OwnWorkers):
 
         return heal
 
-    def partition(self, fault, detail: dict, database, app_id: str | None) -> tuple[int | str, Heal]:
-        """``docker network disconnect`` of the node (a worker's, or the sink database's, ``chaos.clusters.docker.
-        database``): no packet to or from anyone; with a peer, iptables rules in the node's namespace instead."""
-        container = getattr(database, "container", None)
-        if fault.target == "sink-db":  # the sink's proxy and the drivers lose it
+    def partition(self, fault, detail: dict, service, app_id: str | None) -> tuple[int | str, Heal]:
+        """``docker network disconnect`` of the node (a worker's, the sink database's, ``chaos.clusters.docker.
+        database``, or the Kafka broker's, ``chaos.clusters.docker.kafka``): no packet to or from anyone; with a
+        peer, iptables rules in the node's namespace instead."""
+        container = getattr(service, "container", None)
+        if fault.target in ("sink-db", "broker"):  # the proxies, the drivers and the executors lose it
             if container is None:
-                raise LookupError("no sink database node (a pg-* pipeline on --cluster docker)")
-            node = "sink"
+                raise LookupError("no sink database node (a pg-* pipeline on --cluster docker)"
+                                  if fault.target == "sink-db" else "no Kafka broker node")
+            node = "sink" if fault.target == "sink-db" else "kafka"
         else:
             node = self.worker_index(fault, detail, app_id)
             container = self.nodes[node]
@@ -416,14 +418,21 @@ class DockerCluster(OwnWorkers):
             return node, lambda: self.reconnect(container)
         # Between the node and one peer only (iptables in the node's namespace): the rest of the network stays.
         mode, peer = fault.peer
-        return node, self.block(container, self.peer_address(peer, getattr(database, "container", None)),
-                                both=mode == "with")
+        database = container if fault.target == "sink-db" else None if fault.target == "broker" else \
+            getattr(service, "container", None)
+        return node, self.block(container, self.peer_address(peer, database), both=mode == "with")
 
     def sink_database(self, owned: Owned, workdir: Path):
         """A node of its own, which a partition can cut off."""
         from chaos.clusters.docker.database import PostgresNode
 
         return PostgresNode(self, workdir).start()
+
+    def kafka_broker(self, owned: Owned, workdir: Path):
+        """A node of its own, which node faults and partitions reach."""
+        from chaos.clusters.docker.kafka import KafkaNode
+
+        return KafkaNode(self, owned, workdir)
 
     def attached(self, container) -> bool:
         container.reload()

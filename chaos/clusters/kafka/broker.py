@@ -62,6 +62,19 @@ class KafkaBroker:
     def log_path(self) -> Path:
         return self.home / "broker.log"
 
+    @property
+    def data_dir(self) -> str:
+        """``log.dirs``: where the broker keeps its partitions (kept across a kill and restart)."""
+        return str(self.home / "data")
+
+    @property
+    def pid(self) -> int | None:
+        """The broker's process, None while a kill left it down."""
+        return self.group.pid if self.group is not None else None
+
+    def alive(self) -> bool:
+        return self.group is not None and self.group.alive()
+
     def start(self, *, say=None, proxy: Callable[[str, str], str] | None = None) -> KafkaBroker:
         """``proxy(name, upstream)``: a fault proxy named ``name`` in front of ``upstream``, its listen address."""
         classpath = broker_classpath(say=say)
@@ -69,19 +82,10 @@ class KafkaBroker:
         shutil.rmtree(self.home, ignore_errors=True)
         (self.home / "data").mkdir(parents=True)
         self.port, self.controller_port = free_port(), free_port()
-        self._listeners = {}
-        for name in ("SOURCE", "SINK"):
-            port = free_port()
-            upstream = f"{self.address}:{port}"
-            self._listeners[name] = (port, proxy(f"kafka-{name.lower()}", upstream) if proxy else upstream)
-        self.source_bootstrap, self.sink_bootstrap = (self._listeners[n][1] for n in ("SOURCE", "SINK"))
+        self._open_listeners(proxy, {"SOURCE": free_port(), "SINK": free_port()})
         (self.home / "server.properties").write_text(self._properties())
-        # One of 64 such ids starts with "-": given as "--cluster-id=ID", never read as an option.
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        fmt = self.owned.spawn(
-            "kafka-format", [require_java(), "-cp", classpath, "kafka.tools.StorageTool", "format",
-                             f"--cluster-id={cluster_id}", "-c", str(self.home / "server.properties"), "--standalone"],
-            log_path=self.home / "format.log", cwd=self.home)
+        fmt = self.owned.spawn("kafka-format", [require_java(), *self.format_args(classpath)],
+                               log_path=self.home / "format.log", cwd=self.home)
         try:
             rc = fmt.proc.wait(timeout=120)
         finally:
@@ -91,6 +95,26 @@ class KafkaBroker:
         self._launch(classpath)
         self.start_s = round(time.monotonic() - started, 2)
         return self
+
+    def _open_listeners(self, proxy: Callable[[str, str], str] | None, ports: dict[str, int]) -> None:
+        """The job's listeners (SOURCE, SINK) on ``ports``, each advertised as its fault proxy's address."""
+        self._listeners = {}
+        for name, port in ports.items():
+            upstream = f"{self.address}:{port}"
+            self._listeners[name] = (port, proxy(f"kafka-{name.lower()}", upstream) if proxy else upstream)
+        self.source_bootstrap, self.sink_bootstrap = (self._listeners[n][1] for n in ("SOURCE", "SINK"))
+
+    def format_args(self, classpath: str) -> list[str]:
+        """Java's arguments that format the data directory for a new cluster of this one broker (KRaft)."""
+        # One of 64 such ids starts with "-": given as "--cluster-id=ID", never read as an option.
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        return ["-cp", classpath, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
+                "-c", str(self.home / "server.properties"), "--standalone"]
+
+    def java_args(self, classpath: str) -> list[str]:
+        """Java's arguments that run the broker."""
+        return [HEAP, "-Xms128m", "-XX:+UseSerialGC", "-cp", classpath, "kafka.Kafka",
+                str(self.home / "server.properties")]
 
     def _properties(self) -> str:
         own = {name: (f"{self.address}:{port}", advertised) for name, (port, advertised) in self._listeners.items()}
@@ -104,7 +128,7 @@ class KafkaBroker:
             f"listeners={listeners}", f"advertised.listeners={advertised}",
             "controller.listener.names=CONTROLLER", "inter.broker.listener.name=PLAINTEXT",
             f"listener.security.protocol.map={protocols}",
-            f"log.dirs={self.home / 'data'}",
+            f"log.dirs={self.data_dir}",
             "num.partitions=1", "offsets.topic.replication.factor=1", "offsets.topic.num.partitions=4",
             "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1",
             "transaction.state.log.num.partitions=4", "group.initial.rebalance.delay.ms=0",
@@ -119,17 +143,18 @@ class KafkaBroker:
 
     def _launch(self, classpath: str) -> None:
         self.group = self.owned.spawn(
-            "kafka-broker", [require_java(), HEAP, "-Xms128m", "-XX:+UseSerialGC", "-cp", classpath, "kafka.Kafka",
-                             str(self.home / "server.properties")],
-            log_path=self.log_path, cwd=self.home)
+            "kafka-broker", [require_java(), *self.java_args(classpath)], log_path=self.log_path, cwd=self.home)
+        self._wait()
+
+    def _wait(self) -> None:
         if not wait_until(self.ready, timeout=START_TIMEOUT_S, interval=0.2):
-            alive = self.group.alive()
+            alive = self.alive()
             self.kill()
             raise HarnessError(f"the Kafka broker did not {'take connections' if alive else 'start'} within "
                                f"{START_TIMEOUT_S} s; its log ends: {log_tail(self.log_path)}")
 
     def ready(self) -> bool:
-        if self.group is None or not self.group.alive():
+        if not self.alive():
             return False
         try:
             with socket.create_connection((self.address, self.port), timeout=1):
