@@ -106,6 +106,11 @@ class UserJob(Pipeline):
         self._jars_asked = asked_jars(entry_file)
         self._jars_wanted = wanted_jars(self._jars_asked, _spark_version(), entry_file.parent) \
             if self._jars_asked else []
+        if spec.encoding.startswith("avro") and not any(w.what and w.what.artifact.startswith("spark-avro_")
+                                                        for w in self._jars_wanted):
+            from chaos.jobs.job_jars import spark_avro  # what a job's spark-submit --packages would have added
+
+            self._jars_wanted.append(spark_avro(_spark_version(), f"--kafka-value {spec.encoding.split(':')[0]}"))
 
     @cached_property
     def stateful_operators(self) -> list[str]:

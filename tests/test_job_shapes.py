@@ -3,6 +3,7 @@ ARRAY fields, the schema read from the job's code, the key field's own values. N
 
 from __future__ import annotations
 
+import io
 import json
 from datetime import UTC, datetime
 
@@ -163,3 +164,46 @@ def test_a_kafka_value_may_be_a_csv_line_of_the_payloads_fields_in_order():
         JobSpec("job:run", "o STRUCT<a: STRING>, ts TIMESTAMP", "parquet", encoding="csv").validate()
     with pytest.raises(UserError, match="--kafka-value xml: use one of json, csv"):
         JobSpec("job:run", "order_id STRING, ts TIMESTAMP", "parquet", encoding="xml").validate()
+
+
+NESTED_AVRO = {"type": "record", "name": "Order", "fields": [
+    {"name": "order_id", "type": "string"},
+    {"name": "buyer", "type": {"type": "record", "name": "Buyer", "fields": [{"name": "name", "type": "string"}]}},
+    {"name": "amount", "type": ["null", "long"]},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}}]}
+
+
+def test_a_kafka_value_may_be_avro_in_the_jobs_own_schema_file_with_or_without_a_registrys_header(tmp_path):
+    """The bytes decode with the job's schema as from_avro does (the schema given, nothing in the record naming
+    it): the nested record, the nullable field's union branch and the timestamp's logical type as the file says."""
+    from fastavro import parse_schema as avro_schema
+    from fastavro import schemaless_reader
+
+    avsc = tmp_path / "order.avsc"
+    avsc.write_text(json.dumps(NESTED_AVRO))
+    fields = parse_schema("order_id STRING, buyer STRUCT<name: STRING>, amount LONG, ts TIMESTAMP")
+    for form, header in (("avro", b""), ("avro-confluent", b"\x00\x00\x00\x00\x01")):
+        _, value, *_ = kafka_row(fields, roles(fields), ["orders"], 7, "k001", 12, MS, 0, 0, None, None,
+                                 f"{form}:{avsc}")
+        assert value.startswith(header)
+        got = schemaless_reader(io.BytesIO(value[len(header):]), avro_schema(NESTED_AVRO), None)
+        assert got == {"order_id": "order_id-7", "buyer": {"name": "k001"}, "amount": 12,
+                       "ts": datetime.fromtimestamp(MS / 1000, tz=UTC)}
+    spec = JobSpec("job:run", "order_id STRING, buyer STRUCT<name: STRING>, amount LONG, ts TIMESTAMP", "parquet",
+                   encoding=f"avro:{avsc}").validate()
+    assert parse_ref(spec.ref) == spec
+
+
+def test_an_avro_schema_file_that_is_missing_or_does_not_fit_the_payload_is_one_line(tmp_path):
+    ddl = "order_id STRING, amount LONG, ts TIMESTAMP"
+    (tmp_path / "other.avsc").write_text(json.dumps({"type": "record", "name": "X", "fields": [
+        {"name": "order_id", "type": "string"}]}))
+    (tmp_path / "broken.avsc").write_text("{not json")
+    for encoding, words in [(f"avro:{tmp_path}/gone.avsc", "cannot read the job's Avro schema"),
+                            (f"avro:{tmp_path}/broken.avsc", "not an Avro schema"),
+                            (f"avro:{tmp_path}/other.avsc", "amount, ts missing"),
+                            ("avro", "use one of json, csv, avro:FILE, avro-confluent:FILE")]:
+        with pytest.raises(UserError, match=words):
+            JobSpec("job:run", ddl, "parquet", encoding=encoding).validate()
+    with pytest.raises(UserError, match="give --schema too"):
+        JobSpec("job:run", None, "parquet", encoding=f"avro:{tmp_path}/other.avsc").validate()

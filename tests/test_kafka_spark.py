@@ -462,6 +462,27 @@ def test_a_jobs_kafka_sink_writes_the_trials_output_topic_and_a_replayed_batch_i
     assert left_by(run.pid) == []
 
 
+def test_a_job_decoding_avro_with_its_own_schema_file_reads_what_the_registry_framing_carries(tmp_path,
+                                                                                              connector_cluster):
+    """examples/orders_avro.py as written: each value a schema registry's five-byte header and Avro bytes in the
+    job's orders.avsc, stripped and decoded by ``from_avro`` (Spark's Avro jar added as spark-submit --packages
+    would). Every order reaches the sink with all its fields, once through a replayed batch."""
+    folder = tmp_path / "run"
+    schema = f"avro-confluent:{REPO}/examples/orders.avsc"
+    run = cli("--spark", CONNECTOR_SPARK, "trial", f"{REPO}/examples/orders_avro.py:run", "--schema", ORDER,
+              "--sink", "parquet", "--kafka-value", schema, "--cluster", connector_cluster, "--events", "400",
+              "--fault", "kill-driver@1:sink-done", "--json", "--keep", str(folder), cwd=tmp_path, timeout=900)
+    assert run.rc == 0, run.stderr[-3000:]
+    r = run.json
+    assert r["verdict"] == "exactly-once" and r["source"]["via"] == "connector" and r["faults"][0]["fired"]
+    from pipelines_under_test import resolve
+
+    written = resolve(r["pipeline"]).read_output(folder / "sink")
+    assert written.height > 360 and written.null_count().sum_horizontal().item() == 0  # amounts <= 0 dropped
+    assert written["order_id"].str.starts_with("order_id-").all() and written["amount"].min() > 0
+    assert left_by(run.pid) == []
+
+
 @pytest.mark.parametrize(("job", "verdict"), [("kafka_txn_marker", "exactly-once"),
                                               pytest.param("kafka_producer", "at-least-once", marks=pytest.mark.long)])
 def test_a_jobs_own_transactional_producer_reaches_the_trials_topic_and_skips_a_replayed_batch(tmp_path, job, verdict,

@@ -76,8 +76,9 @@ JobTime = Annotated[str | None, typer.Option(
     "--time", help="your job: the event-time field and its form, FIELD[:FORM] with FORM timestamp (default), "
                    "epoch-ms, epoch-s or the job's Spark pattern ('ts:yyyy-MM-dd HH:mm:ss'); none if it has none")]
 JobKafkaValue = Annotated[str | None, typer.Option(
-    "--kafka-value", help="your job: the form of its Kafka records' values, json (default) or csv (one line of the "
-                          "payload's fields in order, as from_csv reads it)")]
+    "--kafka-value", help="your job: the form of its Kafka records' values, json (default), csv (one line of the "
+                          "payload's fields in order, as from_csv reads it), avro:FILE (Avro in the .avsc the job's "
+                          "from_avro decodes with) or avro-confluent:FILE (with a schema registry's 5-byte header)")]
 SqlInit = Annotated[list[Path] | None, typer.Option(
     "--sql-init", help="your job: a SQL file run in the trial's and the oracle's databases before the job starts "
                        "(the DDL a repository keeps beside its job; repeatable)")]

@@ -229,6 +229,12 @@ def _package(item: str, setting: Asked, spark_version: str) -> Wanted:
     return Wanted(what=Coordinates(group, name, version), refusal=asked)
 
 
+def spark_avro(spark_version: str, asked: str) -> Wanted:
+    """Spark's Avro functions (``from_avro``) at the running Spark's version, for what ``asked`` says needs them."""
+    what = Coordinates("org.apache.spark", f"spark-avro_{SCALA}", spark_version, exclusions=OWN_EXCLUSIONS)
+    return Wanted(what=what, said=f"{asked}: {what} from Maven for the job's from_avro", refusal=asked, spark=True)
+
+
 def _scala_split(name: str) -> tuple[str, str | None]:
     match = re.match(r"^(.*)_(2\.1\d)$", name)
     return (match[1], match[2]) if match else (name, None)

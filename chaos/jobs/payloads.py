@@ -193,22 +193,26 @@ def event_id(field: Field, value) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def typed(fields: list[Field], row: dict) -> tuple:
-    """A payload as a Spark row of the job's schema (a file source's records)."""
+def typed(fields: list[Field], row: dict, *, records: bool = False) -> tuple | dict:
+    """A payload as a Spark row of the job's schema (a file source's records); ``records``: as a dict whose STRUCTs
+    are dicts too (an Avro record: chaos.jobs.avro_values). A time the job writes in a form of its own (``--time``)
+    stays as it is."""
     def cast(f: Field, v):
         if v is None:
             return None
         if f.kind == "struct":
-            return tuple(cast(c, v.get(c.name)) for c in f.children)
+            values = {c.name: cast(c, v.get(c.name)) for c in f.children}
+            return values if records else tuple(values.values())
         if f.kind == "array":
             return [cast(f.children[0], item) for item in v]
-        if f.kind == "timestamp":
+        if f.kind == "timestamp" and isinstance(v, str):
             return datetime.strptime(v, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
-        if f.kind == "date":
+        if f.kind == "date" and isinstance(v, str):
             return datetime.strptime(v, "%Y-%m-%d").date()
         return v
 
-    return tuple(cast(f, row[f.name]) for f in fields)
+    values = {f.name: cast(f, row[f.name]) for f in fields}
+    return values if records else tuple(values.values())
 
 
 def kafka_row(fields: list[Field], role: dict[str, str], topics: list[str], id_: int, key: str, value: int,
@@ -217,22 +221,26 @@ def kafka_row(fields: list[Field], role: dict[str, str], topics: list[str], id_:
     """One event as Spark's Kafka source gives it: the payload in ``value`` (compact JSON, or a CSV line in the
     schema's order: ``encoding``), the event's key as the record key (the value its key field takes where
     ``--values`` names that field), its partition and offset as the record's provenance."""
-    payload = encode(record(fields, role, id_, key, value, ms, values, time), encoding)
+    payload = encode(record(fields, role, id_, key, value, ms, values, time), encoding, fields)
     topic = topics[partition % len(topics)]
     keyed = next((path for path, r in role.items() if r == "key" and values and path in values), None)
     record_key = str(pick(values[keyed], "key", id_, key)) if keyed else key
     return (record_key.encode(), payload, topic, partition, offset, datetime.fromtimestamp(ms / 1000, tz=UTC), 0)
 
 
-VALUE_ENCODINGS = ("json", "csv")
+VALUE_ENCODINGS = ("json", "csv", "avro:FILE", "avro-confluent:FILE")
 
 
-def encode(row: dict, encoding: str = "json") -> bytes:
-    """A payload as a Kafka record's value: compact JSON (what ``from_json`` reads), or one CSV line of its values
+def encode(row: dict, encoding: str = "json", fields: list[Field] | None = None) -> bytes:
+    """A payload as a Kafka record's value: compact JSON (what ``from_json`` reads), one CSV line of its values
     in the schema's order as ``from_csv`` reads it with Spark's defaults (comma, ``"`` quotes, ``true``/``false``,
-    an empty field for null, ISO times)."""
+    an empty field for null, ISO times), or Avro in the job's schema file (chaos/jobs/avro_values.py)."""
     if encoding == "json":
         return json.dumps(row, separators=(",", ":")).encode()
+    if encoding.startswith(("avro:", "avro-confluent:")):
+        from chaos.jobs import avro_values
+
+        return avro_values.encode(typed(fields or [], row, records=True), encoding)
     cells = []
     for v in row.values():
         text = "" if v is None else ("true" if v else "false") if isinstance(v, bool) else str(v)

@@ -22,6 +22,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, quote
 
 from chaos.errors import UserError
+from chaos.jobs import avro_values
 from chaos.jobs.payloads import VALUE_ENCODINGS, Field, as_ddl, kafka_row, leaves, parse_schema, roles
 from chaos.jobs.times import TimeForm, ambiguous, check_field, parse_time
 from chaos.jobs.values import parse_values, value_lists
@@ -132,7 +133,12 @@ class JobSpec:
         elif self.id or self.time:
             raise UserError(f"--{'id' if self.id else 'time'} names a payload field: give the payload's schema with "
                             "--schema")
-        if self.encoding not in ("", *VALUE_ENCODINGS):
+        if avro_values.is_avro(self.encoding):
+            if not self.schema:
+                raise UserError(f"--kafka-value {self.encoding}: the records are filled from the payload's fields: "
+                                "give --schema too")
+            avro_values.check(self.encoding, [f.name for f in parse_schema(self.schema)])
+        elif self.encoding not in ("", "json", "csv"):
             raise UserError(f"--kafka-value {self.encoding}: use one of {', '.join(VALUE_ENCODINGS)}")
         if self.sql and self.sink_kind != "postgres":
             raise UserError(f"--sql-init runs in the trial's PostgreSQL: it goes with --sink postgres:TABLE, not "
@@ -321,7 +327,7 @@ def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tupl
                    given.kafka if given.kafka and kafka is None else kafka_source(given.entry, kafka),
                    tuple(args) if args else given.args, id_name or given.id,
                    tuple(sql_files(sql_init)) if sql_init else given.sql, time or given.time,
-                   encoding or given.encoding).validate().ref
+                   avro_values.absolute(encoding) if encoding else given.encoding).validate().ref
 
 
 def sql_files(paths: list[str] | tuple[str, ...]) -> list[str]:
