@@ -148,6 +148,43 @@ def test_the_kafka_node_recovers_its_log_after_a_kill_and_a_partition_cuts_it_of
     assert docker_client.containers.list(all=True, filters={"name": name}) == []
 
 
+@pytest.mark.long  # one broker node's faults in the default run: the test above
+def test_three_broker_nodes_keep_every_acknowledged_record_when_the_leader_is_killed(nodes, docker_client, tmp_path):
+    """``--brokers 3``: three nodes, each a voter of the KRaft quorum, every partition on all three and two of them
+    in sync before a write is acknowledged. The leader of the topic's first partition killed: another leads, the
+    producer's records are taken meanwhile, and the killed broker comes back on its data and catches up."""
+    from confluent_kafka.admin import ConfigResource
+
+    from chaos.clusters.docker.kafka import KafkaNodes
+    from chaos.machine.processes import Owned, wait_until
+
+    owned = Owned()
+    brokers = KafkaNodes(nodes, owned, tmp_path, 3).start()
+    names = [m.container.name for m in brokers.members]
+    try:
+        assert brokers.proxies("source") == ("kafka-0-source", "kafka-1-source", "kafka-2-source")
+        assert len(brokers.bootstrap.split(",")) == 3 and brokers.brokers == 3
+        brokers.create_topic("orders", 2)
+        admin = brokers.admin()  # held until its futures resolve
+        topic = admin.list_topics("orders", timeout=10).topics["orders"]
+        assert all(len(p.replicas) == 3 for p in topic.partitions.values())
+        [config] = [f.result(30) for f in admin.describe_configs([ConfigResource("topic", "orders")]).values()]
+        assert config["min.insync.replicas"].value == "2"
+        records = [(i % 2, f"k{i % 7}".encode(), str(i).encode(), 1_767_225_600_000 + i) for i in range(400)]
+        brokers.produce("orders", records[:200])
+        leader = brokers.leader_of("orders")
+        assert leader.kill() and leader.pid is None
+        assert wait_until(lambda: brokers.leader_of("orders") is not leader, 60, 0.5)  # another leads
+        brokers.produce("orders", records[200:])  # two of three in sync: taken while the old leader is down
+        leader.restart()
+        assert brokers.ready() and brokers.end_offsets("orders") == {"0": 200, "1": 200}
+        assert sorted(int(v) for _, _, _, v in brokers.read("orders")) == list(range(400))
+    finally:
+        brokers.stop()
+        owned.stop_all()
+    assert all(docker_client.containers.list(all=True, filters={"name": n}) == [] for n in names)
+
+
 BROKER_NODE_FAULTS = ["kill-broker@2:reading/3s", "pause-broker@3:sink-done/3s", "partition@4:reading/node=kafka/5s",
                       "kill-driver@4:sink-done"]
 

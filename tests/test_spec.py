@@ -179,3 +179,19 @@ def test_random_timing_keeps_the_faults_and_draws_seeded_times_within_the_run():
     # Uniform over [0, T]: many draws fill every tenth of the run.
     draws = [parse_fault(at_random_times(["kill-driver@1:reading"], 10.0, seed=s)[0]).at_s for s in range(400)]
     assert {int(d) for d in draws} == set(range(10)) and 4.0 < sum(draws) / len(draws) < 6.0
+
+
+def test_several_brokers_need_docker_nodes_and_a_pipeline_that_reads_kafka_and_replay_with_their_count():
+    from chaos.run.admission import validate_schedule
+    from chaos.scenario.scenario import Scenario
+    from pipelines_under_test import resolve
+
+    with pytest.raises(UserError, match="--brokers 3 runs each broker as a node of its own: add --cluster docker"):
+        validate_schedule(Scenario("kafka-passthrough", events=1000, brokers=3), resolve("kafka-passthrough"))
+    with pytest.raises(UserError, match="key-count reads no Kafka"):
+        validate_schedule(Scenario("key-count", events=1000, brokers=3, cluster="docker"), resolve("key-count"))
+    with pytest.raises(UserError, match="--brokers must be at least 1"):
+        Scenario("kafka-passthrough", brokers=0)
+    three = Scenario("kafka-passthrough", events=1000, brokers=3, cluster="docker", faults=["kill-broker@2:reading"])
+    validate_schedule(three, resolve("kafka-passthrough"))
+    assert "--cluster docker --brokers 3" in three.command() and "--brokers" not in Scenario("x").command()

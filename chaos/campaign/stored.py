@@ -74,6 +74,7 @@ class CampaignSpec:
     schedules: dict[str, list[str]] | None = None
     cluster: str = "standalone"
     workers: int = 2
+    brokers: int = 1  # Kafka brokers, each a node of --cluster docker
     # Configuration matrix (``--conf KEY=V1,V2``, chaos/scenario/variants.py): every pipeline runs under every
     # combination, each a variant with its own row (verdict, counterexample) and the same schedules and seeds.
     conf: dict[str, list[str]] | None = None
@@ -193,7 +194,8 @@ class Campaign:
                 skipped.append({"pipeline": name, "reason": f"no fault of kind(s) {','.join(spec.kinds)} applies"})
                 continue
             template = Scenario(pipeline=name, events=spec.events, events_per_batch=spec.events_per_batch,
-                                cluster=spec.cluster, workers=spec.workers, recovery_timeout=spec.recovery_timeout,
+                                cluster=spec.cluster, workers=spec.workers, brokers=spec.brokers,
+                                recovery_timeout=spec.recovery_timeout,
                                 **{**pipeline.stream_defaults, **spec.stream})
             task_write = "sink-write" in pipeline.executor_phases  # its write tasks report their commit
             if fixed is not None:

@@ -29,6 +29,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 # The options ``trial`` and ``campaign run`` (and the commands like them) share, defined once.
 ClusterOpt = Annotated[str, typer.Option("--cluster", help=CLUSTER_HELP)]
 Workers = Annotated[int, typer.Option("--workers", help="workers of the standalone cluster")]
+Brokers = Annotated[int, typer.Option("--brokers", help="Kafka brokers, each a node of --cluster docker (every "
+                                                       "partition on up to three; broker faults hit the leader)")]
 Toxiproxy = Annotated[str | None, typer.Option("--toxiproxy", help="host:port of a real Toxiproxy server (default: "
                                                                    "the embedded one; or TOXIPROXY_URL)")]
 RecoveryTimeout = Annotated[float, typer.Option("--recovery-timeout", help="seconds a trial waits without a commit "
@@ -118,6 +120,7 @@ def trial(
     resent_fraction: ResentFraction = None,
     cluster: ClusterOpt = "standalone",
     workers: Workers = 2,
+    brokers: Brokers = 1,
     downtime: Annotated[float, typer.Option(help="seconds a killed driver stays down")] = 1.0,
     recovery_timeout: RecoveryTimeout = 180.0,
     keep: Annotated[Path | None, typer.Option(help="run directory to keep (default runs/trial-<time>)")] = None,
@@ -146,7 +149,7 @@ def trial(
 
     check_expect(expect)
     scenario = trial_scenario(pipeline, events, seed, fault, events_per_batch, partitions, keys, skew,
-                              max_disorder_ms, late_fraction, resent_fraction, cluster, workers, downtime,
+                              max_disorder_ms, late_fraction, resent_fraction, cluster, workers, brokers, downtime,
                               recovery_timeout, conf, image, schema, sink, key, values, kafka, args, id_name,
                               [str(p) for p in sql_init or []], time_field, kafka_value)
     run_dir = keep or Path("runs") / time.strftime("trial-%Y%m%d-%H%M%S")
@@ -265,6 +268,7 @@ def campaign_run(
     = "phase",
     cluster: ClusterOpt = "standalone",
     workers: Workers = 2,
+    brokers: Brokers = 1,
     toxiproxy: Toxiproxy = None,
     conf: Annotated[list[str] | None, typer.Option(
         help="KEY=V1,V2: run every pipeline under each value (repeatable: every combination), e.g. "
@@ -307,7 +311,7 @@ def campaign_run(
         max_disorder_ms=max_disorder_ms, late_fraction=late_fraction, resent_fraction=resent_fraction,
         max_faults=max_faults, shrink=shrink, recovery_timeout=recovery_timeout,
         shrink_trials=shrink_trials, examples=list(example or []), cluster=cluster, workers=workers,
-        conf=parse_matrix(list(conf or [])) or None, timing=timing)
+        brokers=brokers, conf=parse_matrix(list(conf or [])) or None, timing=timing)
     if max_faults < 1:
         raise UserError(f"--max-faults must be at least 1, got {max_faults}")
     if recovery_timeout <= 0:

@@ -134,9 +134,11 @@ class Cluster:
 
         return PostgresServer(owned, workdir).start()
 
-    def kafka_broker(self, owned: Owned, workdir: Path):
+    def kafka_broker(self, owned: Owned, workdir: Path, brokers: int = 1):
         """The broker a job's Kafka source reads through Spark's connector, not started yet: one of the harness's
-        on this machine, unless the kind has one of its own (a node)."""
+        on this machine, unless the kind has one of its own (a node, or ``brokers`` nodes)."""
+        if brokers > 1:
+            raise UserError(f"--brokers {brokers} runs each broker as a node of its own: add --cluster docker")
         if self.host != "127.0.0.1":
             raise UserError(f"a job read through Spark's Kafka connector runs on a local cluster or Docker nodes "
                             f"for now (this one's drivers run at {self.host}): give --kafka stand-in")

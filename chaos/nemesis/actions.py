@@ -69,7 +69,8 @@ class Nemesis:
         self.kafka_topic: str | None = None  # the trial's topic on the broker (set once produced)
         self.batch_records = 0  # a batch's records (--events-per-batch): delete-records' default count
         self.grow_topic: Callable[[Fault], dict] | None = None  # add-partitions: the trial's topic grown
-        self.channel_routes: dict[str, str] = {}  # a channel's proxy when not its own name (Kafka's listeners)
+        # A channel's proxies when not the one of its own name (Kafka's listeners: one per broker).
+        self.channel_routes: dict[str, tuple[str, ...]] = {}
         self._until: list[tuple[Fault, threading.Event]] = []
         self.heals: list[threading.Thread] = []
         self.driver_kill: Fault | None = None  # the fault that killed the current driver, if any
@@ -114,9 +115,12 @@ class Nemesis:
         return live[0]
 
     def _broker(self) -> KafkaBroker:
-        if self.broker is None or self.broker.pid is None:
+        """The broker a broker fault aims at: the harness's, or of a cluster of brokers the leader of the trial's
+        topic's first partition."""
+        target = self.broker.leader_of(self.kafka_topic) if self.broker is not None else None
+        if target is None or target.pid is None:
             raise LookupError("no running Kafka broker: this pipeline reads no Kafka, or a kill left it down")
-        return self.broker
+        return target
 
     def _live_driver(self) -> Group:
         group = self.driver()
@@ -131,7 +135,7 @@ class Nemesis:
             pid = broker.kill()
             downtime = fault.duration if fault.duration is not None else DEFAULT_BROKER_DOWNTIME
             self._heal_later(fault, downtime, broker.restart, broker=pid)
-            return {"done": True, "pid": pid, "downtime": downtime}
+            return {"done": True, "pid": pid, "broker": broker.name, "downtime": downtime}
         if fault.target == "sink-db":
             if self.database is None:
                 raise LookupError("this pipeline has no sink database")
@@ -172,7 +176,7 @@ class Nemesis:
         if fault.target == "broker":
             broker = self._broker()
             broker.pause()
-            what, resume = {"broker": broker.pid}, broker.resume
+            what, resume = {"broker": broker.name, "pid": broker.pid}, broker.resume
         elif fault.target == "driver":
             group = self._live_driver()
             what, resume = {"pid": group.pid}, stop_processes(group.members())
@@ -194,7 +198,7 @@ class Nemesis:
         """The node (a worker's, a host, the sink database's or the Kafka broker's) cut off from the others and the
         host (driver, event log, controller, proxies), both ways, until the heal after the duration or at
         ``until``; with ``from=``/``with=`` only what one peer sends it (or both ways with that peer) is dropped."""
-        service = self.broker if fault.target == "broker" else self.database
+        service = self._broker() if fault.target == "broker" else self.database
         node, heal = self.cluster.partition(fault, detail, service, self.app_id())
         mode, peer = fault.peer or (None, None)
         return {"done": True, **self._heal_after(fault, heal, node=node, **({mode: peer} if mode else {}))}
@@ -221,7 +225,8 @@ class Nemesis:
         partitions) deleted; what the query had not read yet of them is gone for it."""
         from chaos.store.checkpoint import kafka_offsets
 
-        broker, topic = self._broker(), self.kafka_topic
+        self._broker()  # a running broker: its records are there to delete
+        broker, topic = self.broker, self.kafka_topic
         if topic is None:
             raise LookupError("no topic of this trial on the broker")
         logs = sorted((p for p in (self.checkpoint / "offsets").glob("[0-9]*") if int(p.name) <= fault.batch),
@@ -266,7 +271,7 @@ class Nemesis:
     def _channel(self, fault: Fault) -> dict:
         if self.channels is None:
             raise LookupError("no fault proxy in this harness")
-        heal = self.channels.apply(fault, self.channel_routes.get(fault.target))
+        heal = self.channels.apply(fault, self.channel_routes.get(fault.target, ()))
         return {"done": True, **self._heal_after(fault, heal, channel=fault.target), **fault.attributes}
 
     def _heal_after(self, fault: Fault, heal: Callable[[], None], **what) -> dict:

@@ -74,10 +74,18 @@ class Channels:
         """Between trials: every proxy enabled, no toxics."""
         self.api().reset()
 
-    def apply(self, fault: Fault, proxy_name: str | None = None) -> Callable[[], None]:
-        """Carry out a channel fault now (on the proxy ``proxy_name``, else the one its channel names); return its
-        heal."""
-        name = proxy_name or fault.target
+    def apply(self, fault: Fault, proxy_names: tuple[str, ...] = ()) -> Callable[[], None]:
+        """Carry out a channel fault now (on the proxies ``proxy_names``, else the one its channel names: the
+        connections to each broker of a Kafka cluster have one each); return its heal."""
+        if len(proxy_names) > 1:
+            heals = [self.apply(fault, (name,)) for name in proxy_names]
+
+            def heal_all() -> None:
+                for heal in heals:
+                    heal()
+
+            return heal_all
+        name = proxy_names[0] if proxy_names else fault.target
         proxy = self.proxies.get(name)
         if proxy is None:
             raise LookupError(f"this pipeline has no {name} channel")

@@ -17,6 +17,11 @@ def first_upgrade(schedule: list[Fault]) -> Fault | None:
 
 def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
     """Reject faults the pipeline cannot take (no cluster needed: called before anything starts)."""
+    if scenario.brokers > 1 and not pipeline.kafka:
+        raise UserError(f"--brokers {scenario.brokers}: {pipeline.name} reads no Kafka through the harness's broker; "
+                        "use a kafka-* pipeline or a job read with --kafka connector")
+    if scenario.brokers > 1 and not scenario.cluster.startswith("docker"):
+        raise UserError(f"--brokers {scenario.brokers} runs each broker as a node of its own: add --cluster docker")
     for fault in scenario.faults:
         if fault.action == "delete-records" and pipeline.spark_oracle:
             raise UserError(f"{fault.spec}: {pipeline.name} is judged against Spark's answer over every record, "
@@ -73,10 +78,10 @@ def trial_scenario(pipeline: str, events: int = EVENTS, seed: int = 0, fault: li
                    events_per_batch: int = EVENTS_PER_BATCH, partitions: int | None = None, keys: int | None = None,
                    skew: float | None = None, max_disorder_ms: int | None = None, late_fraction: float | None = None,
                    resent_fraction: float | None = None, cluster: str = "standalone", workers: int = 2,
-                   downtime: float = 1.0, recovery_timeout: float = 180.0, conf: list[str] | None = None,
-                   image: str | None = None, schema: str | None = None, sink: str | None = None,
-                   key: str | None = None, values: list[str] | None = None, kafka: str | None = None,
-                   args: list[str] | None = None, id_name: str | None = None,
+                   brokers: int = 1, downtime: float = 1.0, recovery_timeout: float = 180.0,
+                   conf: list[str] | None = None, image: str | None = None, schema: str | None = None,
+                   sink: str | None = None, key: str | None = None, values: list[str] | None = None,
+                   kafka: str | None = None, args: list[str] | None = None, id_name: str | None = None,
                    sql_init: list[str] | None = None, time_field: str | None = None,
                    kafka_value: str | None = None) -> Scenario:
     """The scenario ``streamchaos trial`` runs for these options (the pipeline's stream defaults under what is
@@ -93,8 +98,8 @@ def trial_scenario(pipeline: str, events: int = EVENTS, seed: int = 0, fault: li
     scenario = Scenario(
         pipeline=pipeline, events=events, seed=seed, events_per_batch=events_per_batch,
         faults=list(fault or []),
-        cluster=cluster, workers=workers, driver_downtime=downtime, recovery_timeout=recovery_timeout,
-        conf=parse_conf(list(conf or [])), **stream,
+        cluster=cluster, workers=workers, brokers=brokers, driver_downtime=downtime,
+        recovery_timeout=recovery_timeout, conf=parse_conf(list(conf or [])), **stream,
     )
     validate_schedule(scenario, chosen)  # unknown pipeline, impossible fault
     if refused := missing_here(chosen):  # a library or server this machine lacks: said before a cluster starts

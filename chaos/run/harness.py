@@ -271,13 +271,17 @@ class Harness:
         known = [j for j in self.jars.split(",") if j]
         self.jars = ",".join(known + [str(j) for j in jars if str(j) not in known])
 
-    def _ensure_kafka(self) -> None:
-        """The broker a job's Kafka source reads through Spark's connector: started once, kept for every trial."""
+    def _ensure_kafka(self, brokers: int) -> None:
+        """The broker (or ``brokers`` brokers) a job's Kafka source reads through Spark's connector: started once,
+        kept for every trial that asks for as many."""
         from chaos.clusters.kafka.jars import spark_connector_jars
 
+        if self.kafka is not None and self.kafka.brokers != brokers:
+            self.kafka.stop()
+            self.kafka = None
         if self.kafka is None:
             t0 = time.monotonic()
-            broker = self.cluster.kafka_broker(self.owned, self.workdir)
+            broker = self.cluster.kafka_broker(self.owned, self.workdir, brokers)
             self._add_jars(spark_connector_jars(say=self.echo))  # resolved here, once
             self.kafka = broker.start(
                 say=self.echo, proxy=lambda name, upstream: self.channels.open(name, upstream, self.cluster.host))
@@ -295,7 +299,7 @@ class Harness:
         if pipeline.database:
             self._ensure_database()
         if pipeline.kafka:
-            self._ensure_kafka()
+            self._ensure_kafka(scenario.brokers)
         if jars := pipeline.spark_jars(say=self.echo):
             self._add_jars(jars)
         if pipeline.checkpoint_phases or pipeline.task_phases:  # JVM hooks every driver's application must hold

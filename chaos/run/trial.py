@@ -179,7 +179,7 @@ class Trial:
         self.nemesis.kafka_topic, self.nemesis.batch_records = self.kafka_topic, self.scenario.events_per_batch
         self.nemesis.grow_topic = self.topics.grow if self.topics is not None else None
         if self.pipeline.kafka:  # its source (and Kafka sink) channel is the broker's listener, not the event log's
-            self.nemesis.channel_routes = {"source": "kafka-source", "sink": "kafka-sink"}
+            self.nemesis.channel_routes = {c: self.h.kafka.proxies(c) for c in ("source", "sink")}
         self.controller = Controller(self.history, faults, self.nemesis.fire, host=self.h.cluster.host,
                                      peers=self.h.cluster.peers_in_reports,
                                      executor_phases=self.pipeline.executor_phases)

@@ -45,6 +45,7 @@ class Scenario:
     faults: list[Fault] = field(default_factory=list)
     cluster: str = "standalone"
     workers: int = 2
+    brokers: int = 1  # Kafka brokers (--cluster docker: each a node, every partition on up to three)
     driver_downtime: float = 1.0
     recovery_timeout: float = 180.0
     # A configuration variant (chaos/scenario/variants.py): Spark settings, the trigger, writeStream options.
@@ -55,8 +56,8 @@ class Scenario:
             raise UserError(f"--events must be at least 1, got {self.events}")
         if self.events_per_batch < 1:
             raise UserError(f"--events-per-batch must be at least 1, got {self.events_per_batch}")
-        if self.partitions < 1 or self.keys < 1:
-            raise UserError("--partitions and --keys must be at least 1")
+        if self.partitions < 1 or self.keys < 1 or self.brokers < 1:
+            raise UserError("--partitions, --keys and --brokers must be at least 1")
         for name in ("late_fraction", "resent_fraction"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise UserError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
@@ -84,6 +85,7 @@ class Scenario:
                     "partitions": "--partitions", "keys": "--keys", "skew": "--skew",
                     "max_disorder_ms": "--max-disorder-ms", "late_fraction": "--late-fraction",
                     "resent_fraction": "--resent-fraction", "cluster": "--cluster", "workers": "--workers",
+                    "brokers": "--brokers",
                     "driver_downtime": "--downtime", "recovery_timeout": "--recovery-timeout"}
 
     def command(self, spark: str | None = None) -> str:

@@ -409,7 +409,7 @@ class DockerCluster(OwnWorkers):
             if container is None:
                 raise LookupError("no sink database node (a pg-* pipeline on --cluster docker)"
                                   if fault.target == "sink-db" else "no Kafka broker node")
-            node = "sink" if fault.target == "sink-db" else "kafka"
+            node = "sink" if fault.target == "sink-db" else service.name  # kafka, or kafka-N of several
         else:
             node = self.worker_index(fault, detail, app_id)
             container = self.nodes[node]
@@ -428,11 +428,11 @@ class DockerCluster(OwnWorkers):
 
         return PostgresNode(self, workdir).start()
 
-    def kafka_broker(self, owned: Owned, workdir: Path):
-        """A node of its own, which node faults and partitions reach."""
-        from chaos.clusters.docker.kafka import KafkaNode
+    def kafka_broker(self, owned: Owned, workdir: Path, brokers: int = 1):
+        """A node of its own (``brokers`` nodes: a cluster of brokers), which node faults and partitions reach."""
+        from chaos.clusters.docker.kafka import KafkaNode, KafkaNodes
 
-        return KafkaNode(self, owned, workdir)
+        return KafkaNode(self, owned, workdir) if brokers == 1 else KafkaNodes(self, owned, workdir, brokers)
 
     def attached(self, container) -> bool:
         container.reload()

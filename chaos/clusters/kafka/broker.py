@@ -52,6 +52,9 @@ class KafkaBroker:
         self._listeners: dict[str, tuple[int, str]] = {}  # SOURCE/SINK: (port, advertised address)
         self.group: Group | None = None
         self.recovery_s: float | None = None
+        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")  # KRaft's, formatted
+
+    name = "kafka"  # as faults and reports name it (a cluster of brokers: kafka-0, kafka-1, ...)
 
     @property
     def bootstrap(self) -> str:
@@ -101,14 +104,14 @@ class KafkaBroker:
         self._listeners = {}
         for name, port in ports.items():
             upstream = f"{self.address}:{port}"
-            self._listeners[name] = (port, proxy(f"kafka-{name.lower()}", upstream) if proxy else upstream)
+            [named] = self.proxies(name.lower())
+            self._listeners[name] = (port, proxy(named, upstream) if proxy else upstream)
         self.source_bootstrap, self.sink_bootstrap = (self._listeners[n][1] for n in ("SOURCE", "SINK"))
 
     def format_args(self, classpath: str) -> list[str]:
         """Java's arguments that format the data directory for a new cluster of this one broker (KRaft)."""
         # One of 64 such ids starts with "-": given as "--cluster-id=ID", never read as an option.
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        return ["-cp", classpath, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}",
+        return ["-cp", classpath, "kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
                 "-c", str(self.home / "server.properties"), "--standalone"]
 
     def java_args(self, classpath: str) -> list[str]:
@@ -116,30 +119,34 @@ class KafkaBroker:
         return [HEAP, "-Xms128m", "-XX:+UseSerialGC", "-cp", classpath, "kafka.Kafka",
                 str(self.home / "server.properties")]
 
-    def _properties(self) -> str:
+    def settings(self) -> dict[str, str]:
+        """``server.properties``: one broker that is its own controller, on this broker's listeners."""
         own = {name: (f"{self.address}:{port}", advertised) for name, (port, advertised) in self._listeners.items()}
         listeners = ",".join([f"PLAINTEXT://{self.address}:{self.port}", *(f"{n}://{a}" for n, (a, _) in own.items()),
                               f"CONTROLLER://{self.address}:{self.controller_port}"])
         advertised = ",".join([f"PLAINTEXT://{self.address}:{self.port}", *(f"{n}://{a}" for n, (_, a) in own.items())])
         protocols = ",".join(f"{n}:PLAINTEXT" for n in ("PLAINTEXT", "CONTROLLER", *own))
-        return "\n".join([
-            "process.roles=broker,controller", "node.id=1",
-            f"controller.quorum.bootstrap.servers={self.address}:{self.controller_port}",
-            f"listeners={listeners}", f"advertised.listeners={advertised}",
-            "controller.listener.names=CONTROLLER", "inter.broker.listener.name=PLAINTEXT",
-            f"listener.security.protocol.map={protocols}",
-            f"log.dirs={self.data_dir}",
-            "num.partitions=1", "offsets.topic.replication.factor=1", "offsets.topic.num.partitions=4",
-            "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1",
-            "transaction.state.log.num.partitions=4", "group.initial.rebalance.delay.ms=0",
-            "auto.create.topics.enable=false",
+        return {
+            "process.roles": "broker,controller", "node.id": "1",
+            "controller.quorum.bootstrap.servers": f"{self.address}:{self.controller_port}",
+            "listeners": listeners, "advertised.listeners": advertised,
+            "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": protocols,
+            "log.dirs": self.data_dir,
+            "num.partitions": "1", "offsets.topic.replication.factor": "1", "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+            "transaction.state.log.num.partitions": "4", "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "false",
             # Records keep the stream's event times (from 2026-01-01): past the default 7-day retention, a retention
             # check (every 5 minutes) deletes them before a job read them. A trial's topics say so themselves
             # (chaos/run/trial.py); this covers every other topic made on this broker.
-            "log.retention.ms=-1",
+            "log.retention.ms": "-1",
             # Records are flushed by the OS page cache: the harness kills processes, never the machine.
-            "log.flush.interval.messages=9223372036854775807", "",
-        ])
+            "log.flush.interval.messages": "9223372036854775807",
+        }
+
+    def _properties(self) -> str:
+        return "".join(f"{key}={value}\n" for key, value in self.settings().items())
 
     def _launch(self, classpath: str) -> None:
         self.group = self.owned.spawn(
@@ -193,12 +200,23 @@ class KafkaBroker:
         self.group = None
         shutil.rmtree(self.home, ignore_errors=True)
 
+    def leader_of(self, topic: str | None) -> KafkaBroker:
+        """The broker a broker fault aims at: the leader of ``topic``'s first partition (one broker: itself)."""
+        return self
+
+    def proxies(self, channel: str) -> tuple[str, ...]:
+        """The fault proxies of the job's ``source`` or ``sink`` connections (one per broker)."""
+        return (f"kafka-{channel}",)
+
     # Topics: one set per trial.
+    brokers = 1
+    replicas = 1  # each partition's copies: one per broker, up to three
+
     def create_topic(self, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
         from confluent_kafka.admin import NewTopic
 
         admin = self.admin()  # held until its futures resolve: a collected client cancels them
-        topic = NewTopic(name, partitions, 1, config=dict(config or {}))
+        topic = NewTopic(name, partitions, self.replicas, config=dict(config or {}))
         for future in admin.create_topics([topic], request_timeout=30).values():
             future.result(timeout=60)
 
