@@ -80,6 +80,13 @@ class Cluster:
         return None
 
     @classmethod
+    def brokers_refusal(cls, brokers: int) -> str | None:
+        """Why this kind cannot run ``brokers`` Kafka brokers for a trial (one line), or None."""
+        if brokers > 1:
+            return f"--brokers {brokers} runs each broker as a node of its own: add --cluster docker"
+        return None
+
+    @classmethod
     def reap(cls) -> int:
         """Remove what killed harnesses of this machine left through this kind, beyond their processes (which
         ``chaos.machine.processes.reap_orphans`` kills whatever the kind); how many things."""
@@ -137,8 +144,8 @@ class Cluster:
     def kafka_broker(self, owned: Owned, workdir: Path, brokers: int = 1):
         """The broker a job's Kafka source reads through Spark's connector, not started yet: one of the harness's
         on this machine, unless the kind has one of its own (a node, or ``brokers`` nodes)."""
-        if brokers > 1:
-            raise UserError(f"--brokers {brokers} runs each broker as a node of its own: add --cluster docker")
+        if refused := self.brokers_refusal(brokers):
+            raise UserError(refused)
         if self.host != "127.0.0.1":
             raise UserError(f"a job read through Spark's Kafka connector runs on a local cluster or Docker nodes "
                             f"for now (this one's drivers run at {self.host}): give --kafka stand-in")

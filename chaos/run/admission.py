@@ -3,7 +3,7 @@ the faults its pipeline and its cluster can carry out (each refusal one line say
 
 from __future__ import annotations
 
-from chaos.clusters.registry import refusal, with_image
+from chaos.clusters.registry import kind_of, refusal, with_image
 from chaos.errors import UserError
 from chaos.scenario.faults import Fault
 from chaos.scenario.scenario import EVENTS, EVENTS_PER_BATCH, Scenario
@@ -20,8 +20,8 @@ def validate_schedule(scenario: Scenario, pipeline: Pipeline) -> None:
     if scenario.brokers > 1 and not pipeline.kafka:
         raise UserError(f"--brokers {scenario.brokers}: {pipeline.name} reads no Kafka through the harness's broker; "
                         "use a kafka-* pipeline or a job read with --kafka connector")
-    if scenario.brokers > 1 and not scenario.cluster.startswith("docker"):
-        raise UserError(f"--brokers {scenario.brokers} runs each broker as a node of its own: add --cluster docker")
+    if refused := kind_of(scenario.cluster).brokers_refusal(scenario.brokers):
+        raise UserError(refused)
     for fault in scenario.faults:
         if fault.action == "delete-records" and pipeline.spark_oracle:
             raise UserError(f"{fault.spec}: {pipeline.name} is judged against Spark's answer over every record, "

@@ -121,6 +121,10 @@ class DockerCluster(OwnWorkers):
         return super().refusal(fault, spec)
 
     @classmethod
+    def brokers_refusal(cls, brokers: int) -> str | None:
+        return None  # each broker a node of its own
+
+    @classmethod
     def reap(cls) -> int:
         """Containers and networks whose owner is gone (their labels say whose)."""
         return reap_containers()
