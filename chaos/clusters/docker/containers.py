@@ -49,6 +49,16 @@ def labels(kind: str, owner: str | None = None) -> dict[str, str]:
     return {OWNER_LABEL: owner or my_tag(), KIND_LABEL: kind}
 
 
+def remove(container) -> None:
+    """A container of the harness's gone with its anonymous volumes (quietly, if it is gone already)."""
+    if container is None:
+        return
+    try:
+        container.remove(force=True, v=True)
+    except Exception:  # docker.errors.NotFound: gone already
+        pass
+
+
 def reap_containers() -> int:
     """Remove the containers, networks and volumes of harnesses that are gone (SIGKILLed). Returns how many."""
     if not configured():

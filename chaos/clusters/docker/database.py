@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from chaos.clusters.docker.containers import labels
+from chaos.clusters.docker.containers import labels, remove
 from chaos.clusters.postgres import PG_USER, PostgresServer, accepts, credentials, require_postgres
 from chaos.errors import HarnessError
 from chaos.machine.processes import wait_until
@@ -119,9 +119,5 @@ class PostgresNode:
         self.recovery_s = round(time.monotonic() - started, 2)
 
     def stop(self) -> None:
-        if self.container is not None:
-            try:
-                self.container.remove(force=True, v=True)
-            except Exception:  # docker.errors.NotFound: gone already
-                pass
-            self.container = None
+        remove(self.container)
+        self.container = None

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from chaos.clusters.docker.containers import labels
+from chaos.clusters.docker.containers import labels, remove
 from chaos.clusters.kafka.broker import KafkaBroker
 from chaos.clusters.kafka.jars import broker_classpath
 from chaos.errors import HarnessError
@@ -159,12 +159,8 @@ class KafkaNode(KafkaBroker):
         self.recovery_s = round(time.monotonic() - started, 2)
 
     def stop(self) -> None:
-        if self.container is not None:
-            try:
-                self.container.remove(force=True, v=True)
-            except Exception:  # docker.errors.NotFound: gone already
-                pass
-            self.container = None
+        remove(self.container)
+        self.container = None
         shutil.rmtree(self.home, ignore_errors=True)
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import psutil
 
 from chaos.clusters.base import Heal, OwnWorkers
-from chaos.clusters.docker.containers import address, client, labels, reap_containers
+from chaos.clusters.docker.containers import address, client, labels, reap_containers, remove
 from chaos.clusters.docker.image import find, has
 from chaos.clusters.postgres import PASSFILE_VAR
 from chaos.errors import HarnessError, UserError
@@ -446,11 +446,7 @@ class DockerCluster(OwnWorkers):
         if self.docker is None:
             return
         for node in [*self.nodes, self.master]:
-            if node is not None:
-                try:
-                    node.remove(force=True, v=True)
-                except Exception:  # docker.errors.NotFound: gone already
-                    pass
+            remove(node)
         self.nodes, self.master = [None] * self.workers, None
         if self.network is not None:
             try:
