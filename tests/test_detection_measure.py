@@ -112,6 +112,7 @@ def test_jobs_that_name_another_pyspark_are_grouped_to_run_on_it(detection):
     here = detection.current_version()
     assert groups[here] == [n for n, j in truths["jobs"].items() if "spark" not in j]
     assert {v: sorted(names) for v, names in groups.items() if v != here} == {
-        "4.2.0": ["delta_append", "delta_txn_append", "kafka_producer", "kafka_txn_marker"]}
+        "4.2.0": ["delta_append", "delta_merge_outer_txn", "delta_merge_txn", "delta_txn_append", "kafka_producer",
+                  "kafka_txn_marker"]}
     with pytest.raises(SystemExit, match="delta_append: pyspark 9.9.9 is not added"):
         detection.rows_on("9.9.9", ["delta_append"], None)

@@ -125,8 +125,10 @@ def test_node_faults_parse_kill_pause_and_partition():
             parse_fault(bad)
     db = parse_fault("partition@3:sink-write/node=sink/10s")
     assert (db.kind, db.target, db.index, db.duration) == ("partition", "sink-db", None, 10.0)
-    broker = parse_fault("partition@3:reading/node=kafka/from=node=0/5s")  # the broker's node, from worker 0
-    assert (broker.target, broker.index, broker.peer, broker.duration) == ("broker", None, ("from", "node=0"), 5.0)
+    broker = parse_fault("partition@3:reading/node=kafka/5s")  # the broker's node
+    assert (broker.target, broker.index, broker.peer, broker.duration) == ("broker", None, None, 5.0)
+    with pytest.raises(UserError, match="reached through the fault proxies on the host's end"):
+        parse_fault("partition@3:reading/node=kafka/from=node=0/5s")  # the job's traffic comes from the host
     for bad, words in [("partition@3:reading/node=x", "unknown argument 'node=x'"),
                        ("kill-driver@3:reading/node=1", "unknown argument 'node=1'"),
                        ("partition@3:reading/node=1/10s/until=committed", "not both"),
@@ -195,3 +197,15 @@ def test_several_brokers_need_docker_nodes_and_a_pipeline_that_reads_kafka_and_r
     three = Scenario("kafka-passthrough", events=1000, brokers=3, cluster="docker", faults=["kill-broker@2:reading"])
     validate_schedule(three, resolve("kafka-passthrough"))
     assert "--cluster docker --brokers 3" in three.command() and "--brokers" not in Scenario("x").command()
+    from chaos.clusters.registry import kind_of
+
+    assert "cannot fail over" in kind_of("docker").brokers_refusal(2)  # two voters lose the quorum with either
+    assert kind_of("docker").brokers_refusal(3) is None and kind_of("standalone").brokers_refusal(1) is None
+
+
+def test_a_topic_grows_at_its_phase_when_the_other_faults_go_to_random_times():
+    """The records keyed to new partitions are those after its batch: --timing random leaves it where it is."""
+    from chaos.scenario.random_times import at_random_times
+
+    moved = at_random_times(["add-partitions@2:sink-done/2", "kill-driver@3:sink-done"], 30.0, seed=4)
+    assert moved[0] == "add-partitions@2:sink-done/2" and moved[1].startswith("kill-driver@") and moved[1].endswith("s")

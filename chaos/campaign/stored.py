@@ -183,7 +183,10 @@ class Campaign:
         prefixes: set[str] = set()
         for name in dict.fromkeys(spec.pipelines):
             pipeline = resolve(name)  # unknown pipeline: one line, exit 2, nothing written
-            if shard is None and (reason := missing_here(pipeline)):  # a shard's plan is the same everywhere
+            reason = missing_here(pipeline) if shard is None else None  # a shard's plan is the same everywhere
+            if spec.brokers > 1 and not pipeline.kafka:
+                reason = f"--brokers {spec.brokers}: it reads no Kafka through the harness's brokers"
+            if reason:
                 skipped.append({"pipeline": name, "reason": reason})
                 continue
             actions = applicable_actions(spec.kinds, sink_channel=pipeline.sink_channel, database=pipeline.database,

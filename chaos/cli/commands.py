@@ -13,7 +13,7 @@ import typer
 
 from chaos.campaign.shards import SHARD_HELP
 from chaos.cli.console import err, out, print_result, print_summary, print_verdict
-from chaos.clusters.registry import with_image
+from chaos.clusters.registry import kind_of, with_image
 from chaos.errors import EXIT_BAD_INPUT, EXIT_INCONCLUSIVE, EXIT_VIOLATION, HarnessError, UserError
 from chaos.machine import interrupt
 from chaos.machine.own_packages import bind
@@ -314,6 +314,8 @@ def campaign_run(
         brokers=brokers, conf=parse_matrix(list(conf or [])) or None, timing=timing)
     if max_faults < 1:
         raise UserError(f"--max-faults must be at least 1, got {max_faults}")
+    if refused_brokers := kind_of(cluster).brokers_refusal(brokers):
+        raise UserError(refused_brokers)
     if recovery_timeout <= 0:
         raise UserError(f"--recovery-timeout must be a positive number of seconds, got {recovery_timeout:g}")
     if ray is not None and timing != "phase":
@@ -618,7 +620,6 @@ def doctor(
 ) -> None:
     """Check what trials need (Java, PySpark, PostgreSQL, ports, disk, memory) and say how to fix what is missing."""
     from chaos.cli.doctor import clear_archive_failures, run_checks
-    from chaos.clusters.registry import kind_of
 
     if rebuild_archives:
         cleared = clear_archive_failures()
@@ -715,7 +716,7 @@ def image_build(force: Annotated[bool, typer.Option("--force", help="build again
 def reap(cluster: Annotated[str | None, typer.Option("--cluster", help="ssh:FILE: also reap on each host of that "
                                                                        "file, over SSH")] = None) -> None:
     """Kill processes left by a harness that was itself killed (every start does this too)."""
-    from chaos.clusters.registry import kind_of, reap_every_kind
+    from chaos.clusters.registry import reap_every_kind
     from chaos.machine.processes import reap_orphans
 
     out.print(f"reaped {reap_orphans()} orphan process(es), {reap_every_kind()} container(s) and network(s)")

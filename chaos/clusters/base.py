@@ -84,7 +84,7 @@ class Cluster:
         """Why this kind cannot run ``brokers`` Kafka brokers for a trial (one line), or None."""
         if brokers > 1:
             return f"--brokers {brokers} runs each broker as a node of its own: add --cluster docker"
-        return None
+        return brokers_count_refusal(brokers)
 
     @classmethod
     def reap(cls) -> int:
@@ -224,6 +224,14 @@ class Cluster:
         """Cut the fault's node off (or ``service``'s: the sink database's, ``node=sink``, the Kafka broker's,
         ``node=kafka``), from every peer or from one; the node's index (or ``"sink"``, ``"kafka"``) and the heal."""
         raise self._cannot(fault)
+
+
+def brokers_count_refusal(brokers: int) -> str | None:
+    """Two brokers, each a voter of the KRaft quorum, lose the quorum with either: no failover, one broker's worth."""
+    if brokers == 2:
+        return ("--brokers 2 cannot fail over (two voters lose their quorum with either broker): give 1, or 3 or "
+                "more")
+    return None
 
 
 def stop_processes(procs: list[psutil.Process]) -> Heal:

@@ -46,7 +46,7 @@ def check(encoding: str, field_names: list[str]) -> None:
     schema = _parsed(str(path.resolve()) if path.is_file() else str(path))
     names = {f["name"] for f in schema.get("fields", [])} if isinstance(schema, dict) else set()
     missing = [n for n in field_names if n not in names]
-    if schema.get("type") != "record" or missing:
+    if not isinstance(schema, dict) or schema.get("type") != "record" or missing:
         raise UserError(f"--kafka-value {encoding}: the schema in {path} is not a record with the payload's fields "
                         f"({', '.join(missing or field_names)} missing): give the .avsc the job decodes with")
 

@@ -134,7 +134,7 @@ class Nemesis:
             broker = self._broker()
             pid = broker.kill()
             downtime = fault.duration if fault.duration is not None else DEFAULT_BROKER_DOWNTIME
-            self._heal_later(fault, downtime, broker.restart, broker=pid)
+            self._heal_later(fault, downtime, broker.restart, broker=broker.name, pid=pid)
             return {"done": True, "pid": pid, "broker": broker.name, "downtime": downtime}
         if fault.target == "sink-db":
             if self.database is None:

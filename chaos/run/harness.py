@@ -283,8 +283,12 @@ class Harness:
             t0 = time.monotonic()
             broker = self.cluster.kafka_broker(self.owned, self.workdir, brokers)
             self._add_jars(spark_connector_jars(say=self.echo))  # resolved here, once
-            self.kafka = broker.start(
-                say=self.echo, proxy=lambda name, upstream: self.channels.open(name, upstream, self.cluster.host))
+            try:
+                self.kafka = broker.start(
+                    say=self.echo, proxy=lambda name, upstream: self.channels.open(name, upstream, self.cluster.host))
+            except BaseException:  # a broker (or the brokers) half started: gone before the error goes on
+                broker.stop()
+                raise
             self.timings["kafka_start_s"] = round(time.monotonic() - t0, 2)
         elif not self.kafka.ready():
             self.kafka.restart()

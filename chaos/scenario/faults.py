@@ -238,8 +238,11 @@ def parse_fault(text: str) -> Fault:
                             "partition")
         if fault.duration is not None:
             raise UserError(f"{text!r}: give a duration or until=PHASE, not both")
+    if fault.peer is not None and fault.target == "broker":  # the job reaches it through proxies on the host
+        raise UserError(f"{text!r}: the broker's node is reached through the fault proxies on the host's end, from "
+                        "no other peer: cut it off whole (drop from=/with=), or cut the source or sink channel")
     if fault.peer is not None:
-        me = {"sink-db": "sink", "broker": "kafka"}.get(fault.target, f"node={fault.index}")
+        me = {"sink-db": "sink"}.get(fault.target, f"node={fault.index}")
         if fault.peer[1] == me:
             raise UserError(f"{text!r}: a node is not partitioned from itself; name another peer")
     if fault.attributes and fault.kind != "delay":

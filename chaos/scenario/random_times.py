@@ -19,12 +19,12 @@ TIMINGS = ("phase", "random")
 
 def at_random_times(faults: list[Fault | str], seconds: float, seed: int) -> list[str]:
     """``faults`` at uniform random times in ``[0, seconds]`` (seeded: the draw is recorded and replays). A clean
-    stop waits for a commit and stays at its phase; a heal at a phase (``until=``) becomes the channel's default
-    duration."""
+    stop waits for a commit and stays at its phase, as does a topic's growth (the records keyed to its new
+    partitions are those after its batch); a heal at a phase (``until=``) becomes the channel's default duration."""
     draw = random.Random(seed)
     out = []
     for fault in (parse_fault(f) if isinstance(f, str) else f for f in faults):
-        if fault.timed or fault.action == "stop-driver":
+        if fault.timed or fault.action in ("stop-driver", "add-partitions"):
             out.append(fault.spec)
             continue
         args = tuple(a for a in fault.args if not a.startswith("until="))

@@ -109,6 +109,8 @@ class KafkaNode(KafkaBroker):
                   f"[ -f {DATA}/meta.properties ] || java {fmt} >>{self.log_path} 2>&1; "
                   f"exec java {java} >>{self.log_path} 2>&1")
         c = self.cluster
+        for stale in c.docker.containers.list(all=True, filters={"name": f"^{c.prefix}-{self.name}$"}):
+            remove(stale)  # one a failed start of this harness left
         self.container = c.docker.containers.run(
             c.image, ["/bin/sh", "-c", script], name=f"{c.prefix}-{self.name}", hostname=self.name, user="nobody",
             network=c.network.name, labels=labels("node-kafka", c.owned.tag),
@@ -151,6 +153,9 @@ class KafkaNode(KafkaBroker):
         self.resume()
         self.container.reload()
         if self.container.status != "running":
+            # Its address kept for it (a node restarted meanwhile may have been given it): its listeners bind it.
+            self.cluster.network.disconnect(self.container, force=True)
+            self.cluster.network.connect(self.container, ipv4_address=self.address)
             self.container.start()
         if (now := self.cluster.address(self.container)) != self.address:  # listeners bound to the old one
             raise HarnessError(f"the Kafka node came back at {now}, not at {self.address} where its clients and "
@@ -226,8 +231,12 @@ class KafkaNodes(KafkaBroker):
     def leader_of(self, topic: str | None) -> KafkaBroker:
         """The broker leading ``topic``'s first partition now (the first broker when there is no topic yet)."""
         leader = -1
-        if topic is not None:
-            found = self.admin().list_topics(topic, timeout=10).topics.get(topic)
+        running = [m for m in self.members if m.alive()]  # a frozen broker would hold the metadata request
+        if topic is not None and running:
+            from confluent_kafka.admin import AdminClient
+
+            admin = AdminClient({"bootstrap.servers": ",".join(m.bootstrap for m in running), "log_level": 3})
+            found = admin.list_topics(topic, timeout=10).topics.get(topic)
             if found is not None and 0 in found.partitions:
                 leader = found.partitions[0].leader
         return next((m for m in self.members if m.number + 1 == leader), self.members[0])
@@ -247,7 +256,7 @@ class KafkaNodes(KafkaBroker):
     def restart(self) -> None:
         started = time.monotonic()
         for member in self.members:
-            if not member.alive():
+            if not member.ready():
                 member.restart()
         self._wait()
         self.recovery_s = round(time.monotonic() - started, 2)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from chaos.clusters.base import Heal, OwnWorkers
+from chaos.clusters.base import Heal, OwnWorkers, brokers_count_refusal
 from chaos.clusters.docker.containers import address, client, labels, reap_containers, remove
 from chaos.clusters.docker.image import find, has
 from chaos.clusters.postgres import PASSFILE_VAR
@@ -122,7 +122,7 @@ class DockerCluster(OwnWorkers):
 
     @classmethod
     def brokers_refusal(cls, brokers: int) -> str | None:
-        return None  # each broker a node of its own
+        return brokers_count_refusal(brokers)  # each broker a node of its own
 
     @classmethod
     def reap(cls) -> int:
