@@ -11,7 +11,6 @@ reader needs to check a coverage table; the events, checkpoints and sinks stay o
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -50,8 +49,9 @@ def keep(campaign: Path, name: str) -> int:
     out = RUNS / name
     out.mkdir(parents=True, exist_ok=True)
     for kept in ("summary.json", "report.html", "conformance.json"):
-        if (campaign / kept).exists():
-            shutil.copyfile(campaign / kept, out / kept)
+        if (campaign / kept).exists():  # named by the kept name, not by where it ran on the machine that ran it
+            text = (campaign / kept).read_text().replace(str(campaign.resolve()), name)
+            (out / kept).write_text(text.replace(str(campaign), name))
     spec = json.loads((campaign / "campaign.json").read_text())["spec"] if (campaign / "campaign.json").exists() else {}
     spark = spark_option(spec.get("spark"))  # the replay commands name it where it is not the installed one
     lines = [line for t in sorted((campaign / "trials").iterdir()) if (line := trial_line(t, spark))]
