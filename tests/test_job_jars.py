@@ -109,3 +109,26 @@ def test_a_jar_that_is_not_here_stops_the_trial_in_one_line_before_anything_star
     assert run.rc == 2 and len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
     assert "spark.jars /opt/jars/udfs-1.0.jar (job.py:4) is not on this machine" in lines[0]
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_job_read_as_avro_gets_sparks_avro_functions_unless_it_asks_for_them_itself(tmp_path):
+    """--kafka-value avro:FILE adds spark-avro at the running Spark's version (what spark-submit --packages would);
+    a job that names it in spark.jars.packages keeps its own setting, taken at the running Spark's version."""
+    import json
+
+    from chaos.jobs.reference import job_ref
+    from pipelines_under_test import resolve
+
+    avsc = tmp_path / "order.avsc"
+    avsc.write_text(json.dumps({"type": "record", "name": "O", "fields": [{"name": "order_id", "type": "string"}]}))
+    job(tmp_path, 'def run(spark):\n    return spark.readStream.format("kafka").load()\n')
+    job(tmp_path, 'from pyspark.sql import SparkSession\n\ndef run():\n    return SparkSession.builder.config('
+                  '"spark.jars.packages", "org.apache.spark:spark-avro_2.13:3.5.0").getOrCreate()\n', "own.py")
+    for entry, asked in (("job.py", "--kafka-value avro"), ("own.py", "spark.jars.packages")):
+        ref = job_ref(f"{tmp_path / entry}:run", "order_id STRING", "parquet", kafka="stand-in",
+                      encoding=f"avro:{avsc}")
+        [wanted] = [w for w in resolve(ref)._jars_wanted if w.what and w.what.artifact.startswith("spark-avro")]
+        import pyspark
+
+        assert wanted.what.artifact == "spark-avro_2.13" and wanted.what.version == pyspark.__version__
+        assert asked in wanted.refusal and wanted.spark

@@ -462,6 +462,7 @@ def test_a_jobs_kafka_sink_writes_the_trials_output_topic_and_a_replayed_batch_i
     assert left_by(run.pid) == []
 
 
+@pytest.mark.long  # the encoding and the jar it adds: tests/test_job_shapes.py, tests/test_job_jars.py
 def test_a_job_decoding_avro_with_its_own_schema_file_reads_what_the_registry_framing_carries(tmp_path,
                                                                                               connector_cluster):
     """examples/orders_avro.py as written: each value a schema registry's five-byte header and Avro bytes in the
