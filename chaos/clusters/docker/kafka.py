@@ -233,9 +233,7 @@ class KafkaNodes(KafkaBroker):
         leader = -1
         running = [m for m in self.members if m.alive()]  # a frozen broker would hold the metadata request
         if topic is not None and running:
-            from confluent_kafka.admin import AdminClient
-
-            admin = AdminClient({"bootstrap.servers": ",".join(m.bootstrap for m in running), "log_level": 3})
+            admin = self.admin(",".join(m.bootstrap for m in running))
             found = admin.list_topics(topic, timeout=10).topics.get(topic)
             if found is not None and 0 in found.partitions:
                 leader = found.partitions[0].leader

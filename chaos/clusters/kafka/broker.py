@@ -170,10 +170,11 @@ class KafkaBroker:
             return False
         return self.admin().list_topics(timeout=5).brokers != {}
 
-    def admin(self):
+    def admin(self, bootstrap: str | None = None):
+        """An admin client of this broker (``bootstrap``: of some brokers of a cluster only)."""
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+        return AdminClient({"bootstrap.servers": bootstrap or self.bootstrap, "log_level": 3})
 
     def kill(self) -> int | None:
         """SIGKILL the broker (``kill-broker``)."""
