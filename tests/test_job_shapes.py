@@ -194,6 +194,29 @@ def test_a_kafka_value_may_be_avro_in_the_jobs_own_schema_file_with_or_without_a
     assert parse_ref(spec.ref) == spec
 
 
+def test_an_avro_schema_under_the_working_directory_is_stored_relative_and_read_from_a_drivers_own(
+        tmp_path, monkeypatch):
+    """A stored scenario names the schema as --sql-init files are named (a clone replays it); a driver, started
+    in a directory of its own, reads it under the harness's working directory (STREAMCHAOS_CWD)."""
+    from chaos.jobs.avro_values import HARNESS_CWD, schema_file
+
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "order.avsc").write_text(json.dumps(NESTED_AVRO))
+    (tmp_path / "job.py").write_text("def run(spark):\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    ref = job_ref("job.py:run", schema="order_id STRING, buyer STRUCT<name: STRING>, amount LONG, ts TIMESTAMP",
+                  sink="parquet", encoding="avro:schemas/order.avsc")
+    encoding = parse_ref(ref).encoding
+    assert encoding == "avro:schemas/order.avsc"
+    elsewhere = tmp_path / "driver-home"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setenv(HARNESS_CWD, str(tmp_path))
+    assert schema_file(encoding) == tmp_path / "schemas" / "order.avsc"
+    fields = parse_schema("order_id STRING, buyer STRUCT<name: STRING>, amount LONG, ts TIMESTAMP")
+    assert encode({"order_id": "o1", "buyer": {"name": "k"}, "amount": 1, "ts": MS * 1000}, encoding, fields)
+
+
 def test_an_avro_schema_file_that_is_missing_or_does_not_fit_the_payload_is_one_line(tmp_path):
     ddl = "order_id STRING, amount LONG, ts TIMESTAMP"
     (tmp_path / "other.avsc").write_text(json.dumps({"type": "record", "name": "X", "fields": [

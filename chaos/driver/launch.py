@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from chaos.jobs.avro_values import HARNESS_CWD
 from chaos.machine.own_packages import first_on_path, user_entries
 from chaos.machine.spark import spark_env
 
@@ -23,4 +24,5 @@ def driver_env() -> dict[str, str]:
     chaos/driver/sitehook/sitecustomize.py first."""
     env = spark_env()
     env["PYTHONPATH"] = os.pathsep.join([str(SITE_HOOK), first_on_path(str(Path.cwd()), *user_entries())])
+    env[HARNESS_CWD] = str(Path.cwd())  # relative files a job's options name (chaos.jobs.avro_values.schema_file)
     return env

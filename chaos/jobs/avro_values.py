@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import struct
 from functools import lru_cache
 from pathlib import Path
@@ -29,15 +30,24 @@ def is_avro(encoding: str) -> bool:
     return encoding.startswith(PREFIXES)
 
 
+HARNESS_CWD = "STREAMCHAOS_CWD"  # the harness's working directory, in its drivers' environment (chaos/driver/launch.py)
+
+
 def schema_file(encoding: str) -> Path:
-    return Path(encoding.split(":", 1)[1])
+    """The schema file of ``avro:FILE``: a relative FILE is under the harness's working directory, from which
+    drivers (started in a directory of their own) read it too."""
+    path = Path(encoding.split(":", 1)[1]).expanduser()
+    return path if path.is_absolute() else Path(os.environ.get(HARNESS_CWD) or Path.cwd()) / path
 
 
-def absolute(encoding: str) -> str:
-    """``avro:FILE`` with FILE absolute (the drivers and the stand-in source read it from their own directory)."""
+def stored(encoding: str) -> str:
+    """``avro:FILE`` as a stored scenario keeps it: relative to the working directory when the file is under it
+    (a checkout's stored scenarios replay from any clone, as ``--sql-init`` files do), else absolute."""
     if not is_avro(encoding):
         return encoding
-    return f"{encoding.split(':', 1)[0]}:{schema_file(encoding).expanduser().resolve()}"
+    path = schema_file(encoding).resolve()
+    cwd = Path.cwd().resolve()
+    return f"{encoding.split(':', 1)[0]}:{path.relative_to(cwd) if path.is_relative_to(cwd) else path}"
 
 
 def check(encoding: str, field_names: list[str]) -> None:

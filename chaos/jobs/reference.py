@@ -327,7 +327,7 @@ def job_ref(pipeline: str, schema=None, sink: str | None = None, key: str | tupl
                    given.kafka if given.kafka and kafka is None else kafka_source(given.entry, kafka),
                    tuple(args) if args else given.args, id_name or given.id,
                    tuple(sql_files(sql_init)) if sql_init else given.sql, time or given.time,
-                   avro_values.absolute(encoding) if encoding else given.encoding).validate().ref
+                   avro_values.stored(encoding) if encoding else given.encoding).validate().ref
 
 
 def sql_files(paths: list[str] | tuple[str, ...]) -> list[str]:
