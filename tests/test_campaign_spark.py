@@ -77,6 +77,7 @@ def finished_trials(root: Path) -> dict[str, float]:
             if (d / "verdict.json").exists()} if trials.is_dir() else {}
 
 
+@pytest.mark.long  # reaping after a SIGKILL: tests/test_orphans_spark.py; resume: tests/test_campaign_store.py
 def test_sigkilled_campaign_resumes_without_losing_or_repeating_a_trial(tmp_path):
     args = [sys.executable, "-m", "chaos", "campaign", "run", "--pipeline", "passthrough-idempotent",
             "--trials", "2", "--seed", "2", "--events", EVENTS, "--max-faults", "1", "--out", "c"]
