@@ -6,6 +6,7 @@ change gives the same answer a fresh trial would.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,9 +21,10 @@ from chaos.store.records import load_history, load_result
 from properties.attribution import attribute, batch_of_events, fault_before_commit, fault_for_loss, fired_faults
 from properties.classifier import Classification, classify
 from properties.consistent_cut import check_cut
+from properties.held import held_note, held_view
 from properties.inference import Inference, infer_from_counts
 from properties.rows import BatchAnswer, infer_from_rows
-from properties.verdicts import BATCH_DEPENDENT, EXACTLY_ONCE, REFUSED, STALLED, meets
+from properties.verdicts import BATCH_DEPENDENT, EXACTLY_ONCE, REFUSED, STALLED, from_anomalies, meets
 
 if TYPE_CHECKING:
     from pipelines_under_test import Pipeline
@@ -95,6 +97,12 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
                            "last driver): the harness did not finish it; see its last driver log, re-run the trial")
     events, source_lost = split_source_loss(pipeline, events, output, history)
     judged = judge(pipeline, events, output, expected)
+    held = None
+    if isinstance(judged, Inference) and pipeline.spark_oracle and judged.lost and result.get("outcome") == "drained":
+        held, still_lost = held_view(run_dir, judged.lost)
+        if held:
+            judged = replace(judged, lost=still_lost, verdict=from_anomalies(
+                bool(still_lost), bool(judged.duplicated), bool(judged.unexpected)))
     if isinstance(judged, Classification):
         c = judged
         effect = c.to_dict(sample=SAMPLE)
@@ -117,6 +125,8 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
     unfaulted = not any(f.get("fired") for f in result.get("faults") or []) and not result.get("restarts")
     batch_dependent = pipeline.spark_oracle and outcome == "drained" and measured != EXACTLY_ONCE and unfaulted
     verdict = BATCH_DEPENDENT if batch_dependent else verdict
+    if held and verdict == EXACTLY_ONCE:  # every row Spark's answer has is written or waits: liveness, not loss
+        verdict = STALLED
     report = {
         "pipeline": scenario.pipeline,
         "declared": pipeline.guarantee,
@@ -132,6 +142,7 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
         "effect": effect,
         "lost": lost,
         "source_lost": source_lost,
+        "held": held,
         "duplicated": duplicated,
         "unexpected": effect["unexpected"],
         "deliveries": deliveries_view(result.get("deliveries"), dup_batches),
@@ -142,7 +153,9 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
                            if pipeline.state else None),
     }
     report["late_writes"] = _late_writes(pipeline, run_dir, output)
-    if verdict == STALLED:
+    if verdict == STALLED and held:
+        report["effect"]["note"] = held_note(held)
+    elif verdict == STALLED:
         report["effect"]["note"] = f"not drained ({result.get('reason', '')}): consistency not judged"
     elif verdict == BATCH_DEPENDENT:
         report["effect"]["note"] = ("differs without any fault: the output depends on how the stream is cut into "
