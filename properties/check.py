@@ -25,6 +25,7 @@ from properties.held import held_note, held_view
 from properties.inference import Inference, infer_from_counts
 from properties.rows import BatchAnswer, infer_from_rows
 from properties.verdicts import BATCH_DEPENDENT, EXACTLY_ONCE, REFUSED, STALLED, from_anomalies, meets
+from properties.watermark import batches_ran
 
 if TYPE_CHECKING:
     from pipelines_under_test import Pipeline
@@ -96,7 +97,9 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
         raise HarnessError(f"{run_dir} has no oracle/ (the job's answer over every record, written by the trial's "
                            "last driver): the harness did not finish it; see its last driver log, re-run the trial")
     events, source_lost = split_source_loss(pipeline, events, output, history)
-    judged = judge(pipeline, events, output, expected)
+    ran = batches_ran(o["batch"] for o in offsets if o.get("committed"))  # empty ones too: they move watermarks
+    with ran:
+        judged = judge(pipeline, events, output, expected)
     held = None
     if isinstance(judged, Inference) and pipeline.spark_oracle and judged.lost and result.get("outcome") == "drained":
         held, still_lost = held_view(run_dir, judged.lost)
@@ -149,8 +152,7 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
         "sink": read_sink(pipeline, sink, findings=True),
         # The checkpoint locations the job named at each start, and the one its answer's run named.
         "named_checkpoints": named_checkpoints(run_dir),
-        "consistent_cut": (check_cut(run_dir / "state", events, offsets, pipeline.expected_state)
-                           if pipeline.state else None),
+        "consistent_cut": (_cut(run_dir, events, offsets, pipeline) if pipeline.state else None),
     }
     report["late_writes"] = _late_writes(pipeline, run_dir, output)
     if verdict == STALLED and held:
@@ -165,6 +167,11 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
         report["effect"]["note"] = f"Spark refused the query as configured: {result.get('reason', '')}"
     write_json(run_dir / "verdict.json", report)
     return report
+
+
+def _cut(run_dir: Path, events: pl.DataFrame, offsets: list[dict], pipeline: Pipeline) -> dict:
+    with batches_ran(o["batch"] for o in offsets if o.get("committed")):
+        return check_cut(run_dir / "state", events, offsets, pipeline.expected_state)
 
 
 def split_source_loss(pipeline: Pipeline, events: pl.DataFrame, output: pl.DataFrame,

@@ -23,6 +23,10 @@ batch, where watermarks do nothing): every row counts, every window is emitted.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 import polars as pl
 
 from properties.oracle import key_count_unexplained
@@ -34,12 +38,31 @@ def streaming(events: pl.DataFrame) -> bool:
     return "batch" in events.columns
 
 
+# The batches the query ran, records or not (the checker sets them from the write-ahead log while it judges): a
+# batch that read no record still moves the watermark and evicts with it. Spark's Kafka source runs one when a
+# partition is added to the topic, even with no record in it and no-data batches off.
+RAN_BATCHES: ContextVar[tuple[int, ...]] = ContextVar("ran_batches", default=())
+
+
+@contextmanager
+def batches_ran(batches) -> Iterator[None]:
+    token = RAN_BATCHES.set(tuple(sorted({int(b) for b in batches})))
+    try:
+        yield
+    finally:
+        RAN_BATCHES.reset(token)
+
+
 def watermarks(events: pl.DataFrame, delay_ms: int) -> pl.DataFrame:
-    """``batch, watermark_ms, late_ms`` for every batch that holds events (null: no watermark yet):
-    the watermark that evicts state in the batch, and the previous one, that drops late rows."""
+    """``batch, watermark_ms, late_ms`` for every batch that holds events, or ran (``batches_ran``) (null: no
+    watermark yet): the watermark that evicts state in the batch, and the previous one, that drops late rows."""
     per = (events.filter(pl.col("batch") >= 0)
            .group_by("batch").agg(pl.col("event_time").max().dt.epoch("ms").alias("max_ms")).sort("batch"))
-    marks = per.select("batch", (pl.col("max_ms").cum_max().shift(1) - delay_ms).alias("watermark_ms"))
+    if ran := RAN_BATCHES.get():
+        every = pl.DataFrame({"batch": sorted(set(ran) | set(per["batch"].to_list()))},
+                             schema={"batch": per.schema["batch"]})
+        per = every.join(per, on="batch", how="left").sort("batch")
+    marks = per.select("batch", (pl.col("max_ms").cum_max().forward_fill().shift(1) - delay_ms).alias("watermark_ms"))
     return marks.with_columns(late_ms=pl.col("watermark_ms").shift(1))
 
 
