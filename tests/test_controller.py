@@ -185,3 +185,33 @@ def test_an_executors_fault_waits_for_a_tasks_report_of_a_phase_its_tasks_report
         assert fired[1:] == [("kill-executor@2:sink-write", 1)] and ctl.unfired() == []
     finally:
         ctl.close()
+
+
+def test_a_batch_planned_from_its_offsets_file_is_recorded_with_the_ends_the_file_names(tmp_path):
+    """Read before the phase's faults fire: a damage-checkpoint that unrenames or truncates offsets/N then leaves
+    the batch's ends in the history (chaos.store.result.batch_offsets reads them there), for Spark's Kafka source
+    too, which reports nothing of its own."""
+    from chaos.store.result import batch_offsets
+
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "commits").mkdir()
+    (tmp_path / "offsets" / "4").write_text('v1\n{"batchWatermarkMs":0}\n{"topic-t":{"0":425,"2":78,"1":292}}\n')
+    damaged = []
+
+    def fire(fault, detail):
+        (tmp_path / "offsets" / "4").rename(tmp_path / "offsets" / ".4.tmp")  # unrename-offsets
+        damaged.append(detail.get("end"))
+        return {"done": True}
+
+    history = History()
+    ctl = Controller(history, [parse_fault("damage-checkpoint@4:planned/unrename-offsets")], fire,
+                     checkpoint=tmp_path)
+    try:
+        ctl.handle({"type": "phase", "batch": 4, "phase": "planned", "pid": 1,
+                    "detail": {"source": "checkpoint", "after": "offsets/4"}})
+    finally:
+        ctl.close()
+    (tmp_path / "commits" / "4").write_text("v1\n{}\n")
+    assert damaged == [{"0": 425, "1": 292, "2": 78}]
+    [entry] = batch_offsets(tmp_path, history.snapshot())
+    assert entry == {"batch": 4, "start": None, "end": {"0": 425, "1": 292, "2": 78}, "committed": True}

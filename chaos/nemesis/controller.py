@@ -18,6 +18,7 @@ from pathlib import Path
 
 from chaos.machine.spark import executor_of
 from chaos.scenario.faults import Fault
+from chaos.store.checkpoint import read_offsets_file
 
 
 @dataclass
@@ -89,8 +90,11 @@ class Controller:
     """Serves barrier requests on 127.0.0.1 (or ``host``, ``Cluster.host``) and fires armed faults through ``fire``."""
 
     def __init__(self, history: History, faults: list[Fault], fire: Fire, host: str = "127.0.0.1",
-                 peers: bool = False, executor_phases: tuple[str, ...] = ()) -> None:
+                 peers: bool = False, executor_phases: tuple[str, ...] = (), checkpoint: Path | None = None) -> None:
         self.history = history
+        # The trial's checkpoint: a batch planned from ``offsets/N`` (the watcher's report) is recorded with the ends
+        # that file names, read before any fault of the phase fires (one may damage it: chaos.store.result).
+        self.checkpoint = checkpoint
         # Phases a task reports too, after the driver did (``Pipeline.executor_phases``): an executor's fault waits
         # for a task's report (one with a partition), so it lands in the task.
         self.executor_phases = executor_phases
@@ -157,6 +161,11 @@ class Controller:
             return {"ok": True}
         detail = dict(message.get("detail") or {})
         detail["pid"] = message.get("pid")
+        if (self.checkpoint is not None and detail.get("source") == "checkpoint" and "end" not in detail
+                and detail.get("after") == f"offsets/{int(message['batch'])}"):
+            ends = read_offsets_file(str(self.checkpoint / detail["after"]))
+            if ends:
+                detail["end"] = ends[0]
         executor = executor_of(int(detail["pid"])) if detail["pid"] else None
         if executor is not None:
             detail["executor"] = executor.executor_id

@@ -182,7 +182,8 @@ class Trial:
             self.nemesis.channel_routes = {c: self.h.kafka.proxies(c) for c in ("source", "sink")}
         self.controller = Controller(self.history, faults, self.nemesis.fire, host=self.h.cluster.host,
                                      peers=self.h.cluster.peers_in_reports,
-                                     executor_phases=self.pipeline.executor_phases)
+                                     executor_phases=self.pipeline.executor_phases,
+                                     checkpoint=checkpoint)
         self.controller.listeners.append(self.nemesis.on_phase)
         feed = SocketFeed(events, self.scenario.events_per_batch) if self.pipeline.socket_feed else None
         for fed in (feed, self.topics and self.topics.feed):
