@@ -41,8 +41,9 @@ def tar_of(files: dict[str, tuple[bytes, int]]) -> bytes:
 class SshHosts:
     """``count`` hosts up (sshd answering), the cluster file at ``self.file``; everything removed on exit."""
 
-    def __init__(self, tmp: Path, count: int = 3) -> None:
+    def __init__(self, tmp: Path, count: int = 3, image: str | None = None) -> None:
         self.tmp, self.count = Path(tmp), count
+        self.image = image  # a host image built for another PySpark (`streamchaos --spark V image build --hosts`)
         self.token = secrets.token_hex(3)
         self.keys = self.tmp / "keys"
         # The shared storage's path: the same on this machine and on the hosts (short: it appears in messages).
@@ -62,7 +63,7 @@ class SshHosts:
         return self
 
     def _start(self) -> None:
-        image = build(self.docker, host_recipe(), echo=lambda text: None)
+        image = self.image or build(self.docker, host_recipe(), echo=lambda text: None)
         self.keys.mkdir(parents=True)
         self.shared.mkdir()
         login = keygen(self.keys / "id_ed25519")

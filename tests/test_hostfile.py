@@ -17,6 +17,7 @@ known_hosts = "known_hosts"
 shared = "/mnt/streamchaos"
 master = "n1"
 database = "n3"
+kafka = "n2"
 [[hosts]]
 name = "n1"
 address = "10.0.0.1"
@@ -44,6 +45,7 @@ def test_a_good_file_names_hosts_master_database_and_paths_relative_to_itself(tm
     assert cluster.key == tmp_path / "id_ed25519" and cluster.known_hosts == tmp_path / "known_hosts"
     assert cluster.master_host == Host("n1", "10.0.0.1") and not cluster.existing and cluster.database == "n3"
     assert cluster.python == "python3" and cluster.workers == cluster.hosts and is_ssh("ssh:x")
+    assert cluster.kafka == "n2" and load(write(tmp_path, GOOD.replace('kafka = "n2"\n', ""))).kafka is None
     existing = load(write(tmp_path, GOOD.replace('master = "n1"', 'master = "spark://10.0.0.9:7077"')))
     assert existing.existing and existing.master_host is None
 
@@ -53,6 +55,7 @@ def test_a_good_file_names_hosts_master_database_and_paths_relative_to_itself(tm
     (("master = \"n1\"", "master = \"n9\""), "master = 'n9' is neither a host"),
     (("master = \"n1\"", "master = \"spark://h\""), "an existing cluster is spark://HOST:PORT"),
     (("database = \"n3\"", "database = \"x\""), "database = 'x' is neither a host of the file"),
+    (("kafka = \"n2\"", "kafka = \"broker\""), "kafka = 'broker' is not a host of the file (n1, n2, n3)"),
     (("shared = \"/mnt/streamchaos\"", "shared = \"rel\""), "must be an absolute path"),
     (("shared = \"/mnt/streamchaos\"", "shared = \"s3a://bucket/runs\""), "a storage URL is not read yet; mount it"),
     (("port = 2222", "port = 70000"), "port 70000 must be a number from 1 to 65535"),
@@ -125,3 +128,17 @@ def test_another_version_of_the_harness_gets_another_venv_on_the_hosts(tmp_path)
     other = venv_home([tmp_path / "own-bbbb" / "streamchaos-0.1.0-py3-none-any.whl", *deps])
     again = venv_home([*deps, tmp_path / "own-aaaa" / "streamchaos-0.1.0-py3-none-any.whl"])
     assert one != other and one == again and one.startswith(f"{VENVS}/venv-")
+
+
+def test_a_partition_of_the_broker_needs_its_host_in_the_file(tmp_path):
+    """Without ``kafka = HOST`` the broker runs on this machine, where no iptables rule of a host reaches it: one
+    line names the field and the channel fault to use instead; with it, the partition is the host's to carry out."""
+    from chaos.run.admission import check_cluster_faults
+    from chaos.scenario.scenario import Scenario
+
+    cut = Scenario("kafka-windowed-count", events=1000, faults=["partition@2:planned/node=kafka/4s"])
+    without = write(tmp_path, GOOD.replace('kafka = "n2"\n', ""))
+    with pytest.raises(UserError, match=r"needs a Kafka host in .*hosts.toml \(kafka = HOST\): here cut the source "
+                                        r"channel instead"):
+        check_cluster_faults(cut, f"ssh:{without}")
+    check_cluster_faults(cut, f"ssh:{write(tmp_path, GOOD)}")

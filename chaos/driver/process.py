@@ -53,7 +53,7 @@ def boot(config: dict, incarnation: int = 0):
     pipeline = config.get("pipeline")
     if python := (config.get("cluster_conf") or {}).get("spark.pyspark.python"):
         # PySpark takes its workers' Python from this variable only (a cluster of hosts: its venv's path, which
-        # this machine links to its own Python, chaos.clusters.ssh.cluster.link_python).
+        # this machine links to its own Python, chaos.clusters.ssh.shipping.link_python).
         os.environ["PYSPARK_PYTHON"] = python
     if config.get("tmp_dir"):  # this driver's own part of the harness's scratch directory
         scratch = driver_scratch(config["tmp_dir"], os.getpid())

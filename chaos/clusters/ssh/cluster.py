@@ -16,10 +16,7 @@ Python workers, and iptables DROP rules on a host for a peer's address (one way 
 
 from __future__ import annotations
 
-import os
-import shlex
 import socket
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -28,7 +25,7 @@ from chaos.clusters.ssh.checks import check_hosts
 from chaos.clusters.ssh.client import Remote
 from chaos.clusters.ssh.hostsfile import Host, HostCluster, load
 from chaos.clusters.ssh.remote import HostProcs, HostRules, reap
-from chaos.clusters.ssh.shipping import host_jar, ship, wheels
+from chaos.clusters.ssh.shipping import host_jar, link_python, ship, wheels
 from chaos.errors import HarnessError, UserError
 from chaos.machine.jvm import hooks_jar, hooks_unavailable
 from chaos.machine.processes import Owned, wait_until
@@ -91,6 +88,9 @@ class HostsCluster(Cluster):
         if fault.target == "node" and fault.kind not in ("partition", "kill", "pause", "slow"):
             return (f"{fault.spec}: on a cluster of hosts, kill, pause, slow or partition a host (kill-node, "
                     "pause-node, slow-node, partition) or fault an executor; oom-node needs --cluster docker")
+        if fault.target == "broker" and fault.action == "partition" and not file.kafka:
+            return (f"{fault.spec} needs a Kafka host in {file.path} (kafka = HOST): here cut the source channel "
+                    "instead: cut-source@BATCH:PHASE/10s")
         if fault.target == "sink-db" and file.user_database:
             return (f"{fault.spec}: the database of DATABASE_URL is yours, not the harness's: fault the sink channel "
                     "instead (e.g. down-sink@2:sink-write/3s), or name a host as database")
@@ -139,6 +139,20 @@ class HostsCluster(Cluster):
             return self.database
         return super().sink_database(owned, workdir)
 
+    def kafka_broker(self, owned: Owned, workdir: Path, brokers: int = 1):
+        """The file's Kafka host's broker (``kafka = HOST``: node faults reach it), else one on this machine, which
+        the job reaches through the source and sink channels' proxies on this machine's address toward the hosts."""
+        if refused := self.brokers_refusal(brokers):
+            raise UserError(refused)
+        if self.file.kafka:
+            from chaos.clusters.ssh.kafka import HostKafka
+
+            self.broker = HostKafka(self, owned, workdir)
+            return self.broker
+        from chaos.clusters.kafka.broker import KafkaBroker
+
+        return KafkaBroker(owned, workdir)
+
     def __init__(self, spec: str, workdir: Path, worker_cores: int = 1, worker_memory: str = "1g") -> None:
         self.file: HostCluster = load(spec)
         super().__init__(self.file.master if self.file.existing else "")
@@ -156,6 +170,7 @@ class HostsCluster(Cluster):
         self.host = "127.0.0.1"
         # chaos.clusters.ssh.database.HostDatabase, when a trial's pipeline needs the file's database host
         self.database = None
+        self.broker = None  # chaos.clusters.ssh.kafka.HostKafka, when a trial's pipeline reads Kafka on the file's host
         self.throttles: dict[str, int] = {}  # host name -> pid of its throttle (a slowed host)
         require_shared(self.file, self.workdir)
 
@@ -272,12 +287,14 @@ class HostsCluster(Cluster):
         self.procs[self.file.hosts[i].name].kill_all()
 
     def restart_worker(self, i: int) -> None:
-        """A killed host comes back: its master first, if it was the master's host, then its worker."""
+        """A killed host comes back: its master first, if it was the master's host, its database or broker, then
+        its worker."""
         host = self.file.hosts[i]
         if self.file.master_host == host and "master" not in self._alive():
             self.start_master()
-        if self.database is not None and self.database.host == host and not self.database.ready():
-            self.database.restart()
+        for service in (self.database, self.broker):  # the database's or the broker's host: it comes back too
+            if service is not None and service.host == host and not service.ready():
+                service.restart()
         self.start_worker(i)
         self.wait_worker(i)
 
@@ -376,12 +393,22 @@ class HostsCluster(Cluster):
         self.restart_worker(i)
 
     def partition(self, fault, detail: dict, database, app_id: str | None) -> tuple[int | str, Heal]:
-        """iptables rules on the host over SSH: the sink database's port on its host, or a host's traffic."""
+        """iptables rules on the host over SSH: the sink database's port on its host, the Kafka broker's listeners
+        on its host (``database`` is the broker then), or a host's traffic."""
         mode, peer = fault.peer or (None, None)
         if fault.target == "sink-db":
             if self.database is None or database is not self.database:
                 raise LookupError("no sink database host (a pg-* pipeline and database = HOST in the hosts' file)")
             return "sink", self.block_port(self.file.hosts.index(database.host), database.port, peer)
+        if fault.target == "broker":
+            from chaos.clusters.ssh.kafka import HostKafka
+
+            if not isinstance(database, HostKafka):
+                raise LookupError("no Kafka host (a pipeline reading Kafka and kafka = HOST in the hosts' file)")
+            rules = self.rules[database.host.name]
+            made = [rule for port in database.listener_ports()
+                    for rule in rules.drop_port(port, self.address_of(peer) if peer else None)]
+            return "kafka", _deleting(rules, made)
         node = self.worker_index(fault, detail, app_id)
         return node, self.block(node, peer, both=mode != "from")
 
@@ -448,27 +475,6 @@ def _deleting(rules: HostRules, made: list[list[str]]):
             rules.delete(rule)
 
     return heal
-
-
-def link_python(path: str) -> None:
-    """PySpark names one Python for every worker, the driver's own (a Python data source plans in one) and the
-    executors': the venv's path on the hosts. Here that path starts this Python, which has the same code: a script
-    that runs it by the path it was started by. Not a symbolic link: Python finds a venv by the ``pyvenv.cfg``
-    beside the path it is started by, so a link to a venv's interpreter from elsewhere starts the base Python,
-    without the venv's packages."""
-    link = Path(path)
-    script = f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n"
-    if link.resolve() == Path(sys.executable).resolve() and not link.is_symlink():
-        return  # this very Python (the hosts' venv path is this machine's own)
-    if link.is_file() and not link.is_symlink() and link.read_text(errors="replace") == script:
-        return
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if link.is_symlink() or link.exists():
-        link.unlink()
-    partial = link.with_name(f".{link.name}.{os.getpid()}")
-    partial.write_text(script)
-    partial.chmod(0o755)
-    partial.replace(link)  # another harness of this machine may start it at this moment
 
 
 def require_shared(file: HostCluster, path: Path) -> None:

@@ -14,6 +14,7 @@ the field and the fix, before anything is started on any host::
     shared = "/mnt/streamchaos"
     master = "node1"                   # or "spark://10.0.0.5:7077": an existing cluster
     database = "node3"                 # optional: a host of the file, or "DATABASE_URL" (yours), else a local server
+    kafka = "node2"                    # optional: the Kafka broker's host, else a broker on this machine
 
     [[hosts]]
     name = "node1"
@@ -33,7 +34,7 @@ from chaos.clusters.ssh.dburl import read_url
 from chaos.errors import UserError
 
 PREFIX = "ssh:"
-TOP_KEYS = {"user", "key", "known_hosts", "python", "spark_home", "shared", "master", "database", "hosts"}
+TOP_KEYS = {"user", "key", "known_hosts", "python", "spark_home", "shared", "master", "database", "kafka", "hosts"}
 HOST_KEYS = {"name", "address", "port"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _MASTER_URL = re.compile(r"^spark://([^:/\s]+):(\d{1,5})$")
@@ -64,6 +65,7 @@ class HostCluster:
     python: str = "python3"
     spark_home: str | None = None
     database: str | None = None
+    kafka: str | None = None  # the host of the Kafka broker a job's Kafka source reads (chaos.clusters.ssh.kafka)
 
     @property
     def user_database(self) -> bool:
@@ -168,7 +170,12 @@ def load(spec: str | Path) -> HostCluster:
     elif database is not None and database not in names:
         raise UserError(f"{path}: database = {database!r} is neither a host of the file ({', '.join(sorted(names))}) "
                         f"nor \"{USER_DATABASE}\" (your own database, whose URL the environment holds)")
+    kafka = text_field("kafka", required=False)
+    if kafka is not None and kafka not in names:
+        raise UserError(f"{path}: kafka = {kafka!r} is not a host of the file ({', '.join(sorted(names))}): name the "
+                        "host the Kafka broker runs on, or leave kafka out for a broker on this machine")
     return HostCluster(path=path.resolve(), user=text_field("user"), key=key, known_hosts=known_hosts,
                        hosts=tuple(hosts), master=master, shared=shared,
                        python=text_field("python", required=False) or "python3",
-                       spark_home=text_field("spark_home", required=False), database=database)
+                       spark_home=text_field("spark_home", required=False), database=database,
+                       kafka=kafka)

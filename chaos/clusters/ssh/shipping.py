@@ -131,3 +131,24 @@ def ship(remote: Remote, python: str, files: list[Path]) -> str:
     finally:
         remote.run(["rm", "-rf", upload])
     return venv_python
+
+
+def link_python(path: str) -> None:
+    """PySpark names one Python for every worker, the driver's own (a Python data source plans in one) and the
+    executors': the venv's path on the hosts. Here that path starts this Python, which has the same code: a script
+    that runs it by the path it was started by. Not a symbolic link: Python finds a venv by the ``pyvenv.cfg``
+    beside the path it is started by, so a link to a venv's interpreter from elsewhere starts the base Python,
+    without the venv's packages."""
+    link = Path(path)
+    script = f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n"
+    if link.resolve() == Path(sys.executable).resolve() and not link.is_symlink():
+        return  # this very Python (the hosts' venv path is this machine's own)
+    if link.is_file() and not link.is_symlink() and link.read_text(errors="replace") == script:
+        return
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    partial = link.with_name(f".{link.name}.{os.getpid()}")
+    partial.write_text(script)
+    partial.chmod(0o755)
+    partial.replace(link)  # another harness of this machine may start it at this moment
