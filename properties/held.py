@@ -40,36 +40,46 @@ def _logged(folder: Path, field: str) -> list[int]:
     return found
 
 
-def _times_ms(value) -> list[int]:
-    """Every time in a row's value (a window's start and end inside a struct too), as epoch milliseconds (UTC)."""
+def _times_ms(value, path: str = "") -> dict[str, int]:
+    """Every time in a row's value (a window's start and end inside a struct too), by its column's path, as epoch
+    milliseconds (UTC)."""
     if isinstance(value, dict):
-        return [ms for v in value.values() for ms in _times_ms(v)]
-    if isinstance(value, list):
-        return [ms for v in value for ms in _times_ms(v)]
+        return {k: ms for name, v in value.items() for k, ms in _times_ms(v, f"{path}.{name}").items()}
     if isinstance(value, str) and _TIME.match(value):
         try:
             at = datetime.fromisoformat(value)
         except ValueError:
-            return []
-        return [int((at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp() * 1000)]
-    return []
+            return {}
+        return {path: int((at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp() * 1000)}
+    return {}
 
 
 def held_rows(lost: list[dict], trial_ms: int | None, answer_ms: int | None) -> tuple[list[dict], list[dict]]:
     """``lost`` (the row comparison's entries, each with its row as JSON in ``key``) split into the rows the
-    trial's final watermark ``trial_ms`` still holds (a time in the row after it, and no later than the
-    answer's ``answer_ms``) and the rest."""
+    trial's final watermark ``trial_ms`` still holds and the rest. A row's window ends one window after each of
+    its times (a window's width: the smallest step between the column's distinct times among the missing rows, so
+    a start or an end column both serve); it is held when that end is after ``trial_ms`` for every one of its time
+    columns and none is past the answer's ``answer_ms``. Rows whose width cannot be told (a single window) stay
+    lost: held is claimed only where the times show it."""
     if trial_ms is None or answer_ms is None or trial_ms >= answer_ms:
         return [], list(lost)
-    held, rest = [], []
+    rows = []
     for entry in lost:
         try:
-            row = json.loads(entry["key"])
+            rows.append(_times_ms(json.loads(entry["key"])))
         except (KeyError, TypeError, ValueError):
-            rest.append(entry)
-            continue
-        times = _times_ms(row)
-        (held if any(trial_ms < ms <= answer_ms for ms in times) else rest).append(entry)
+            rows.append({})
+    steps = {}
+    for column in {c for times in rows for c in times}:
+        values = sorted({times[column] for times in rows if column in times})
+        gaps = [b - a for a, b in zip(values, values[1:], strict=False) if b > a]
+        if gaps:
+            steps[column] = min(gaps)
+    held, rest = [], []
+    for entry, times in zip(lost, rows, strict=True):
+        ends = [ms + steps[c] for c, ms in times.items() if c in steps]
+        inside = bool(ends) and min(ends) > trial_ms and max(times.values()) <= answer_ms
+        (held if inside else rest).append(entry)
     return held, rest
 
 
