@@ -44,8 +44,10 @@ def session(name: str):
     if os.environ.get(KAFKA):
         import pyspark
 
-        builder = builder.config("spark.jars.packages",
-                                 f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}")
+        # slf4j-api is Spark's own; left out, a ~/.m2 holding its pom without its jar does not fail the resolution
+        builder = (builder.config("spark.jars.packages",
+                                  f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}")
+                   .config("spark.jars.excludes", "org.slf4j:slf4j-api"))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
