@@ -15,6 +15,8 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+import polars as pl
+
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 
 
@@ -40,55 +42,85 @@ def _logged(folder: Path, field: str) -> list[int]:
     return found
 
 
-def _times_ms(value, path: str = "") -> dict[str, int]:
-    """Every time in a row's value (a window's start and end inside a struct too), by its column's path, as epoch
-    milliseconds (UTC)."""
-    if isinstance(value, dict):
-        return {k: ms for name, v in value.items() for k, ms in _times_ms(v, f"{path}.{name}").items()}
+def _ms(value) -> int | None:
+    if isinstance(value, datetime):
+        return int((value if value.tzinfo else value.replace(tzinfo=UTC)).timestamp() * 1000)
     if isinstance(value, str) and _TIME.match(value):
         try:
-            at = datetime.fromisoformat(value)
+            return _ms(datetime.fromisoformat(value))
         except ValueError:
-            return {}
-        return {path: int((at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp() * 1000)}
-    return {}
+            return None
+    return None
 
 
-def held_rows(lost: list[dict], trial_ms: int | None, answer_ms: int | None) -> tuple[list[dict], list[dict]]:
-    """``lost`` (the row comparison's entries, each with its row as JSON in ``key``) split into the rows the
-    trial's final watermark ``trial_ms`` still holds and the rest. A row's window ends one window after each of
-    its times (a window's width: the smallest step between the column's distinct times among the missing rows, so
-    a start or an end column both serve); it is held when that end is after ``trial_ms`` for every one of its time
-    columns and none is past the answer's ``answer_ms``. Rows whose width cannot be told (a single window) stay
-    lost: held is claimed only where the times show it."""
+def _times(row: dict, path: str = "") -> dict[str, int]:
+    """A row's times by column path (a window struct's ``start`` and ``end`` too), as epoch ms (UTC)."""
+    found = {}
+    for name, value in row.items():
+        if isinstance(value, dict):
+            found.update(_times(value, f"{path}{name}."))
+        elif (ms := _ms(value)) is not None:
+            found[f"{path}{name}"] = ms
+    return found
+
+
+def _role(column: str) -> str | None:
+    leaf = column.rsplit(".", 1)[-1].lower()
+    return "end" if "end" in leaf else "start" if "start" in leaf else None
+
+
+def _signature(row: dict) -> str:
+    """A row without its numbers: the group it counts (a window and a customer, say)."""
+    return json.dumps({k: v for k, v in row.items() if not isinstance(v, int | float) or isinstance(v, bool)},
+                      sort_keys=True, default=str)
+
+
+def _plain_rows(frame: pl.DataFrame) -> list[dict]:
+    return [{k: (v.isoformat() if isinstance(v, datetime) else v.hex() if isinstance(v, bytes) else v)
+             for k, v in row.items()} for row in frame.iter_rows(named=True)]
+
+
+def held_rows(lost: list[dict], trial_ms: int | None, answer_ms: int | None, answer: pl.DataFrame,
+              observed: pl.DataFrame) -> tuple[list[dict], list[dict]]:
+    """``lost`` (the row comparison's entries, each row as JSON in ``key``) split into the windows the trial's final
+    watermark ``trial_ms`` still holds and the rest. Claimed only where the rows show it: a row whose window end
+    (a column named like ``end``, or one named like ``start`` plus the width, the smallest step between the
+    starts of Spark's ``answer``) is after ``trial_ms`` and no later than the answer's ``answer_ms``, and whose group
+    the sink (``observed``) holds no row of at all (an append of a window not emitted yet; an update-mode or
+    stateless job's row was written, at another count, or is lost)."""
     if trial_ms is None or answer_ms is None or trial_ms >= answer_ms:
         return [], list(lost)
-    rows = []
-    for entry in lost:
-        try:
-            rows.append(_times_ms(json.loads(entry["key"])))
-        except (KeyError, TypeError, ValueError):
-            rows.append({})
+    answers = [_times(row) for row in _plain_rows(answer)]
     steps = {}
-    for column in {c for times in rows for c in times}:
-        values = sorted({times[column] for times in rows if column in times})
+    for column in {c for times in answers for c in times if _role(c) == "start"}:
+        values = sorted({times[column] for times in answers if column in times})
         gaps = [b - a for a, b in zip(values, values[1:], strict=False) if b > a]
         if gaps:
             steps[column] = min(gaps)
+    written = {_signature(row) for row in _plain_rows(observed)}
     held, rest = [], []
-    for entry, times in zip(lost, rows, strict=True):
-        ends = [ms + steps[c] for c, ms in times.items() if c in steps]
-        inside = bool(ends) and min(ends) > trial_ms and max(times.values()) <= answer_ms
-        (held if inside else rest).append(entry)
+    for entry in lost:
+        try:
+            row = json.loads(entry["key"])
+        except (KeyError, TypeError, ValueError):
+            rest.append(entry)
+            continue
+        times = _times(row) if isinstance(row, dict) else {}
+        ends = [ms for c, ms in times.items() if _role(c) == "end"] or \
+               [ms + steps[c] for c, ms in times.items() if _role(c) == "start" and c in steps]
+        inside = bool(ends) and all(trial_ms < end <= answer_ms for end in ends)
+        unwritten = "have" not in entry and _signature(row) not in written
+        (held if inside and unwritten else rest).append(entry)
     return held, rest
 
 
-def held_view(run_dir: Path, lost: list[dict]) -> tuple[dict | None, list[dict]]:
+def held_view(run_dir: Path, lost: list[dict], answer: pl.DataFrame,
+              observed: pl.DataFrame) -> tuple[dict | None, list[dict]]:
     """The held rows of a trial judged against Spark's answer (``run_dir``'s checkpoint against its answer's), as
     the verdict reports them, and the entries still lost."""
     trial_ms = final_watermark_ms(run_dir / "checkpoint")
     answer_ms = final_watermark_ms(run_dir / "oracle" / "checkpoint")
-    held, rest = held_rows(lost, trial_ms, answer_ms)
+    held, rest = held_rows(lost, trial_ms, answer_ms, answer, observed)
     if not held:
         return None, rest
     return {"rows": sum(-e.get("delta", -1) for e in held), "watermark_ms": trial_ms,

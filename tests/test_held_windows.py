@@ -52,16 +52,43 @@ def test_rows_of_windows_between_the_two_watermarks_are_held_and_the_rest_lost(t
     answer, observed = windows([0, 10, 20, 30, 40]), windows([0])
     found = infer_from_rows(answer, observed)
     assert found.verdict == AT_MOST_ONCE and len(found.lost) == 4
-    held, lost = held_rows(found.lost, ms(25), ms(55))
+    held, lost = held_rows(found.lost, ms(25), ms(55), answer, observed)
     assert len(held) == 3 and len(lost) == 1 and '"2026-01-01T00:00:20"' in lost[0]["key"]
-    assert held_rows(found.lost, ms(55), ms(55)) == ([], found.lost)  # the same watermark: nothing is held
-    assert held_rows(found.lost, None, ms(55)) == ([], found.lost)  # no watermark: a job without one
+    assert held_rows(found.lost, ms(55), ms(55), answer, observed) == ([], found.lost)  # the same watermark
+    assert held_rows(found.lost, None, ms(55), answer, observed) == ([], found.lost)  # a job without one
 
     run = tmp_path / "run"
     write_checkpoint(run / "checkpoint", [0, ms(15), ms(25)], [ms(15), ms(25), ms(25)])
     write_checkpoint(run / "oracle" / "checkpoint", [0, ms(55)], [ms(55), ms(55)])
-    view, rest = held_view(run, found.lost)
+    view, rest = held_view(run, found.lost, answer, observed)
     assert view["rows"] == 3 and (view["watermark_ms"], view["answer_watermark_ms"]) == (ms(25), ms(55))
     assert len(rest) == 1
     note = held_note(view)
     assert "3 row(s)" in note and "00:00:25" in note and "00:00:55" in note and "held, not lost" in note
+
+
+def test_a_start_column_alone_takes_the_width_from_the_answers_starts_and_nothing_else_is_claimed():
+    """The finding's gold table writes window_start only: a window's end is its start plus the step between the
+    answer's starts (10 s), not the gap between the missing ones. A row with no window column (a stateless job's),
+    an end-only row ending before the trial's watermark, and a window the sink holds at another count (an
+    update-mode job's) stay lost."""
+    answer = windows([0, 10, 20, 30, 40]).drop("window_end")
+    missing = answer.filter(pl.col("window_start").dt.second().is_in([20, 40]))  # [20, 30) and [40, 50)
+    found = infer_from_rows(answer, answer.join(missing, on=answer.columns, how="anti"))
+    held, lost = held_rows(found.lost, ms(35), ms(55), answer, answer.join(missing, on=answer.columns, how="anti"))
+    assert [json.loads(e["key"])["window_start"] for e in lost] == ["2026-01-01T00:00:20"]  # due at 30 s: lost
+    assert len(held) == 1
+
+    events = pl.DataFrame({"id": [1, 2], "event_time": [datetime.fromtimestamp(ms(s) / 1000, tz=UTC).replace(
+        tzinfo=None) for s in (36, 40)]})
+    stateless = infer_from_rows(events, events.head(0))
+    assert held_rows(stateless.lost, ms(35), ms(55), events, events.head(0))[0] == []
+
+    ends = windows([10, 20, 30]).drop("window_start")
+    gone = infer_from_rows(ends, ends.head(0))
+    held, lost = held_rows(gone.lost, ms(35), ms(55), ends, ends.head(0))
+    assert {json.loads(e["key"])["window_end"] for e in lost} == {"2026-01-01T00:00:20", "2026-01-01T00:00:30"}
+
+    updated = windows([30]).with_columns(total=pl.lit(3))  # the window written at an earlier count
+    partial = infer_from_rows(windows([30]), updated)
+    assert held_rows(partial.lost, ms(35), ms(55), windows([30]), updated)[0] == []
