@@ -198,7 +198,7 @@ def test_an_avro_schema_under_the_working_directory_is_stored_relative_and_read_
         tmp_path, monkeypatch):
     """A stored scenario names the schema as --sql-init files are named (a clone replays it); a driver, started
     in a directory of its own, reads it under the harness's working directory (STREAMCHAOS_CWD)."""
-    from chaos.jobs.avro_values import HARNESS_CWD, schema_file
+    from chaos.jobs.avro_values import HARNESS_CWD, resolved, schema_file
 
     (tmp_path / "schemas").mkdir()
     (tmp_path / "schemas" / "order.avsc").write_text(json.dumps(NESTED_AVRO))
@@ -213,6 +213,8 @@ def test_an_avro_schema_under_the_working_directory_is_stored_relative_and_read_
     monkeypatch.chdir(elsewhere)
     monkeypatch.setenv(HARNESS_CWD, str(tmp_path))
     assert schema_file(encoding) == tmp_path / "schemas" / "order.avsc"
+    # What the driver hands the stand-in source, whose readers run in executors' own directories: absolute.
+    assert resolved(encoding) == f"avro:{tmp_path / 'schemas' / 'order.avsc'}" and resolved("json") == "json"
     fields = parse_schema("order_id STRING, buyer STRUCT<name: STRING>, amount LONG, ts TIMESTAMP")
     assert encode({"order_id": "o1", "buyer": {"name": "k"}, "amount": 1, "ts": MS * 1000}, encoding, fields)
 

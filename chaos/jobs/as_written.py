@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import UserError
-from chaos.jobs import delta_tables, kafka_clients, kafka_sink
+from chaos.jobs import avro_values, delta_tables, kafka_clients, kafka_sink
 from chaos.jobs.chains import UPSTREAM, Chain, chain_for, in_order, stop_side_queries, without_reading_reports
 from chaos.jobs.databases import phases_to, reroute, reroute_partitions
 from chaos.jobs.job_env import DATABASE_VARS, database_env
@@ -138,7 +138,7 @@ class _Reads:
                 topics = [self.log_options["topic"]]
             self.spec.fields()  # the payload's schema is needed: one line if it is missing
             shape = {"shape": "kafka", "payload": self.spec.schema, "topics": ",".join(topics), "id": self.spec.id,
-                     "time": self.spec.time, "encoding": self.spec.encoding}
+                     "time": self.spec.time, "encoding": avro_values.resolved(self.spec.encoding or "json")}
         elif fmt == "rate":
             shape = {"shape": "rate"}
         elif fmt in FILE_FORMATS:

@@ -40,6 +40,14 @@ def schema_file(encoding: str) -> Path:
     return path if path.is_absolute() else Path(os.environ.get(HARNESS_CWD) or Path.cwd()) / path
 
 
+def resolved(encoding: str) -> str:
+    """``avro:FILE`` with FILE absolute, as the driver finds it: what it hands the stand-in source, whose readers
+    run in executors started in directories of their own, without the harness's working directory."""
+    if not is_avro(encoding):
+        return encoding
+    return f"{encoding.split(':', 1)[0]}:{schema_file(encoding).resolve()}"
+
+
 def stored(encoding: str) -> str:
     """``avro:FILE`` as a stored scenario keeps it: relative to the working directory when the file is under it
     (a checkout's stored scenarios replay from any clone, as ``--sql-init`` files do), else absolute."""
