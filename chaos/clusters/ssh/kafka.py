@@ -26,7 +26,7 @@ from chaos.clusters.kafka.jars import broker_classpath
 from chaos.clusters.ssh.database import FREE_PORT
 from chaos.clusters.ssh.remote import OWNED_DIRS, OWNER_FILE, remote_tag
 from chaos.errors import HarnessError, UserError
-from chaos.machine.processes import Owned, wait_until
+from chaos.machine.processes import OWNER_VAR, Owned, wait_until
 from chaos.machine.spark import log_tail
 
 HOME_PREFIX = "kafka-"
@@ -69,14 +69,15 @@ class HostKafka(KafkaBroker):
         self.log_path.write_text("")
         self.log_path.chmod(0o666)
         home = shlex.quote(self.data_home)
-        self.remote.run(["sh", "-c", f"mkdir -p {home}/data && echo {shlex.quote(remote_tag())} > "
-                                     f"{home}/{OWNER_FILE}"], check=True)
+        self.remote.run(["sh", "-c", f"rm -rf {home} && mkdir -p {home}/data && echo {shlex.quote(remote_tag())} > "
+                                     f"{home}/{OWNER_FILE}"], check=True)  # what a stop could not remove goes first
         ports = [self._free_port() for _ in range(4)]
         self.port, self.controller_port = ports[0], ports[1]
         self._open_listeners(proxy, {"SOURCE": ports[2], "SINK": ports[3]})
         (self.home / "server.properties").write_text(self._properties())
-        fmt = self.remote.run(["sh", "-c", f"{shlex.join([*JAVA, *self.format_args(self.classpath)])} >> "
-                                           f"{shlex.quote(str(self.log_path))} 2>&1"], timeout=120)
+        tagged = f"{OWNER_VAR}={shlex.quote(self.procs.tag)}"  # reaped with the rest if the harness dies meanwhile
+        fmt = self.remote.run(["sh", "-c", f"env {tagged} {shlex.join([*JAVA, *self.format_args(self.classpath)])} "
+                                           f">> {shlex.quote(str(self.log_path))} 2>&1"], timeout=120)
         if fmt.rc != 0:
             raise HarnessError(f"Kafka's storage format failed on host {self.host} (exit {fmt.rc}): "
                                f"{log_tail(self.log_path)}")
@@ -136,3 +137,5 @@ class HostKafka(KafkaBroker):
         except UserError:
             pass  # the host went away: the next start's reaping removes the directory
         shutil.rmtree(self.home, ignore_errors=True)
+        if self.cluster.broker is self:  # a host's restart no longer brings it back
+            self.cluster.broker = None
