@@ -183,3 +183,39 @@ def test_each_add_partitions_fault_grows_to_its_own_count_and_a_missed_one_is_na
     assert "2 records held back" in topics.unsent() and "the harness's, not Spark's" in topics.unsent()
     topics.held = topics.held.clear()
     assert topics.unsent() is None
+
+
+def test_a_topic_grown_while_a_killed_broker_takes_its_clients_handles_asks_again():
+    """kill-broker@3:planned beside add-partitions@3:reading/2 on three brokers: the leader's death destroyed the
+    watermark query's connection (_DESTROY_BROKER) and the held records never reached the topic; the wait asks
+    again until the partitions show."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from chaos.run.topics import TrialTopics
+    from chaos.scenario.faults import parse_fault
+
+    class Broker:
+        def __init__(self) -> None:
+            self.asked, self.partitions, self.produced = 0, 2, []
+
+        def add_partitions(self, topic: str, total: int) -> None:
+            self.partitions = total
+
+        def end_offsets(self, topic: str) -> dict[str, int]:
+            self.asked += 1
+            if self.asked == 1:
+                raise KafkaException(KafkaError(KafkaError._DESTROY_BROKER))
+            return {str(p): 0 for p in range(self.partitions)}
+
+        def produce(self, topic: str, records) -> int:
+            self.produced.extend(records)
+            return len(self.produced)
+
+    grow = parse_fault("add-partitions@3:reading/2")
+    topics = TrialTopics.__new__(TrialTopics)
+    topics.broker, topics.topic, topics.partitions, topics.targets = Broker(), "t", 2, {grow.spec: 4}
+    topics.pipeline = type("P", (), {"kafka_records": staticmethod(lambda frame: frame["id"].to_list())})()
+    topics.held = pl.DataFrame({"id": [801, 803], "partition": [2, 3]})
+    done = topics.grow(grow)
+    assert done == {"topic": "t", "partitions": 4, "records": 2, "first_id": 801} and topics.broker.asked == 2
+    assert topics.held.is_empty() and topics.unsent() is None

@@ -104,7 +104,7 @@ class TrialTopics:
         if total > self.partitions:
             self.broker.add_partitions(self.topic, total)
         deadline = time.monotonic() + 30  # a producer naming a partition its metadata lacks fails the record
-        while len(self.broker.end_offsets(self.topic)) < total:
+        while self._shown() < total:
             if time.monotonic() > deadline:
                 raise HarnessError(f"the broker's topic {self.topic} did not show {total} partitions in 30 s")
             time.sleep(0.2)
@@ -114,6 +114,16 @@ class TrialTopics:
         self.partitions = total
         return {"topic": self.topic, "partitions": total, "records": produced,
                 "first_id": int(now["id"].min()) if now.height else None}
+
+    def _shown(self) -> int:
+        """The input topic's partitions as the brokers answer now; 0 while a broker a fault just killed took the
+        client's connection with it (KafkaError _DESTROY_BROKER): asked again until the wait's deadline."""
+        from confluent_kafka import KafkaException
+
+        try:
+            return len(self.broker.end_offsets(self.topic))
+        except KafkaException:
+            return 0
 
     def unsent(self) -> str | None:
         """What an ``add-partitions`` that did not fire left out of the topic, for a stalled trial's reason."""
