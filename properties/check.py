@@ -97,8 +97,8 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
         raise HarnessError(f"{run_dir} has no oracle/ (the job's answer over every record, written by the trial's "
                            "last driver): the harness did not finish it; see its last driver log, re-run the trial")
     events, source_lost = split_source_loss(pipeline, events, output, history)
-    ran = batches_ran(o["batch"] for o in offsets if o.get("committed"))  # empty ones too: they move watermarks
-    with ran:
+    committed = [o["batch"] for o in offsets if o.get("committed")]  # empty ones too: they move watermarks
+    with batches_ran(committed):
         judged = judge(pipeline, events, output, expected)
     held = None
     # Held windows are a restart's signature (finding 004), and only where every record was read: a record the
@@ -157,7 +157,7 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
         "sink": read_sink(pipeline, sink, findings=True),
         # The checkpoint locations the job named at each start, and the one its answer's run named.
         "named_checkpoints": named_checkpoints(run_dir),
-        "consistent_cut": (_cut(run_dir, events, offsets, pipeline) if pipeline.state else None),
+        "consistent_cut": (_cut(run_dir, events, offsets, committed, pipeline) if pipeline.state else None),
     }
     report["late_writes"] = _late_writes(pipeline, run_dir, output)
     if verdict == STALLED and held:
@@ -174,8 +174,8 @@ def check_run(run_dir: Path, pipeline: Pipeline) -> dict:
     return report
 
 
-def _cut(run_dir: Path, events: pl.DataFrame, offsets: list[dict], pipeline: Pipeline) -> dict:
-    with batches_ran(o["batch"] for o in offsets if o.get("committed")):
+def _cut(run_dir: Path, events: pl.DataFrame, offsets: list[dict], committed: list[int], pipeline: Pipeline) -> dict:
+    with batches_ran(committed):
         return check_cut(run_dir / "state", events, offsets, pipeline.expected_state)
 
 

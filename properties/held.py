@@ -17,6 +17,8 @@ from pathlib import Path
 
 import polars as pl
 
+from properties.rows import _plain
+
 _TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 
 
@@ -76,8 +78,8 @@ def _signature(row: dict) -> str:
 
 
 def _plain_rows(frame: pl.DataFrame) -> list[dict]:
-    return [{k: (v.isoformat() if isinstance(v, datetime) else v.hex() if isinstance(v, bytes) else v)
-             for k, v in row.items()} for row in frame.iter_rows(named=True)]
+    """Rows with their values as the row comparison writes them into an entry's ``key`` (``properties.rows``)."""
+    return [{k: _plain(v) for k, v in row.items()} for row in frame.iter_rows(named=True)]
 
 
 def held_rows(lost: list[dict], trial_ms: int | None, answer_ms: int | None, answer: pl.DataFrame,
@@ -90,7 +92,7 @@ def held_rows(lost: list[dict], trial_ms: int | None, answer_ms: int | None, ans
     stateless job's row was written, at another count, or is lost)."""
     if trial_ms is None or answer_ms is None or trial_ms >= answer_ms:
         return [], list(lost)
-    answers = [_times(row) for row in _plain_rows(answer)]
+    answers = [_times(row) for row in answer.iter_rows(named=True)]
     steps = {}
     for column in {c for times in answers for c in times if _role(c) == "start"}:
         values = sorted({times[column] for times in answers if column in times})
