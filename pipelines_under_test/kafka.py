@@ -24,6 +24,8 @@ from pathlib import Path
 import polars as pl
 
 from chaos.clusters.kafka.broker import OUTPUT_RECORDS
+from chaos.clusters.kafka.login import of as login_of
+from chaos.clusters.kafka.login import spark_options
 from chaos.scenario.faults import PHASES
 from pipelines_under_test.base import DriverContext
 from pipelines_under_test.event_time import WindowedCount, event_time_conf
@@ -93,6 +95,7 @@ class KafkaSourced:
 
         k = ctx.kafka or {}
         raw = (ctx.spark.readStream.format("kafka").option("kafka.bootstrap.servers", k["bootstrap"])
+               .options(**spark_options(login_of(k)))
                .option("subscribe", k["topic"]).option("startingOffsets", "earliest"))
         if max_offsets:
             raw = raw.option("maxOffsetsPerTrigger", str(k["max_offsets"]))
@@ -121,6 +124,7 @@ class KafkaPassthrough(KafkaSourced, RowPassthrough):
         out = rows.select(F.col("key"), F.to_json(F.struct("id", "key", "value")).alias("value"))
         bootstrap = k.get("sink_bootstrap") or k["bootstrap"]
         return (out.writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                .options(**spark_options(login_of(k)))
                 .option("topic", k["output"]).option("checkpointLocation", ctx.checkpoint)
                 .queryName(self.query_name).start())
 
@@ -175,6 +179,7 @@ class KafkaRealTime(KafkaPassthrough):
         out = rows.select(F.col("key"), F.to_json(F.struct("id", "key", "value")).alias("value"))
         bootstrap = k.get("sink_bootstrap") or k["bootstrap"]
         return (out.writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                .options(**spark_options(login_of(k)))
                 .option("topic", k["output"]).option("checkpointLocation", ctx.checkpoint).outputMode("update")
                 .trigger(realTime=f"{REAL_TIME_BATCH_MS} milliseconds")
                 .queryName(self.query_name).start())
@@ -229,7 +234,7 @@ class KafkaTransactional(KafkaSourced, RowPassthrough):
 
         k = ctx.kafka or {}
         sink = TransactionalKafkaSink(k.get("sink_bootstrap") or k["bootstrap"], k["output"],
-                                      f"{self.query_name}-{k['topic']}", self.mode, ctx.phase)
+                                      f"{k['topic']}-{self.query_name}", self.mode, ctx.phase, login_of(k))
         return self.start_foreach_batch(ctx, self.transform(self.read_kafka(ctx)), sink)
 
     def read_output(self, sink_dir: Path) -> pl.DataFrame:

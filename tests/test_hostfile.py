@@ -55,7 +55,7 @@ def test_a_good_file_names_hosts_master_database_and_paths_relative_to_itself(tm
     (("master = \"n1\"", "master = \"n9\""), "master = 'n9' is neither a host"),
     (("master = \"n1\"", "master = \"spark://h\""), "an existing cluster is spark://HOST:PORT"),
     (("database = \"n3\"", "database = \"x\""), "database = 'x' is neither a host of the file"),
-    (("kafka = \"n2\"", "kafka = \"broker\""), "kafka = 'broker' is not a host of the file (n1, n2, n3)"),
+    (("kafka = \"n2\"", "kafka = \"broker\""), "kafka = 'broker' is neither a host of the file (n1, n2, n3) nor"),
     (("shared = \"/mnt/streamchaos\"", "shared = \"rel\""), "must be an absolute path"),
     (("shared = \"/mnt/streamchaos\"", "shared = \"s3a://bucket/runs\""), "a storage URL is not read yet; mount it"),
     (("port = 2222", "port = 70000"), "port 70000 must be a number from 1 to 65535"),

@@ -5,6 +5,8 @@ their own (``streamchaos --spark 4.2.0 image build --hosts``)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from chaos.clusters.docker.containers import configured
@@ -77,4 +79,58 @@ def test_a_broker_on_this_machine_is_reached_through_the_proxies_and_a_replayed_
     assert {d["batch"] for d in r["duplicated"]} == {2}, r["duplicated"][:3]
     assert r["anomaly_counts"]["duplicated"] >= 150, r["anomaly_counts"]  # the batch's records, about 200
     assert left_by(run.pid) == []
+    nothing_left_on(kafka_hosts, file)
+
+
+def test_the_users_own_cluster_asks_for_a_login_and_keeps_no_secret(kafka_hosts, tmp_path):
+    """``kafka = "KAFKA_BOOTSTRAP"``: a cluster of the user's (here a broker on host2 whose listener asks for a SASL
+    PLAIN login), the protocol and mechanism in a properties file, the user and password in the environment. Spark's
+    Kafka source and sink on the hosts, the harness's producer and readers here all log in; the driver killed
+    between the batch's writes and its commit repeats it (at-least-once, as Spark documents); the trial's topics
+    are gone after it, the user's topic stays, the password is in no file of the run or the harness; a broker
+    fault on the user's cluster is refused in one line."""
+    from chaos.clusters.ssh.cluster import HostsCluster
+    from chaos.clusters.ssh.kafka import HostKafka
+    from chaos.machine.processes import Owned
+    from tests.sasl_broker import LOGIN_ENV, SECRET, with_sasl
+
+    class SaslHostKafka(HostKafka):
+        def settings(self) -> dict[str, str]:
+            return with_sasl(super().settings())
+
+    work = kafka_hosts.shared / "user-kafka"
+    (work / "broker").mkdir(parents=True)
+    cluster = HostsCluster(f"ssh:{kafka_hosts.write('sasl-broker.toml', master='host3', kafka='host2')}",
+                           work / "broker")
+    owned = Owned()
+    broker = SaslHostKafka(cluster, owned, work / "broker")
+    try:
+        broker.start()  # no proxy: its SOURCE listener, advertised as itself, is the "user's" cluster
+        broker.create_topic("orders", 1)
+        props = kafka_hosts.tmp / "client.properties"
+        props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n")
+        file = kafka_hosts.write("user-kafka.toml", master="host3", kafka="KAFKA_BOOTSTRAP",
+                                 kafka_properties=str(props))
+        env = {**os.environ, "KAFKA_BOOTSTRAP": broker.source_bootstrap, **LOGIN_ENV}
+        refused = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-passthrough", "--cluster", f"ssh:{file}",
+                      "--fault", "kill-broker@1:planned/3s", cwd=work, env=env, timeout=600)
+        assert refused.rc == 2 and "the Kafka cluster of KAFKA_BOOTSTRAP is yours" in refused.stderr, refused.stderr
+        run = cli("--spark", CONNECTOR_SPARK, "trial", "kafka-passthrough", "--cluster", f"ssh:{file}",
+                  "--events", "1000", "--fault", "kill-driver@2:sink-done", "--json", "--keep", str(work / "run"),
+                  cwd=work, env=env, timeout=1800)
+        assert run.rc == 0, run.stdout[-2000:] + run.stderr[-3000:]
+        r = run.json
+        assert r["verdict"] == "at-least-once" and all(f["fired"] for f in r["faults"]), r["faults"]
+        assert {d["batch"] for d in r["duplicated"]} == {2}, r["duplicated"][:3]
+        assert left_by(run.pid) == []
+        topics = set(broker.admin().list_topics(timeout=30).topics)
+        assert "orders" in topics and not [t for t in topics if t.startswith("streamchaos.")], topics
+        leaked = [p for p in work.rglob("*") if p.is_file() and p.relative_to(work).parts[0] != "broker"
+                  and p.stat().st_size < 50_000_000 and SECRET.encode() in p.read_bytes()]
+        assert leaked == [], leaked
+    finally:
+        broker.stop()
+        owned.stop_all()
+        for remote in cluster.remotes.values():
+            remote.close()
     nothing_left_on(kafka_hosts, file)

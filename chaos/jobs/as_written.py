@@ -306,7 +306,7 @@ def _stream_writes(stack: ExitStack, checkpoint: str, file_sink: Path, phase: Ca
             orig["foreachBatch"](self, kafka_sink.capture)
             format = None  # noqa: A001 - start()'s own parameter
         elif fmt == "kafka" and tested:  # the trial's output topic, whatever the job names
-            for key in [k for k in opts if k.lower() in ("kafka.bootstrap.servers", "topic")]:
+            for key in [k for k in opts if kafka_sink.trial_owned(k)]:
                 opts.pop(key)
             orig["options"](self, **kafka_sink.stream_options())
             if delta_phases is not None:

@@ -28,6 +28,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from chaos.clusters.kafka.login import Login, librdkafka
+from chaos.clusters.kafka.login import of as login_of
 from chaos.jobs import kafka_sink
 from chaos.jobs.callers import from_the_job
 
@@ -125,9 +127,10 @@ def _callback(names: dict[str, str], call: Any) -> Any:
 
 def _conf(route: dict | None, args: tuple, kwargs: dict) -> dict:
     conf = {**(args[0] if args else {}), **kwargs}
-    if route is not None:  # the trial's plaintext broker: the job's cluster's security settings do not apply
+    if route is not None:  # the trial's broker: the job's cluster's security settings give way to its login
         conf = {k: v for k, v in conf.items()
                 if not (k == "security.protocol" or k.startswith(("sasl.", "ssl.")))}
+        conf.update(librdkafka(login_of(route)))
         conf["bootstrap.servers"] = route["bootstrap"]
         for key in ("transactional.id", "group.id", "group.instance.id"):
             if conf.get(key):
@@ -254,17 +257,20 @@ def answer_topic(output: str, folder: Path) -> str:
     return f"{output}.answer.{Path(folder).name}"
 
 
-def begin_answer(bootstrap: str, output: str, folder: Path) -> str:
+def begin_answer(bootstrap: str, output: str, folder: Path, login: Login | None = None) -> str:
     """A topic for the answer run writing into ``folder``, with the output topic's partitions; its name."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    from chaos.clusters.kafka.broker import client_conf
+
     name = answer_topic(output, folder)
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    admin = AdminClient(client_conf(bootstrap, login, log_level=3))
     topics = admin.list_topics(timeout=30).topics
     if name in topics:  # an earlier attempt's, which died before deleting it
         _delete(admin, name)
     partitions = len(topics[output].partitions) or 1
-    for future in admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=30).values():
+    # The cluster's default replication: 1 on the harness's broker, the user's own choice on theirs.
+    for future in admin.create_topics([NewTopic(name, partitions)], request_timeout=30).values():
         future.result(timeout=60)
     return name
 
@@ -274,17 +280,17 @@ def _delete(admin, topic: str) -> None:
         future.result(timeout=60)
 
 
-def finish_answer(bootstrap: str, topic: str, folder: Path) -> int:
+def finish_answer(bootstrap: str, topic: str, folder: Path, login: Login | None = None) -> int:
     """The answer topic's committed records into ``folder``'s captured rows (key and value as text), the topic
     deleted; how many records."""
     import polars as pl
     from confluent_kafka.admin import AdminClient
 
-    from chaos.clusters.kafka.broker import read_topic
+    from chaos.clusters.kafka.broker import client_conf, read_topic
     from chaos.store.atomic import write_parquet
 
     try:
-        rows = read_topic(bootstrap, topic, committed_only=True)
+        rows = read_topic(bootstrap, topic, committed_only=True, login=login)
         if rows:
             text = [(k.decode("utf-8", "replace") if k is not None else None,
                      v.decode("utf-8", "replace") if v is not None else None) for _, _, k, v in rows]
@@ -294,7 +300,7 @@ def finish_answer(bootstrap: str, topic: str, folder: Path) -> int:
                           captured / ANSWER_RECORDS)
         return len(rows)
     finally:
-        _delete(AdminClient({"bootstrap.servers": bootstrap, "log_level": 3}), topic)
+        _delete(AdminClient(client_conf(bootstrap, login, log_level=3)), topic)
 
 
 @contextmanager
@@ -304,12 +310,12 @@ def answering(kafka: dict | None, folder: Path) -> Iterator[dict[str, str]]:
     if not kafka:
         yield {}
         return
-    bootstrap = kafka.get("sink_bootstrap") or kafka["bootstrap"]
-    topic = begin_answer(bootstrap, kafka["output"], folder)
+    bootstrap, login = kafka.get("sink_bootstrap") or kafka["bootstrap"], login_of(kafka)
+    topic = begin_answer(bootstrap, kafka["output"], folder, login)
     try:
-        yield {"answer_kafka": json.dumps({"bootstrap": bootstrap, "topic": topic})}
+        yield {"answer_kafka": json.dumps({"bootstrap": bootstrap, "topic": topic, "login": kafka.get("login")})}
     except BaseException:  # the run's own error is the one to see; the topic goes if it can
         with suppress(Exception):
-            finish_answer(bootstrap, topic, folder)
+            finish_answer(bootstrap, topic, folder, login)
         raise
-    finish_answer(bootstrap, topic, folder)
+    finish_answer(bootstrap, topic, folder, login)

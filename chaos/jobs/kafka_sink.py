@@ -17,7 +17,10 @@ import json
 import os
 from pathlib import Path
 
-OUT_VAR = "STREAMCHAOS_KAFKA_OUT"  # JSON: the trial's {"bootstrap", "topic"}, or {"capture": the answer's folder}
+from chaos.clusters.kafka.login import of as login_of
+from chaos.clusters.kafka.login import security_key, spark_options
+
+OUT_VAR = "STREAMCHAOS_KAFKA_OUT"  # JSON: the trial's {"bootstrap", "topic", "login"}, or {"capture": a folder}
 CAPTURED = "kafka"  # the answer's rows, under its folder
 
 
@@ -33,7 +36,8 @@ def begin_run(log_options: dict[str, str], folder: Path, named: str) -> None:
     """``begin`` for a run of the job with these options (the trial's ``kafka`` settings, or the answer's
     ``answer_kafka`` topic: chaos.jobs.kafka_clients), and Spark's batch Kafka writes rerouted."""
     trial = json.loads(log_options["kafka"]) if log_options.get("kafka") else None
-    begin({"bootstrap": trial.get("sink_bootstrap") or trial["bootstrap"], "topic": trial["output"]} if trial else None,
+    begin({"bootstrap": trial.get("sink_bootstrap") or trial["bootstrap"], "topic": trial["output"],
+           "login": trial.get("login")} if trial else None,
           folder, named, json.loads(log_options.get("answer_kafka") or "null"))
     reroute()
 
@@ -50,9 +54,18 @@ def target() -> dict | None:
 
 
 def stream_options() -> dict[str, str]:
-    """The streaming Kafka sink's servers and topic: the trial's output topic (the job's other settings stand)."""
+    """The streaming Kafka sink's servers, login and topic: the trial's output topic (the job's other settings
+    stand). The security protocol is always given: a job's own (for its cluster) would not reach the trial's
+    broker, and the job's other login settings mean nothing to a plaintext client."""
     out = target() or {}
-    return {"kafka.bootstrap.servers": out["bootstrap"], "topic": out["topic"]}
+    return {"kafka.bootstrap.servers": out["bootstrap"], "topic": out["topic"],
+            "kafka.security.protocol": "PLAINTEXT", **spark_options(login_of(out))}
+
+
+def trial_owned(key: str) -> bool:
+    """An option of a job's Kafka write that the trial's replaces: where it writes, and how it logs in there."""
+    key = key.lower()
+    return key in ("kafka.bootstrap.servers", "topic") or (key.startswith("kafka.") and security_key(key[6:]))
 
 
 def capture(batch_df, batch_id: int | None = None, folder: str | None = None) -> None:
@@ -83,10 +96,10 @@ def reroute() -> None:
             return save(self, path, format, mode, partitionBy, **opts)
         if "capture" in out:
             return capture(self._df, folder=out["capture"])
-        for key in [k for k in opts if k.lower() in ("kafka.bootstrap.servers", "topic")]:
+        for key in [k for k in opts if trial_owned(k)]:
             opts.pop(key)
-        option(self, "kafka.bootstrap.servers", out["bootstrap"])
-        option(self, "topic", out["topic"])
+        for key, value in stream_options().items():
+            option(self, key, value)
         return save(self, path, format, mode, partitionBy, **opts)
 
     DataFrameWriter.save = routed_save

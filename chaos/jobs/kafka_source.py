@@ -6,31 +6,36 @@ trial's, so the query reads the records the harness produced, batch N the same o
 
 from __future__ import annotations
 
+from chaos.clusters.kafka.login import of as login_of
+from chaos.clusters.kafka.login import shown, spark_options
+
 # Options that name where a Kafka source reads: pointed at the trial's broker and topic.
 KAFKA_WHERE = ("subscribe", "subscribePattern", "assign", "startingOffsetsByTimestamp", "startingTimestamp",
                "startingOffsetsByTimestampStrategy")
-KAFKA_SECURITY = ("kafka.security.protocol", "kafka.sasl.", "kafka.ssl.")  # the harness's broker is plaintext
+KAFKA_SECURITY = ("kafka.security.protocol", "kafka.sasl.", "kafka.ssl.")  # the trial's broker's login instead
 
 
 def kafka_options(options: dict, trial: dict) -> tuple[dict, dict]:
     """The job's Kafka source options on the trial's broker and topic, and what was set (option -> value; None:
-    removed). The broker, the topic and the security settings are the trial's; a start at ``latest`` (Spark's
-    default) becomes ``earliest``, since the trial's records are in the topic before the query starts; without a
-    ``maxOffsetsPerTrigger`` of its own a batch reads the trial's ``--events-per-batch``, so batch N is the same
-    records in every replay and a fault at batch N has a batch N to fire at."""
+    removed; a secret's value shown as ``[hidden]``). The broker, the topic and the login (SASL, TLS) are the
+    trial's; a start at ``latest`` (Spark's default) becomes ``earliest``, since the trial's records are in the
+    topic before the query starts; without a ``maxOffsetsPerTrigger`` of its own a batch reads the trial's
+    ``--events-per-batch``, so batch N is the same records in every replay and a fault at batch N has a batch N to
+    fire at."""
     opts = {k: str(v) for k, v in options.items()}
     changed: dict[str, str | None] = {}
     for key in list(opts):
         if key in KAFKA_WHERE or key.startswith(KAFKA_SECURITY):
             changed[key] = None
             del opts[key]
-    wanted = {"kafka.bootstrap.servers": trial["bootstrap"], "subscribe": trial["topic"]}
+    wanted = {"kafka.bootstrap.servers": trial["bootstrap"], "subscribe": trial["topic"],
+              **spark_options(login_of(trial))}
     if opts.get("startingOffsets", "latest").strip() != "earliest":
         wanted["startingOffsets"] = "earliest"
     if "maxOffsetsPerTrigger" not in opts:
         wanted["maxOffsetsPerTrigger"] = str(trial["max_offsets"])
     for key, value in wanted.items():
         if opts.get(key) != value:
-            changed[key] = value
+            changed[key] = shown(key, value)
         opts[key] = value
     return opts, changed

@@ -67,7 +67,7 @@ class TrialTopics:
 
     def __init__(self, broker, run_dir: Path, pipeline, history) -> None:
         self.broker, self.dir, self.pipeline, self.history = broker, Path(run_dir), pipeline, history
-        self.topic = "streamchaos-" + "".join(c if c.isalnum() or c in "._-" else "-" for c in self.dir.name)
+        self.topic = broker.topic_prefix + "".join(c if c.isalnum() or c in "._-" else "-" for c in self.dir.name)
         self.output = self.topic + OUTPUT_TOPIC if pipeline.kafka_sink else None
         self.feed: KafkaFeed | None = None
         self.partitions = 0  # the input topic's, now

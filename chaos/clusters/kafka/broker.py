@@ -30,6 +30,7 @@ from chaos.machine.processes import Group, Owned, wait_until
 from chaos.machine.spark import free_port, log_tail
 
 from .jars import broker_classpath
+from .login import Login, librdkafka
 
 OUTPUT_RECORDS = "output-topic.parquet"  # a trial's output topic, exported into its sink directory at the end
 HEAP = "-Xmx512m"  # a test broker's topics are small; Kafka's default 1 GiB would double the budget it adds
@@ -38,6 +39,9 @@ START_TIMEOUT_S = 90
 
 class KafkaBroker:
     address = "127.0.0.1"
+    login: Login = {}  # how clients log in (a user's cluster: chaos.clusters.kafka.login); the harness's: plaintext
+    login_file: str | None = None  # where the drivers read it (chaos.clusters.kafka.login.write)
+    topic_prefix = "streamchaos-"  # a trial's topics' names begin with it
 
     def __init__(self, owned: Owned, work_dir: Path) -> None:
         self.owned = owned
@@ -174,7 +178,11 @@ class KafkaBroker:
         """An admin client of this broker (``bootstrap``: of some brokers of a cluster only)."""
         from confluent_kafka.admin import AdminClient
 
-        return AdminClient({"bootstrap.servers": bootstrap or self.bootstrap, "log_level": 3})
+        return AdminClient(self.conf(bootstrap, log_level=3))
+
+    def conf(self, bootstrap: str | None = None, **settings) -> dict:
+        """A librdkafka client's settings for this broker: its servers, its login, ``settings``."""
+        return client_conf(bootstrap or self.bootstrap, self.login, **settings)
 
     def kill(self) -> int | None:
         """SIGKILL the broker (``kill-broker``)."""
@@ -247,8 +255,7 @@ class KafkaBroker:
         """The next offset of each partition of ``topic`` (its high watermark), as Spark's offsets name them."""
         from confluent_kafka import Consumer, TopicPartition
 
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"streamchaos-ends-{uuid.uuid4()}",
-                             "log_level": 3})
+        consumer = Consumer(self.conf(**{"group.id": f"streamchaos-ends-{uuid.uuid4()}", "log_level": 3}))
         try:
             parts = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
             return {str(p): consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
@@ -266,10 +273,10 @@ class KafkaBroker:
             if err is not None:
                 errors.append(str(err))
 
-        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
-                             # A broker a fault killed refuses connections until it is back: the feed's sends
-                             # retry, and their errors reach `errors`, not the user's terminal.
-                             "linger.ms": 5, "acks": "all", "log_level": 2})
+        producer = Producer(self.conf(**{"enable.idempotence": True,
+                                         # A broker a fault killed refuses connections until it is back: the
+                                         # feed's sends retry, and their errors reach `errors`, not the terminal.
+                                         "linger.ms": 5, "acks": "all", "log_level": 2}))
         count = 0
         for partition, key, value, ms in records:
             while True:
@@ -288,7 +295,7 @@ class KafkaBroker:
 
     def read(self, topic: str, *, committed_only: bool = False) -> list[tuple[int, int, bytes | None, bytes]]:
         """Every record of ``topic`` as (partition, offset, key, value) (``read_topic``)."""
-        return read_topic(self.bootstrap, topic, committed_only=committed_only)
+        return read_topic(self.bootstrap, topic, committed_only=committed_only, login=self.login)
 
     def export(self, topic: str, path: Path) -> int:
         """Every record of ``topic`` into a Parquet file (partition, offset, key, value, and ``committed``: in the
@@ -309,14 +316,19 @@ class KafkaBroker:
 Record = tuple[int, int, bytes | None, bytes]  # partition, offset, key, value
 
 
-def read_topic(bootstrap: str, topic: str, *, committed_only: bool = False) -> list[Record]:
+def client_conf(bootstrap: str, login: Login | None = None, **settings) -> dict:
+    """A librdkafka client's settings: ``bootstrap``, the login's (chaos.clusters.kafka.login), ``settings``."""
+    return {"bootstrap.servers": bootstrap, **librdkafka(login or {}), **settings}
+
+
+def read_topic(bootstrap: str, topic: str, *, committed_only: bool = False, login: Login | None = None) -> list[Record]:
     """Every record of ``topic`` as (partition, offset, key, value); ``committed_only`` leaves out records of
     aborted and open transactions (``isolation.level=read_committed``)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"streamchaos-read-{uuid.uuid4()}",
-                         "enable.auto.commit": False,
-                         "isolation.level": "read_committed" if committed_only else "read_uncommitted"})
+    consumer = Consumer(client_conf(bootstrap, login, **{
+        "group.id": f"streamchaos-read-{uuid.uuid4()}", "enable.auto.commit": False,
+        "isolation.level": "read_committed" if committed_only else "read_uncommitted"}))
     try:
         meta = consumer.list_topics(topic, timeout=30).topics[topic]
         parts = sorted(meta.partitions)

@@ -88,6 +88,9 @@ class HostsCluster(Cluster):
         if fault.target == "node" and fault.kind not in ("partition", "kill", "pause", "slow"):
             return (f"{fault.spec}: on a cluster of hosts, kill, pause, slow or partition a host (kill-node, "
                     "pause-node, slow-node, partition) or fault an executor; oom-node needs --cluster docker")
+        if fault.target == "broker" and file.user_kafka:
+            return (f"{fault.spec}: the Kafka cluster of {file.kafka} is yours, not the harness's: fault the job's "
+                    "driver, executors or hosts, or name a host of the file as kafka for a broker of the harness's")
         if fault.target == "broker" and fault.action == "partition" and not file.kafka:
             return (f"{fault.spec} needs a Kafka host in {file.path} (kafka = HOST): here cut the source channel "
                     "instead: cut-source@BATCH:PHASE/10s")
@@ -120,10 +123,18 @@ class HostsCluster(Cluster):
         return lines
 
     def check(self, scenario, pipeline) -> None:
-        """The user's own database (``DATABASE_URL``) is theirs: no pipeline creates databases in it."""
+        """The user's own database (``DATABASE_URL``) is theirs: no pipeline creates databases in it. The job's
+        connections to the user's own Kafka cluster pass no proxy of the harness: no channel fault acts on them."""
         if self.file.user_database and pipeline.database and pipeline.spark_oracle:
             raise UserError(f"{scenario.pipeline}: a job writing to PostgreSQL needs databases of the harness's own "
                             "for its oracle: name a host of the file as database, not DATABASE_URL")
+        if self.file.user_kafka and getattr(pipeline, "kafka", False):
+            kafka_channels = {"source", *(("sink",) if getattr(pipeline, "kafka_sink", False) else ())}
+            for fault in scenario.faults:
+                if fault.channel and fault.target in kafka_channels:
+                    raise UserError(f"{fault.spec}: the job reaches the brokers of {self.file.kafka} directly, past "
+                                    "the harness's fault proxies: kill or pause its driver or executors, or partition "
+                                    "a host instead")
 
     def sink_database(self, owned: Owned, workdir: Path):
         """The user's own (a schema of the harness's in it), the file's database host, or one on this machine."""
@@ -144,6 +155,15 @@ class HostsCluster(Cluster):
         the job reaches through the source and sink channels' proxies on this machine's address toward the hosts."""
         if refused := self.brokers_refusal(brokers):
             raise UserError(refused)
+        if self.file.user_kafka:
+            from chaos.clusters.kafka.login import load as login
+            from chaos.clusters.kafka.login import read_bootstrap
+            from chaos.clusters.ssh.userkafka import UserKafka
+
+            if brokers > 1:
+                raise UserError(f"--brokers {brokers} starts brokers of the harness's own: with kafka = "
+                                f"\"{self.file.kafka}\" the trial's topics live in your cluster; drop --brokers")
+            return UserKafka(read_bootstrap(), login(self.file.kafka_properties), workdir)
         if self.file.kafka:
             from chaos.clusters.ssh.kafka import HostKafka
 

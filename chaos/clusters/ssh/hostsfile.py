@@ -14,7 +14,8 @@ the field and the fix, before anything is started on any host::
     shared = "/mnt/streamchaos"
     master = "node1"                   # or "spark://10.0.0.5:7077": an existing cluster
     database = "node3"                 # optional: a host of the file, or "DATABASE_URL" (yours), else a local server
-    kafka = "node2"                    # optional: the Kafka broker's host, else a broker on this machine
+    kafka = "node2"                    # optional: the broker's host, or "KAFKA_BOOTSTRAP" (yours), else one here
+    kafka_properties = "client.properties"  # optional, with KAFKA_BOOTSTRAP: its login (security.protocol, sasl.*)
 
     [[hosts]]
     name = "node1"
@@ -29,12 +30,15 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from chaos.clusters.kafka import login as kafka_login
+from chaos.clusters.kafka.login import BOOTSTRAP_VAR as USER_KAFKA
 from chaos.clusters.ssh.dburl import VAR as USER_DATABASE
 from chaos.clusters.ssh.dburl import read_url
 from chaos.errors import UserError
 
 PREFIX = "ssh:"
-TOP_KEYS = {"user", "key", "known_hosts", "python", "spark_home", "shared", "master", "database", "kafka", "hosts"}
+TOP_KEYS = {"user", "key", "known_hosts", "python", "spark_home", "shared", "master", "database", "kafka",
+            "kafka_properties", "hosts"}
 HOST_KEYS = {"name", "address", "port"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _MASTER_URL = re.compile(r"^spark://([^:/\s]+):(\d{1,5})$")
@@ -66,6 +70,17 @@ class HostCluster:
     spark_home: str | None = None
     database: str | None = None
     kafka: str | None = None  # the host of the Kafka broker a job's Kafka source reads (chaos.clusters.ssh.kafka)
+    kafka_properties: Path | None = None  # the login to the user's own cluster (chaos.clusters.kafka.login)
+
+    @property
+    def user_kafka(self) -> bool:
+        """The broker is the user's own cluster, named by ``KAFKA_BOOTSTRAP`` (``chaos.clusters.ssh.userkafka``)."""
+        return self.kafka == USER_KAFKA
+
+    @property
+    def kafka_host(self) -> str | None:
+        """The host of the file the harness runs its broker on (``kafka = "HOST"``), if any."""
+        return None if self.user_kafka else self.kafka
 
     @property
     def user_database(self) -> bool:
@@ -171,11 +186,20 @@ def load(spec: str | Path) -> HostCluster:
         raise UserError(f"{path}: database = {database!r} is neither a host of the file ({', '.join(sorted(names))}) "
                         f"nor \"{USER_DATABASE}\" (your own database, whose URL the environment holds)")
     kafka = text_field("kafka", required=False)
-    if kafka is not None and kafka not in names:
-        raise UserError(f"{path}: kafka = {kafka!r} is not a host of the file ({', '.join(sorted(names))}): name the "
-                        "host the Kafka broker runs on, or leave kafka out for a broker on this machine")
+    properties = text_field("kafka_properties", required=False)
+    properties_path = relative(properties) if properties else None
+    if kafka == USER_KAFKA:
+        kafka_login.read_bootstrap()  # set and well formed, and the login usable, before anything starts
+        kafka_login.load(properties_path)
+    elif kafka is not None and kafka not in names:
+        raise UserError(f"{path}: kafka = {kafka!r} is neither a host of the file ({', '.join(sorted(names))}) nor "
+                        f"\"{USER_KAFKA}\" (your own cluster, whose servers the environment holds): name the host "
+                        "the Kafka broker runs on, or leave kafka out for a broker on this machine")
+    if properties and kafka != USER_KAFKA:
+        raise UserError(f"{path}: kafka_properties is the login to your own cluster: it goes with "
+                        f"kafka = \"{USER_KAFKA}\"; drop it for the harness's own broker")
     return HostCluster(path=path.resolve(), user=text_field("user"), key=key, known_hosts=known_hosts,
                        hosts=tuple(hosts), master=master, shared=shared,
                        python=text_field("python", required=False) or "python3",
                        spark_home=text_field("spark_home", required=False), database=database,
-                       kafka=kafka)
+                       kafka=kafka, kafka_properties=properties_path)

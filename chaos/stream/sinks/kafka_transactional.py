@@ -19,7 +19,8 @@ TIMEOUT_S = 30.0
 
 
 class TransactionalKafkaSink:
-    def __init__(self, bootstrap: str, topic: str, app: str, mode: str, phase: Callable[..., None]) -> None:
+    def __init__(self, bootstrap: str, topic: str, app: str, mode: str, phase: Callable[..., None],
+                 login: dict[str, str] | None = None) -> None:
         if mode not in ("marker", "batch-id"):
             raise ValueError(f"unknown transactional sink mode {mode!r}")
         self.bootstrap = bootstrap
@@ -27,6 +28,12 @@ class TransactionalKafkaSink:
         self.app = app  # transactional ids and the marker's group: the query's and the trial's topic
         self.mode = mode
         self.phase = phase
+        self.login = login or {}  # a user's cluster's (chaos.clusters.kafka.login)
+
+    def conf(self, **settings) -> dict:
+        from chaos.clusters.kafka.broker import client_conf
+
+        return client_conf(self.bootstrap, self.login, **settings)
 
     @property
     def group(self) -> str:
@@ -36,8 +43,8 @@ class TransactionalKafkaSink:
         """Whether a committed transaction already wrote ``batch_id`` (its marker offset is past it)."""
         from confluent_kafka import Consumer, TopicPartition
 
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
-                             "enable.auto.commit": False, "isolation.level": "read_committed", "log_level": 3})
+        consumer = Consumer(self.conf(**{"group.id": self.group, "enable.auto.commit": False,
+                                         "isolation.level": "read_committed", "log_level": 3}))
         try:
             [marker] = consumer.committed([TopicPartition(self.topic, 0)], timeout=TIMEOUT_S)
             return marker.offset > batch_id
@@ -48,8 +55,7 @@ class TransactionalKafkaSink:
         from confluent_kafka import Consumer, Producer, TopicPartition
 
         rows = df.select("id", "key", "value").collect()
-        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": f"{self.app}-{batch_id}",
-                             "log_level": 3})
+        producer = Producer(self.conf(**{"transactional.id": f"{self.app}-{batch_id}", "log_level": 3}))
         producer.init_transactions(TIMEOUT_S)  # fences a dead driver's producer of this batch, aborts its writes
         if self.mode == "marker" and self.written(batch_id):
             self.phase(batch_id, "sink-write", rows=0, skipped=True)
@@ -62,7 +68,7 @@ class TransactionalKafkaSink:
         producer.flush(TIMEOUT_S)
         self.phase(batch_id, "sink-write", rows=len(rows))  # in the topic, the transaction still open
         if self.mode == "marker":
-            consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "log_level": 3})
+            consumer = Consumer(self.conf(**{"group.id": self.group, "log_level": 3}))
             try:
                 producer.send_offsets_to_transaction([TopicPartition(self.topic, 0, batch_id + 1)],
                                                      consumer.consumer_group_metadata(), TIMEOUT_S)
