@@ -9,7 +9,7 @@ USER, SECRET = "alice", "alice-s3cret-not-in-files"
 ADMIN_SECRET = "admin-s3cret"
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
         f'password="{ADMIN_SECRET}" user_admin="{ADMIN_SECRET}" user_{USER}="{SECRET}";')
-LOGIN_ENV = {"KAFKA_SASL_USERNAME": USER, "KAFKA_SASL_PASSWORD": SECRET}
+LOGIN_ENV = {"KAFKA_SASL_USERNAME": USER, "KAFKA_SASL_PASSWORD": SECRET, "KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT"}
 
 
 def with_sasl(settings: dict[str, str]) -> dict[str, str]:

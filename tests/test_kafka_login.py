@@ -36,9 +36,26 @@ def test_a_properties_file_gives_the_protocol_and_the_environment_the_password(t
                                      "ssl.ca.location": "/etc/kafka/ca.pem"}
 
 
-def test_the_environment_alone_logs_in_with_plain_and_quotes_what_it_must():
+def test_properties_are_read_as_java_reads_them(tmp_path):
+    props = tmp_path / "client.properties"
+    props.write_text("security.protocol : SSL\n"
+                     "ssl.keystore.key = -----BEGIN PRIVATE KEY-----\\nMIIB\\n-----END PRIVATE KEY-----\n"
+                     "ssl.keystore.certificate.chain=-----BEGIN CERTIFICATE-----\\n\\\n"
+                     "    MIIC\\n-----END CERTIFICATE-----\n"
+                     "ssl.truststore.type PEM\nssl.truststore.location=C:\\\\certs\\\\ca.pem\n"
+                     "ssl.endpoint.identification.algorithm=\n")
+    got = login.load(props, {})
+    assert got["ssl.truststore.location"] == "C:\\certs\\ca.pem" and got["security.protocol"] == "SSL"
+    assert login.librdkafka(got) == {
+        "security.protocol": "SSL", "ssl.ca.location": "C:\\certs\\ca.pem",
+        "ssl.key.pem": "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----",
+        "ssl.certificate.pem": "-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----",
+        "ssl.endpoint.identification.algorithm": "none"}
+
+
+def test_the_environment_alone_logs_in_with_plain_over_tls_and_quotes_what_it_must():
     got = login.load(None, {"KAFKA_SASL_USERNAME": 'a"b', "KAFKA_SASL_PASSWORD": "p\\q"})
-    assert (got["security.protocol"], got["sasl.mechanism"]) == ("SASL_PLAINTEXT", "PLAIN")
+    assert (got["security.protocol"], got["sasl.mechanism"]) == ("SASL_SSL", "PLAIN")
     assert login.librdkafka(got)["sasl.username"] == 'a"b' and login.librdkafka(got)["sasl.password"] == "p\\q"
     assert login.load(None, {}) == {} and login.librdkafka({}) == {}
 
@@ -53,13 +70,16 @@ def test_the_environment_alone_logs_in_with_plain_and_quotes_what_it_must():
     ("security.protocol=TLS\n", {}, "security.protocol TLS is not one of"),
     ("", {"KAFKA_SASL_USERNAME": "alice"}, "KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD go together"),
     ("", {**ENV, "KAFKA_SASL_MECHANISM": "OAUTHBEARER"}, "cannot take KAFKA_SASL_USERNAME"),
+    ("security.protocol=SSL\n", ENV, "KAFKA_SASL_USERNAME is set but security.protocol is SSL"),
+    (f"sasl.mechanism PLAIN\nbroken{SECRET}\n", {}, f"broken{SECRET} is not a login setting"),
 ])
 def test_a_login_the_harness_cannot_use_is_one_line_without_the_password(tmp_path, text, env, says):
     props = tmp_path / "client.properties"
     props.write_text(text)
     with pytest.raises(UserError) as caught:
         login.load(props, env)
-    assert says in str(caught.value) and SECRET not in str(caught.value) and "\n" not in str(caught.value)
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+    assert SECRET not in str(caught.value) or "broken" in says  # a key is named, never a value
 
 
 @pytest.mark.parametrize(("value", "says"), [
@@ -109,8 +129,9 @@ def test_faults_on_the_users_cluster_are_refused_in_one_line(tmp_path, monkeypat
 
 
 def test_the_login_reaches_sparks_source_options_and_source_json_shows_no_secret(tmp_path):
-    saved = login.write(login.load(None, ENV), tmp_path / "kafka" / "login.json")
-    assert stat.S_IMODE(os.stat(saved).st_mode) == 0o600
+    saved = login.write(login.load(None, {**ENV, "KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT"}))
+    assert stat.S_IMODE(os.stat(saved).st_mode) == 0o600 and login.of({"login": saved})["sasl.mechanism"] == "PLAIN"
+    assert stat.S_IMODE(os.stat(os.path.dirname(saved)).st_mode) == 0o700
     job = {"kafka.bootstrap.servers": "prod:9093", "subscribe": "orders", "kafka.security.protocol": "SSL",
            "kafka.ssl.truststore.location": "/etc/prod.jks", "failOnDataLoss": "false"}
     opts, changed = kafka_options(job, {"bootstrap": "k.staging:9092", "topic": "t", "max_offsets": 200,
@@ -119,10 +140,12 @@ def test_the_login_reaches_sparks_source_options_and_source_json_shows_no_secret
     assert "kafka.ssl.truststore.location" not in opts and opts["failOnDataLoss"] == "false"
     assert changed["kafka.sasl.jaas.config"] == "[hidden]" and changed["kafka.ssl.truststore.location"] is None
     assert SECRET not in json.dumps(changed)
+    login.remove(saved)
+    assert not os.path.exists(os.path.dirname(saved))
 
 
-def test_the_login_reaches_sparks_kafka_sink_and_a_jobs_own_clients(tmp_path, monkeypatch):
-    saved = login.write(login.load(None, ENV), tmp_path / "login.json")
+def test_the_login_reaches_sparks_kafka_sink_and_a_jobs_own_clients(monkeypatch):
+    saved = login.write(login.load(None, {**ENV, "KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT"}))
     monkeypatch.setenv(kafka_sink.OUT_VAR, json.dumps({"bootstrap": "k.staging:9092", "topic": "out",
                                                        "login": saved, "named": ""}))
     opts = kafka_sink.stream_options()
@@ -134,8 +157,37 @@ def test_the_login_reaches_sparks_kafka_sink_and_a_jobs_own_clients(tmp_path, mo
     assert conf == {"bootstrap.servers": "k.staging:9092", "transactional.id": "out.orders",
                     "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN", "sasl.username": "alice",
                     "sasl.password": SECRET}
+    assert kafka_sink.job_login("kafka.ssl.truststore.password") and not kafka_sink.job_login("kafka.acks")
     monkeypatch.setenv(kafka_sink.OUT_VAR, json.dumps({"bootstrap": "127.0.0.1:9092", "topic": "out", "named": ""}))
     assert kafka_sink.stream_options()["kafka.security.protocol"] == "PLAINTEXT"  # the job's own SSL gives way
+    monkeypatch.delenv(kafka_sink.OUT_VAR)
+    assert not kafka_sink.job_login("kafka.ssl.truststore.password")  # not rerouted: the job's options stand
+    login.remove(saved)
+
+
+def test_a_dead_harness_login_file_is_reaped(tmp_path):
+    import tempfile
+    from pathlib import Path
+
+    dead = Path(tempfile.mkdtemp(prefix=f"{login.LOGIN_PREFIX}999999-"))
+    (dead / "login.json").write_text("{}")
+    mine = login.write({"security.protocol": "SSL"})
+    assert not dead.exists() and os.path.exists(mine)
+    login.remove(mine)
+
+
+def test_no_channel_of_a_kafka_job_is_planned_on_the_users_cluster(tmp_path, monkeypatch):
+    from chaos.clusters.registry import channels
+    from pipelines_under_test import resolve
+
+    monkeypatch.setenv("KAFKA_BOOTSTRAP", "kafka.staging:9092")
+    (tmp_path / "theirs").mkdir()
+    theirs = write(tmp_path / "theirs", GOOD.replace('kafka = "n2"', 'kafka = "KAFKA_BOOTSTRAP"'))
+    theirs, ours = f"ssh:{theirs}", f"ssh:{write(tmp_path, GOOD)}"
+    assert channels(resolve("kafka-passthrough"), theirs) == (False, False)
+    assert channels(resolve("pg-append"), theirs) == (True, True)  # no Kafka: its channels stand
+    assert channels(resolve("kafka-passthrough"), ours) == (True, True)
+    assert channels(resolve("kafka-passthrough"), "standalone") == (True, True)
 
 
 def test_topics_carry_their_owner_and_only_a_gone_owner_of_this_machine_is_reaped():
@@ -146,4 +198,5 @@ def test_topics_carry_their_owner_and_only_a_gone_owner_of_this_machine_is_reape
     assert gone_owner(dead + "run-1") and gone_owner(dead + "run-1-out.answer.a")
     other = dead.replace(dead.split(".")[1], "another-machine")
     assert not gone_owner(other + "run-1") and not gone_owner("orders") and not gone_owner("streamchaos-run-1")
+    assert not gone_owner(f"streamchaos.{dead.split('.')[1]}.orders.v2")  # not a harness's name
     assert my_tag().split(":")[0] in mine

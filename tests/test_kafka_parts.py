@@ -67,13 +67,17 @@ def test_a_jobs_kafka_options_stand_but_where_and_from_when_it_reads():
            "kafka.security.protocol": "SASL_SSL", "kafka.sasl.jaas.config": "secret", "minPartitions": "4"}
     opts, changed = kafka_options(job, trial)
     assert opts == {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "streamchaos-t", "failOnDataLoss": "false",
-                    "minPartitions": "4", "startingOffsets": "earliest", "maxOffsetsPerTrigger": "200"}
+                    "minPartitions": "4", "startingOffsets": "earliest", "maxOffsetsPerTrigger": "200",
+                    "groupIdPrefix": "streamchaos-t.spark"}
     assert changed["subscribePattern"] is None and changed["kafka.sasl.jaas.config"] is None
     assert "secret" not in str(changed)  # what was removed is named, never its value
     own = kafka_options({"subscribe": "orders", "startingOffsets": "earliest", "maxOffsetsPerTrigger": 50}, trial)
     assert own[0]["maxOffsetsPerTrigger"] == "50" and "maxOffsetsPerTrigger" not in own[1]
     assert "startingOffsets" not in own[1] and own[1] == {"subscribe": "streamchaos-t",
-                                                        "kafka.bootstrap.servers": "127.0.0.1:9"}
+                                                        "kafka.bootstrap.servers": "127.0.0.1:9",
+                                                        "groupIdPrefix": "streamchaos-t.spark"}
+    grouped = kafka_options({"subscribe": "orders", "kafka.group.id": "orders-app"}, trial)[0]
+    assert grouped["kafka.group.id"] == "streamchaos-t.orders-app" and "groupIdPrefix" not in grouped
 
 
 def test_a_broker_fault_on_a_pipeline_without_kafka_is_one_line(tmp_path):

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from chaos.campaign.stored import LEARNED_STATE, Campaign, keeps_state, row_of_entry
+from chaos.clusters.registry import channels
 from chaos.errors import HarnessError
 from chaos.guarantees import BATCH_DEPENDENT
 from chaos.machine import interrupt
@@ -280,8 +281,9 @@ class Runner:
         expected = self.c.spec.expect or resolved.guarantee
         if resolved.spark_oracle and self.batch_dependent(prefix, base, cache, record_path, expected, origin_id):
             return
-        actions = applicable_actions(self.c.spec.kinds, sink_channel=resolved.sink_channel,
-                                     database=resolved.database, source_channel=resolved.source_channel,
+        source, sink = channels(resolved, self.c.spec.cluster)
+        actions = applicable_actions(self.c.spec.kinds, sink_channel=sink,
+                                     database=resolved.database, source_channel=source,
                                      kafka=resolved.kafka, kafka_fed=resolved.kafka_fed,
                                      refused=self.c.spec.refused())
         candidates = self.c.spec.shrink_trials

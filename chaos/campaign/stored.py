@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from chaos.campaign.shards import harness_version, plan_hash, shares
+from chaos.clusters.registry import channels
 from chaos.errors import EXIT_INCONCLUSIVE, EXIT_OK, EXIT_VIOLATION, UserError
 from chaos.guarantees import GUARANTEES
 from chaos.run.admission import missing_here
@@ -189,8 +190,9 @@ class Campaign:
             if reason:
                 skipped.append({"pipeline": name, "reason": reason})
                 continue
-            actions = applicable_actions(spec.kinds, sink_channel=pipeline.sink_channel, database=pipeline.database,
-                                         source_channel=pipeline.source_channel, refused=refused,
+            source, sink = channels(pipeline, spec.cluster)
+            actions = applicable_actions(spec.kinds, sink_channel=sink, database=pipeline.database,
+                                         source_channel=source, refused=refused,
                                          kafka=pipeline.kafka, kafka_fed=pipeline.kafka_fed)
             fixed = (spec.schedules or {}).get(name)
             if not actions and not spec.examples and fixed is None:

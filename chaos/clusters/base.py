@@ -80,6 +80,12 @@ class Cluster:
         return None
 
     @classmethod
+    def kafka_proxied(cls, spec: str) -> bool:
+        """Whether a job's connections to Kafka pass the harness's fault proxies (its source and sink channels), as
+        they do to every broker of the harness's own."""
+        return True
+
+    @classmethod
     def brokers_refusal(cls, brokers: int) -> str | None:
         """Why this kind cannot run ``brokers`` Kafka brokers for a trial (one line), or None."""
         if brokers > 1:

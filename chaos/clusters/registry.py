@@ -53,6 +53,14 @@ def refusal(fault, spec: str) -> str | None:
     return kind_of(spec).refusal(fault, spec)
 
 
+def channels(pipeline, spec: str) -> tuple[bool, bool]:
+    """Whether ``pipeline`` has a source and a sink channel (a fault proxy in front of each) on the cluster ``spec``:
+    its own say, unless its Kafka connections go to a cluster past the harness's proxies."""
+    proxied = kind_of(spec).kafka_proxied(spec)
+    return (bool(pipeline.source_channel) and (proxied or not pipeline.kafka),
+            bool(pipeline.sink_channel) and (proxied or not pipeline.kafka_sink))
+
+
 def reap_every_kind() -> int:
     """What killed harnesses of this machine left through every kind of cluster that leaves more than processes
     (``Cluster.reap``); how many things."""

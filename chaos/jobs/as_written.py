@@ -97,11 +97,11 @@ def _recorders(orig: dict[str, Callable]) -> dict[str, Callable]:
 
     def option(self, key, value):
         _seen(self)["options"][key] = value
-        return orig["option"](self, key, value)
+        return self if kafka_sink.job_login(key) else orig["option"](self, key, value)
 
     def options(self, **opts):
         _seen(self)["options"].update(opts)
-        return orig["options"](self, **opts)
+        return orig["options"](self, **{k: v for k, v in opts.items() if not kafka_sink.job_login(k)})
 
     return {"format": format, "option": option, "options": options}
 

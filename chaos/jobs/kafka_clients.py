@@ -290,7 +290,7 @@ def finish_answer(bootstrap: str, topic: str, folder: Path, login: Login | None 
     from chaos.store.atomic import write_parquet
 
     try:
-        rows = read_topic(bootstrap, topic, committed_only=True, login=login)
+        rows = read_topic(bootstrap, topic, committed_only=True, login=login, group_prefix=f"{topic}.")
         if rows:
             text = [(k.decode("utf-8", "replace") if k is not None else None,
                      v.decode("utf-8", "replace") if v is not None else None) for _, _, k, v in rows]

@@ -62,6 +62,14 @@ def stream_options() -> dict[str, str]:
             "kafka.security.protocol": "PLAINTEXT", **spark_options(login_of(out))}
 
 
+def job_login(key: str) -> bool:
+    """A Kafka login option of the job's own (``kafka.sasl.*``, ``kafka.ssl.*``, ``kafka.security.protocol``) while
+    its Kafka writes are rerouted: not passed on (the trial's broker has a login of its own, or none), so nothing of
+    the job's cluster's login mixes with the trial's."""
+    key = str(key).lower()
+    return target() is not None and key.startswith("kafka.") and security_key(key[6:])
+
+
 def trial_owned(key: str) -> bool:
     """An option of a job's Kafka write that the trial's replaces: where it writes, and how it logs in there."""
     key = key.lower()
@@ -88,7 +96,7 @@ def reroute() -> None:
 
     if getattr(DataFrameWriter, "_streamchaos_kafka", False):
         return
-    save, option = DataFrameWriter.save, DataFrameWriter.option
+    save, option, options = DataFrameWriter.save, DataFrameWriter.option, DataFrameWriter.options
 
     def routed_save(self, path=None, format=None, mode=None, partitionBy=None, **opts):  # noqa: A002, N803
         out = target()
@@ -102,7 +110,14 @@ def reroute() -> None:
             option(self, key, value)
         return save(self, path, format, mode, partitionBy, **opts)
 
+    def kept_option(self, key, value):
+        return self if job_login(key) else option(self, key, value)
+
+    def kept_options(self, **opts):
+        return options(self, **{k: v for k, v in opts.items() if not job_login(k)})
+
     DataFrameWriter.save = routed_save
+    DataFrameWriter.option, DataFrameWriter.options = kept_option, kept_options
     DataFrameWriter._streamchaos_kafka = True
 
 

@@ -21,7 +21,8 @@ def kafka_options(options: dict, trial: dict) -> tuple[dict, dict]:
     trial's; a start at ``latest`` (Spark's default) becomes ``earliest``, since the trial's records are in the
     topic before the query starts; without a ``maxOffsetsPerTrigger`` of its own a batch reads the trial's
     ``--events-per-batch``, so batch N is the same records in every replay and a fault at batch N has a batch N to
-    fire at."""
+    fire at. Its consumer group is named under the trial's topic (``groupIdPrefix``, or the job's ``kafka.group.id``
+    after it)."""
     opts = {k: str(v) for k, v in options.items()}
     changed: dict[str, str | None] = {}
     for key in list(opts):
@@ -30,6 +31,11 @@ def kafka_options(options: dict, trial: dict) -> tuple[dict, dict]:
             del opts[key]
     wanted = {"kafka.bootstrap.servers": trial["bootstrap"], "subscribe": trial["topic"],
               **spark_options(login_of(trial))}
+    # Spark's consumer groups under the trial's topic too: a cluster's ACLs may give the harness its prefix only.
+    if opts.get("kafka.group.id"):
+        wanted["kafka.group.id"] = f"{trial['topic']}.{opts['kafka.group.id']}"
+    else:
+        wanted["groupIdPrefix"] = f"{trial['topic']}.spark"
     if opts.get("startingOffsets", "latest").strip() != "earliest":
         wanted["startingOffsets"] = "earliest"
     if "maxOffsetsPerTrigger" not in opts:

@@ -255,7 +255,7 @@ class KafkaBroker:
         """The next offset of each partition of ``topic`` (its high watermark), as Spark's offsets name them."""
         from confluent_kafka import Consumer, TopicPartition
 
-        consumer = Consumer(self.conf(**{"group.id": f"streamchaos-ends-{uuid.uuid4()}", "log_level": 3}))
+        consumer = Consumer(self.conf(**{"group.id": f"{self.topic_prefix}ends-{uuid.uuid4()}", "log_level": 3}))
         try:
             parts = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
             return {str(p): consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
@@ -295,7 +295,8 @@ class KafkaBroker:
 
     def read(self, topic: str, *, committed_only: bool = False) -> list[tuple[int, int, bytes | None, bytes]]:
         """Every record of ``topic`` as (partition, offset, key, value) (``read_topic``)."""
-        return read_topic(self.bootstrap, topic, committed_only=committed_only, login=self.login)
+        return read_topic(self.bootstrap, topic, committed_only=committed_only, login=self.login,
+                          group_prefix=self.topic_prefix)
 
     def export(self, topic: str, path: Path) -> int:
         """Every record of ``topic`` into a Parquet file (partition, offset, key, value, and ``committed``: in the
@@ -321,13 +322,15 @@ def client_conf(bootstrap: str, login: Login | None = None, **settings) -> dict:
     return {"bootstrap.servers": bootstrap, **librdkafka(login or {}), **settings}
 
 
-def read_topic(bootstrap: str, topic: str, *, committed_only: bool = False, login: Login | None = None) -> list[Record]:
+def read_topic(bootstrap: str, topic: str, *, committed_only: bool = False, login: Login | None = None,
+               group_prefix: str = KafkaBroker.topic_prefix) -> list[Record]:
     """Every record of ``topic`` as (partition, offset, key, value); ``committed_only`` leaves out records of
-    aborted and open transactions (``isolation.level=read_committed``)."""
+    aborted and open transactions (``isolation.level=read_committed``). Its consumer's group (which commits
+    nothing) is named under ``group_prefix``."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer(client_conf(bootstrap, login, **{
-        "group.id": f"streamchaos-read-{uuid.uuid4()}", "enable.auto.commit": False,
+        "group.id": f"{group_prefix}read-{uuid.uuid4()}", "enable.auto.commit": False,
         "isolation.level": "read_committed" if committed_only else "read_uncommitted"}))
     try:
         meta = consumer.list_topics(topic, timeout=30).topics[topic]

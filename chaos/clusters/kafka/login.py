@@ -11,9 +11,9 @@ can be committed and the password stays out of it. They reach three kinds of cli
 * the harness's own producer, admin and readers and a job's own ``confluent_kafka`` clients, which are librdkafka's:
   the same settings in its names (``librdkafka``); what librdkafka cannot read (a JKS trust store, a Kerberos or
   OAuth login) is refused in one line when the file is loaded, before anything starts;
-* the job's driver, which reads them from a file of the harness's own (``write``, mode 0600, under its work
-  directory, gone at the stop) that the trial's settings name by path: no secret is written to a run directory,
-  a log or ``source.json`` (``shown`` masks them).
+* the job's driver, which reads them from a file of the harness's own (``write``, mode 0600, in the system's
+  temporary directory, gone at the stop or reaped after a kill) that the trial's settings name by path: no
+  secret is written to a run directory, a log or ``source.json`` (``shown`` masks them).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 from chaos.errors import UserError
@@ -43,32 +45,70 @@ def security_key(key: str) -> bool:
 
 
 def read_properties(path: Path) -> Login:
-    """A Java ``.properties`` file: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments, ``\\`` continues a
-    line. Only login settings are taken from it; anything else is one line naming the key."""
+    """A Java ``.properties`` file as ``java.util.Properties`` reads it: ``key=value``, ``key: value`` or ``key value``
+    lines, ``#``/``!`` comments, a line ending in an odd number of ``\\`` continued on the next, and ``\\t \\n
+    \\uXXXX \\\\ \\=`` escapes. Only login settings are taken from it; anything else is one line naming the key
+    (never a value: it may be a password)."""
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"kafka_properties: cannot read {path} ({exc.__class__.__name__}): give a readable "
                         "Java properties file") from None
     found: Login = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = (pending + raw.lstrip()) if pending else raw.strip()
-        if not pending and (not line or line[0] in "#!"):
+    logical, number, start_line = "", 0, 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.lstrip(" \t\f")
+        if not logical:
+            start_line = number
+            if not line or line[0] in "#!":
+                continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:
+            logical += line[:-1]
             continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        pending = ""
-        match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
-        if not match:
-            raise UserError(f"{path}: the line {line[:60]!r} is not key=value")
-        key, value = match.group(1), match.group(2).strip()
+        logical += line
+        key, value = _split(logical)
+        logical = ""
+        if not key:
+            raise UserError(f"{path}: line {start_line} has no key: write key=value")
         if not security_key(key):
             raise UserError(f"{path}: {key} is not a login setting; the file gives security.protocol, sasl.* and "
                             "ssl.* only (the servers come from KAFKA_BOOTSTRAP)")
         found[key] = value
+    if logical:
+        key, value = _split(logical)
+        if key and security_key(key):
+            found[key] = value
     return found
+
+
+def _split(line: str) -> tuple[str, str]:
+    """A logical line's key and value, both unescaped: the key ends at an unescaped ``=``, ``:`` or blank."""
+    k = 0
+    while k < len(line) and line[k] not in "=: \t\f":
+        k += 2 if line[k] == "\\" else 1
+    key, rest = line[:k], line[k:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return _unescape(key), _unescape(rest)
+
+
+def _unescape(text: str) -> str:
+    out, k = [], 0
+    while k < len(text):
+        c = text[k]
+        if c != "\\" or k + 1 == len(text):
+            out.append(c)
+            k += 1
+            continue
+        n = text[k + 1]
+        if n == "u" and re.fullmatch(r"[0-9A-Fa-f]{4}", text[k + 2:k + 6]):
+            out.append(chr(int(text[k + 2:k + 6], 16)))
+            k += 6
+            continue
+        out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(n, n))
+        k += 2
+    return "".join(out)
 
 
 def load(properties: Path | None, environ: dict[str, str] | None = None) -> Login:
@@ -84,7 +124,11 @@ def load(properties: Path | None, environ: dict[str, str] | None = None) -> Logi
     if bool(user) != bool(password):
         raise UserError(f"{USERNAME_VAR} and {PASSWORD_VAR} go together: export both, or neither")
     if user:
-        login.setdefault("security.protocol", "SASL_SSL" if login.get("ssl.truststore.location") else "SASL_PLAINTEXT")
+        # Like a password sent over the network: encrypted unless the user says otherwise (SASL_PLAINTEXT).
+        protocol = login.setdefault("security.protocol", "SASL_SSL").upper()
+        if not protocol.startswith("SASL"):
+            raise UserError(f"{USERNAME_VAR} is set but security.protocol is {protocol}, which sends no user name: "
+                            f"give SASL_SSL or SASL_PLAINTEXT ({PROTOCOL_VAR} or the file), or unset {USERNAME_VAR}")
         mechanism = login.setdefault("sasl.mechanism", "PLAIN")
         if mechanism not in MODULES:
             raise UserError(f"sasl.mechanism {mechanism} cannot take {USERNAME_VAR}: use one of {', '.join(MODULES)}")
@@ -139,7 +183,13 @@ def _tls(login: Login) -> dict[str, str]:
             raise UserError("ssl.truststore.location: give the CA certificates as PEM (ssl.truststore.type=PEM): "
                             "Spark's client reads PEM as well as JKS, the harness's librdkafka clients PEM only")
         conf["ssl.ca.location"] = login["ssl.truststore.location"]
-    if login.get("ssl.keystore.location"):
+    if login.get("ssl.keystore.key"):  # a PEM key and its chain given inline, as Java reads them too
+        conf["ssl.key.pem"] = login["ssl.keystore.key"]
+        if login.get("ssl.keystore.certificate.chain"):
+            conf["ssl.certificate.pem"] = login["ssl.keystore.certificate.chain"]
+        if login.get("ssl.key.password"):
+            conf["ssl.key.password"] = login["ssl.key.password"]
+    elif login.get("ssl.keystore.location"):
         kind = login.get("ssl.keystore.type", "JKS").upper()
         if kind == "PKCS12":
             conf["ssl.keystore.location"] = login["ssl.keystore.location"]
@@ -168,14 +218,43 @@ def shown(key: str, value: str) -> str:
     return HIDDEN if _SECRET.search(key) else value
 
 
-def write(login: Login, path: Path) -> str:
-    """The login into the harness's own file (mode 0600, never in a run directory); its path for the drivers."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+LOGIN_PREFIX = "streamchaos-kafkalogin-"  # + the harness process's pid: a dead one's is removed at a next write
+
+
+def write(login: Login) -> str:
+    """The login into a file of the harness's own (0600, in a 0700 directory of the system's temporary directory,
+    outside every run directory, as the database's passfile is); its path for the drivers. A killed harness's
+    is removed here by the next one (``reap_logins``); ``remove`` ends this one's."""
+    reap_logins()
+    home = Path(tempfile.mkdtemp(prefix=f"{LOGIN_PREFIX}{os.getpid()}-"))
+    path = home / "login.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as out:
         json.dump(login, out)
     return str(path)
+
+
+def remove(path: str | None) -> None:
+    if path and Path(path).parent.name.startswith(LOGIN_PREFIX):
+        shutil.rmtree(Path(path).parent, ignore_errors=True)
+
+
+def reap_logins() -> None:
+    """Login files of harness processes that are gone (killed before their stop)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{LOGIN_PREFIX}*"):
+        pid = folder.name[len(LOGIN_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def of(kafka: dict | None) -> Login:

@@ -103,6 +103,11 @@ class HostsCluster(Cluster):
         return None
 
     @classmethod
+    def kafka_proxied(cls, spec: str) -> bool:
+        """A cluster of the user's own (``KAFKA_BOOTSTRAP``) advertises its brokers: no proxy is in between."""
+        return not load(spec).user_kafka
+
+    @classmethod
     def remote_checks(cls, spec: str) -> list:
         """Each host reached over SSH and probed: Java, PySpark, iptables, the shared storage; the user's database."""
         from chaos.clusters.ssh.checks import check_hosts_file
@@ -128,10 +133,14 @@ class HostsCluster(Cluster):
         if self.file.user_database and pipeline.database and pipeline.spark_oracle:
             raise UserError(f"{scenario.pipeline}: a job writing to PostgreSQL needs databases of the harness's own "
                             "for its oracle: name a host of the file as database, not DATABASE_URL")
-        if self.file.user_kafka and getattr(pipeline, "kafka", False):
-            kafka_channels = {"source", *(("sink",) if getattr(pipeline, "kafka_sink", False) else ())}
+        if self.file.user_kafka:
+            from chaos.clusters.registry import channels
+
+            source, sink = channels(pipeline, self.spec)
+            gone = {name for name, had, has in (("source", pipeline.source_channel, source),
+                                                 ("sink", pipeline.sink_channel, sink)) if had and not has}
             for fault in scenario.faults:
-                if fault.channel and fault.target in kafka_channels:
+                if fault.channel and fault.target in gone:
                     raise UserError(f"{fault.spec}: the job reaches the brokers of {self.file.kafka} directly, past "
                                     "the harness's fault proxies: kill or pause its driver or executors, or partition "
                                     "a host instead")

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from chaos.clusters.kafka.broker import KafkaBroker
-from chaos.clusters.kafka.login import BOOTSTRAP_VAR, Login, write
+from chaos.clusters.kafka.login import BOOTSTRAP_VAR, Login, remove, write
 from chaos.clusters.ssh.remote import machine_id
 from chaos.errors import HarnessError, UserError
 from chaos.machine.processes import my_tag, owner_alive
@@ -49,12 +49,20 @@ def gone_owner(name: str) -> bool:
     if len(parts) < 4 or parts[0] + "." != PREFIX or parts[1] != _machine():
         return False
     pid, _, created = parts[2].partition("-")
+    if not pid.isdigit() or not re.fullmatch(r"\d+-\d{3}", created):
+        return False  # not a harness's name after all
     return not owner_alive(f"{pid}:{created.replace('-', '.')}")
+
+
+def _login_errors() -> frozenset[int]:
+    from confluent_kafka import KafkaError
+
+    return frozenset({KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError._SSL})
 
 
 def _reason(error: str) -> str:
     """librdkafka's error without the connection's name before it and its timing after it."""
-    error = re.sub(r"^\S+://\S+: ", "", error)
+    error = re.sub(r"^(\S+://)?\S+/(bootstrap|\d+): ", "", error)
     return re.sub(r" \(after \d+ms in state \w+\)$", "", error)
 
 
@@ -70,6 +78,7 @@ class UserKafka(KafkaBroker):
         self.login = dict(login)
         self.topic_prefix = owner_prefix()
         self.brokers_seen = 0
+        self.reached = False  # whether the cluster answered once: a stop reaps only then
 
     @property
     def bootstrap(self) -> str:
@@ -86,9 +95,10 @@ class UserKafka(KafkaBroker):
         """Reach the cluster with the login (one line if not), reap what dead harnesses of this machine left in it."""
         started = time.monotonic()
         self.home.mkdir(parents=True, exist_ok=True)
-        self.login_file = write(self.login, self.home / "login.json") if self.login else None
+        self.login_file = write(self.login) if self.login else None
         self.source_bootstrap = self.sink_bootstrap = self.servers
         self.brokers_seen = len(self._metadata(20).brokers)
+        self.reached = True
         self.reap()
         (self.home / "cluster.txt").write_text(f"{self.servers}: {self.brokers_seen} broker(s), topics under "
                                                f"{self.topic_prefix}\n")
@@ -100,20 +110,20 @@ class UserKafka(KafkaBroker):
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
-        errors: list[str] = []
-        admin = AdminClient(self.conf(log_level=0, error_cb=lambda err: errors.append(err.str())))
+        errors: list = []
+        admin = AdminClient(self.conf(log_level=0, error_cb=errors.append))
         deadline = time.monotonic() + timeout
         while True:  # asked in short steps: a refused login is said at once, not after the whole timeout
             try:
                 return admin.list_topics(timeout=min(2.0, timeout))
             except KafkaException as exc:
                 admin.poll(0.5)  # the client's errors reach error_cb here
-                refused = [e for e in errors if "authentication" in e.lower() or "ssl" in e.lower()]
+                refused = [e for e in errors if e.code() in _login_errors()]
                 if refused or time.monotonic() >= deadline:
-                    reason = _reason((refused or errors or [str(exc.args[0].str() if exc.args else exc)])[-1])
-                    raise UserError(f"{BOOTSTRAP_VAR}: cannot reach {self.servers} ({reason}): check the servers, "
-                                    "that they admit this machine and the hosts, and the login (kafka_properties, "
-                                    "KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD)") from None
+                    last = (refused or errors)[-1].str() if (refused or errors) else str(exc.args[0].str())
+                    raise UserError(f"{BOOTSTRAP_VAR}: cannot reach {self.servers} ({_reason(last)}): check the "
+                                    "servers, that they admit this machine and the hosts, and the login "
+                                    "(kafka_properties, KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD)") from None
 
     def probe(self) -> str:
         """``doctor``: the cluster answers with the login; what it is."""
@@ -188,10 +198,11 @@ class UserKafka(KafkaBroker):
         return count
 
     def stop(self) -> None:
-        try:
-            self.reap(self.topic_prefix)
-        except Exception:  # noqa: BLE001 - the cluster went away: the next start's reaping deletes them
-            pass
-        if self.login_file:
-            Path(self.login_file).unlink(missing_ok=True)
+        if self.reached:
+            try:
+                self.reap(self.topic_prefix)
+            except Exception:  # noqa: BLE001 - the cluster went away: the next start's reaping deletes them
+                pass
+        remove(self.login_file)
+        self.login_file = None
         shutil.rmtree(self.home, ignore_errors=True)
