@@ -5,6 +5,7 @@ reaps a dead harness's, leaves the user's topics alone, and writes the password 
 from __future__ import annotations
 
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -46,7 +47,8 @@ def test_the_harness_works_in_topics_of_its_own_and_leaves_the_users_alone(sasl,
     kafka = UserKafka(sasl.source_bootstrap, login.load(None, LOGIN_ENV), tmp_path).start()
     topics = set(sasl.admin().list_topics(timeout=30).topics)
     assert dead not in topics and "orders" in topics
-    assert stat.S_IMODE((tmp_path / "kafka" / "login.json").stat().st_mode) == 0o600
+    assert stat.S_IMODE(Path(kafka.login_file).stat().st_mode) == 0o600
+    assert not Path(kafka.login_file).is_relative_to(tmp_path)  # outside the harness's (and the runs') directories
     topic = kafka.topic_prefix + "run-1"
     kafka.create_topic(topic, 2, {"retention.ms": "-1", "message.timestamp.after.max.ms": str(2**63 - 1)})
     assert kafka.produce(topic, events(100, 2)) == 100
@@ -60,10 +62,11 @@ def test_the_harness_works_in_topics_of_its_own_and_leaves_the_users_alone(sasl,
     group = Consumer(kafka.conf(**{"group.id": f"{topic}.orders-app", "enable.auto.commit": False}))
     group.commit(offsets=[TopicPartition(topic, 0, 42)], asynchronous=False)  # a job's group, on the trial's topic
     group.close()
+    saved = Path(kafka.login_file)
     kafka.stop()
     topics = set(sasl.admin().list_topics(timeout=30).topics)
     assert not [t for t in topics if t.startswith(kafka.topic_prefix)] and "orders" in topics
     groups = sasl.admin().list_consumer_groups(request_timeout=30).result(timeout=60).valid
     assert not [g.group_id for g in groups if g.group_id.startswith(kafka.topic_prefix)]
-    assert not (tmp_path / "kafka").exists()
+    assert not (tmp_path / "kafka").exists() and not saved.exists() and not saved.parent.exists()
     assert not [p for p in tmp_path.rglob("*") if p.is_file() and SECRET in p.read_text(errors="replace")]
