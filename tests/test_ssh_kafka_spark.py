@@ -133,4 +133,4 @@ def test_the_users_own_cluster_asks_for_a_login_and_keeps_no_secret(kafka_hosts,
         owned.stop_all()
         for remote in cluster.remotes.values():
             remote.close()
-    nothing_left_on(kafka_hosts, file)
+    nothing_left_on(kafka_hosts, kafka_hosts.file)  # the same hosts (the user's file needs its environment)
