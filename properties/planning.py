@@ -131,14 +131,15 @@ def stable_seed(seed: int, *parts: str) -> int:
 
 
 def draw_schedules(batches: int, actions: tuple[str, ...], count: int, seed: int,
-                   max_faults: int, phases: tuple[str, ...] = PHASES) -> list[Schedule]:
+                   max_faults: int, phases: tuple[str, ...] = PHASES, state: bool = True) -> list[Schedule]:
     """``count`` schedules as Hypothesis draws them for ``seed`` (the same list every time)."""
     drawn: list[Schedule] = []
 
     @hypothesis_seed(seed)
     @settings(max_examples=count, phases=(Phase.generate,), database=None, deadline=None,
               suppress_health_check=list(HealthCheck))
-    @given(crash_schedules(batches, max_faults=max_faults, min_faults=1, actions=actions, phases=phases))
+    @given(crash_schedules(batches, max_faults=max_faults, min_faults=1, actions=actions, phases=phases,
+                           state=state))
     def collect(schedule: Schedule) -> None:
         drawn.append(schedule)
 
@@ -245,7 +246,8 @@ def plan_schedules(batches: int, actions: tuple[str, ...], trials: int, seed: in
                    task_write_first: bool = False) -> list[list[str]]:
     """The fault schedules of ``trials`` trials: ``examples`` first, then the canonical windows (the state store's
     early for a pipeline known to keep state: ``state_first``; the executor kill in a committed write task early
-    where tasks report it: ``task_write_first``), then coverage-first Hypothesis draws."""
+    where tasks report it: ``task_write_first``), then coverage-first Hypothesis draws (damage to the state
+    store's files only for a pipeline known to keep state)."""
     plan = [[parse_fault(s).spec for s in example.split()] for example in examples if example.strip()][:trials]
     if not actions:
         return plan
@@ -254,7 +256,8 @@ def plan_schedules(batches: int, actions: tuple[str, ...], trials: int, seed: in
             plan.append(schedule)
     rank = ({a: len(ACTION_ORDER) - i for i, a in enumerate(ACTION_ORDER)}
             | {a: 1 for a in (*KAFKA_ACTIONS, *DECOMMISSION_ACTIONS, *NODE_ACTIONS)})
-    candidates = draw_schedules(batches, actions, max(50, CANDIDATES_PER_TRIAL * trials), seed, max_faults, phases)
+    candidates = draw_schedules(batches, actions, max(50, CANDIDATES_PER_TRIAL * trials), seed, max_faults, phases,
+                                state=state_first)
     seen = {tuple(s) for s in plan}
     unique = []
     for s in candidates:

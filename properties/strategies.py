@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 from hypothesis import strategies as st
 
-from chaos.scenario.faults import DAMAGE_MODES, PHASES, Fault, parse_fault
+from chaos.scenario.faults import DAMAGE_MODES, PHASES, STATE_DAMAGE, Fault, damage_fires, parse_fault
 from chaos.scenario.scenario import Scenario, generate_events
 
 if TYPE_CHECKING:
@@ -140,12 +140,15 @@ def faults(
     *,
     actions: tuple[str, ...] = ACTION_ORDER,
     phases: tuple[str, ...] = PHASES,
+    state: bool = True,
 ) -> st.SearchStrategy[Fault]:
-    """One fault within batches ``0..batches-1``, with the arguments its action needs."""
+    """One fault within batches ``0..batches-1``, with the arguments its action needs. A checkpoint's damage is
+    one that finds something to damage at its point, and none of the state store's files without ``state``."""
     unknown = [a for a in actions if a not in ALL_ACTIONS]
     if unknown:
         raise ValueError(f"unknown actions {unknown}: use some of {ALL_ACTIONS}")
     ordered = tuple(a for a in ALL_ACTIONS if a in actions)  # keep the shrink order whatever the caller's
+    modes = DAMAGE_MODES if state else tuple(m for m in DAMAGE_MODES if m not in STATE_DAMAGE)
 
     @st.composite
     def one(draw) -> Fault:
@@ -162,7 +165,7 @@ def faults(
         elif action.split("-")[0] in ("cut", "reset", "down"):
             args = (draw(st.sampled_from(CHANNEL_DURATIONS)),)
         elif action == "damage-checkpoint":
-            args = (draw(st.sampled_from(DAMAGE_MODES)),)
+            args = (draw(st.sampled_from([m for m in modes if damage_fires(m, batch, phase)])),)
         elif action == "add-partitions":
             args = (str(draw(st.sampled_from(NEW_PARTITIONS))),)
         fault = Fault(action, batch, phase, args)
@@ -178,6 +181,7 @@ def crash_schedules(
     min_faults: int = 0,
     actions: tuple[str, ...] = ACTION_ORDER,
     phases: tuple[str, ...] = PHASES,
+    state: bool = True,
 ) -> st.SearchStrategy[Schedule]:
     """Schedules of at most ``max_faults`` faults, no two at the same (batch, phase), sorted by batch and phase.
 
@@ -188,7 +192,7 @@ def crash_schedules(
         raise ValueError("a schedule needs at least one batch")
     order = {p: i for i, p in enumerate(PHASES)}
     return st.lists(
-        faults(batches, actions=actions, phases=phases),
+        faults(batches, actions=actions, phases=phases, state=state),
         min_size=min_faults, max_size=max_faults,
         unique_by=lambda f: (f.batch, f.phase),
     ).map(lambda fs: Schedule(sorted(fs, key=lambda f: (f.batch, order[f.phase]))))

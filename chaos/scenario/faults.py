@@ -35,6 +35,25 @@ DAMAGE_MODES = (
     "retain-offsets", "retain-commits", "flip-state", "delete-operator", "delete-metadata",
     "unrename-offsets", "unrename-commits",
 )
+STATE_DAMAGE = ("truncate-state", "delete-state", "flip-state", "delete-operator")  # a state store's files
+
+
+def damage_fires(mode: str, batch: int, phase: str) -> bool:
+    """Whether the checkpoint holds what ``mode`` damages when batch ``batch`` reaches ``phase``: a commit file
+    once batch 0 committed, two of them once batch 1 did, two offsets files from batch 1 on, state files once batch
+    0 committed (the planner plans no damage that would find nothing to damage)."""
+    committed = batch + (1 if phase == "committed" else 0)  # commits/ files by then
+    if mode == "retain-commits":
+        return committed >= 2
+    if mode.endswith("-commits"):
+        return committed >= 1
+    if mode == "retain-offsets":
+        return batch >= 1
+    if mode in STATE_DAMAGE:
+        return committed >= 1
+    return True  # offsets/B from `planned` on, the metadata file from the query's start
+
+
 ACTIONS = (
     *(f"kill-{t}" for t in TARGETS),
     "kill-sink-db",
