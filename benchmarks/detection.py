@@ -94,7 +94,8 @@ def rows_on(version: str, names: list[str], args: argparse.Namespace) -> list[di
     done = subprocess.run([str(python), __file__, "--jobs", ",".join(names), "--out", str(out),
                            "--budget", str(args.budget), "--trials", str(args.trials), "--seeds", args.seeds,
                            "--triggers", args.triggers, "--events", str(args.events),
-                           "--shrink-trials", str(args.shrink_trials)], env=side_env())
+                           "--shrink-trials", str(args.shrink_trials), "--none-trials", str(args.none_trials)],
+                          env=side_env())
     if done.returncode != 0:
         sys.exit(f"{', '.join(names)} on pyspark {version}: the run failed (exit {done.returncode}), see above")
     return [{**row, "spark": version} for row in json.loads((out / "detection.json").read_text())["rows"]]
@@ -161,14 +162,14 @@ def shrunk(harness: Harness, ref: str, base: Scenario, trials: int, where: Path)
 
 
 def run_job(harness: Harness, name: str, truths: dict, trigger: str, seed: int, budget: float, events: int,
-            out: Path, shrink_trials: int = 0) -> dict:
+            out: Path, shrink_trials: int = 0, none_trials: int = PLAN_LENGTH) -> dict:
     ref = job_reference(name, truths)
     where = out / f"{trigger.replace(':', '-')}-seed{seed}" / name
     scenarios = planned(ref, trigger, seed, events, where / "plan")
     runs: dict[str, list[dict]] = {}
     # No fault first: its trials time the random faults.
     runs["none"] = until_found(lambda k: one(harness, replace(scenarios[k], faults=[]), where / f"none-{k}"),
-                               budget, len(scenarios))
+                               budget, min(len(scenarios), none_trials))
     # The median, not the first: a job's first trial on the harness is cold (its driver boots with no spare).
     measured = [r["seconds"] for r in runs["none"] if r.get("seconds")]
     t = statistics.median(measured) if measured else None
@@ -289,6 +290,9 @@ def main() -> None:
                         help="comma-separated: default (the job's own) or processingTime:5s and the like")
     parser.add_argument("--jobs", default="", help="comma-separated corpus jobs (default: all)")
     parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--none-trials", type=int, default=PLAN_LENGTH,
+                        help="at most this many no-fault trials a job (they time the random faults; a processing-time "
+                             "trigger's trials cost little CPU and much wall time, so the budget alone runs many)")
     parser.add_argument("--shrink-trials", type=int, default=3,
                         help="trials to shrink each planner find with (0: no shrink)")
     parser.add_argument("--out", type=Path, default=Path("runs") / time.strftime("detection-%Y%m%d-%H%M%S"))
@@ -328,7 +332,7 @@ def main() -> None:
             for seed in seeds:
                 for name in here:
                     r = run_job(harness, name, truths, trigger, seed, args.budget, args.events, args.out,
-                                args.shrink_trials)
+                                args.shrink_trials, args.none_trials)
                     rows.append(r)
                     print(f"{name} {trigger} seed {seed}: planner {r['planner']['trials_to_first']}, random "
                           f"{r['random']['trials_to_first']}, none {r['none']['trials_to_first']} "
