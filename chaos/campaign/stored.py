@@ -190,10 +190,9 @@ class Campaign:
             if reason:
                 skipped.append({"pipeline": name, "reason": reason})
                 continue
-            source, sink = channels(pipeline, spec.cluster)
-            actions = applicable_actions(spec.kinds, sink_channel=sink, database=pipeline.database,
-                                         source_channel=source, refused=refused,
-                                         kafka=pipeline.kafka, kafka_fed=pipeline.kafka_fed)
+            src, sink = channels(pipeline, spec.cluster)
+            actions = applicable_actions(spec.kinds, sink_channel=sink, database=pipeline.database, source_channel=src,
+                                         refused=refused, kafka=pipeline.kafka, kafka_fed=pipeline.kafka_fed)
             fixed = (spec.schedules or {}).get(name)
             if not actions and not spec.examples and fixed is None:
                 skipped.append({"pipeline": name, "reason": f"no fault of kind(s) {','.join(spec.kinds)} applies"})

@@ -31,6 +31,13 @@ Heal = Callable[[], None]
 DRAIN_TIMEOUT_S = 60.0  # how long a decommissioned worker's executors get to finish before it is replaced
 
 
+def channels_of(pipeline, kafka_proxied: bool) -> tuple[bool, bool]:
+    """Whether ``pipeline`` has a source and a sink channel (a fault proxy in front of each): its own say, unless
+    its Kafka connections pass no proxy of the harness's (``Cluster.kafka_proxied``)."""
+    return (bool(pipeline.source_channel) and (kafka_proxied or not pipeline.kafka),
+            bool(pipeline.sink_channel) and (kafka_proxied or not pipeline.kafka_sink))
+
+
 class Cluster:
     """A Spark master the drivers connect to (``spark://HOST:PORT`` of a cluster the user runs, the base kind):
     the harness finds its application's executors on this machine and owns nothing else of it."""
@@ -110,7 +117,16 @@ class Cluster:
         return None
 
     def check(self, scenario: Scenario, pipeline) -> None:
-        """Refuse (``UserError``) what this very cluster cannot run for ``pipeline``, beyond ``refusal``."""
+        """Refuse (``UserError``) what this very cluster cannot run for ``pipeline``, beyond ``refusal``: a fault
+        on a channel the pipeline has none of here (its Kafka connections past every proxy of the harness's)."""
+        source, sink = channels_of(pipeline, self.kafka_proxied(self.spec))
+        gone = {name for name, had, has in (("source", pipeline.source_channel, source),
+                                             ("sink", pipeline.sink_channel, sink)) if had and not has}
+        for fault in scenario.faults:
+            if fault.channel and fault.target in gone:
+                raise UserError(f"{fault.spec}: the job reaches the Kafka brokers directly, past the harness's fault "
+                                "proxies (a cluster of yours): kill or pause its driver or executors, or partition a "
+                                "host instead")
 
     def _cannot(self, fault: Fault) -> LookupError:
         return LookupError(self.refusal(fault, self.spec) or f"{fault.spec}: not on a {self.kind} cluster")

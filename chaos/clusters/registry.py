@@ -11,7 +11,7 @@ import importlib
 import re
 from pathlib import Path
 
-from chaos.clusters.base import Cluster
+from chaos.clusters.base import Cluster, channels_of
 from chaos.errors import UserError
 from chaos.machine.processes import Owned
 
@@ -54,11 +54,9 @@ def refusal(fault, spec: str) -> str | None:
 
 
 def channels(pipeline, spec: str) -> tuple[bool, bool]:
-    """Whether ``pipeline`` has a source and a sink channel (a fault proxy in front of each) on the cluster ``spec``:
-    its own say, unless its Kafka connections go to a cluster past the harness's proxies."""
-    proxied = kind_of(spec).kafka_proxied(spec)
-    return (bool(pipeline.source_channel) and (proxied or not pipeline.kafka),
-            bool(pipeline.sink_channel) and (proxied or not pipeline.kafka_sink))
+    """Whether ``pipeline`` has a source and a sink channel on the cluster ``spec`` (the planner plans faults on
+    those only)."""
+    return channels_of(pipeline, kind_of(spec).kafka_proxied(spec))
 
 
 def reap_every_kind() -> int:

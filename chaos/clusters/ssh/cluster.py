@@ -128,22 +128,11 @@ class HostsCluster(Cluster):
         return lines
 
     def check(self, scenario, pipeline) -> None:
-        """The user's own database (``DATABASE_URL``) is theirs: no pipeline creates databases in it. The job's
-        connections to the user's own Kafka cluster pass no proxy of the harness: no channel fault acts on them."""
+        """The user's own database (``DATABASE_URL``) is theirs: no pipeline creates databases in it."""
         if self.file.user_database and pipeline.database and pipeline.spark_oracle:
             raise UserError(f"{scenario.pipeline}: a job writing to PostgreSQL needs databases of the harness's own "
                             "for its oracle: name a host of the file as database, not DATABASE_URL")
-        if self.file.user_kafka:
-            from chaos.clusters.registry import channels
-
-            source, sink = channels(pipeline, self.spec)
-            gone = {name for name, had, has in (("source", pipeline.source_channel, source),
-                                                 ("sink", pipeline.sink_channel, sink)) if had and not has}
-            for fault in scenario.faults:
-                if fault.channel and fault.target in gone:
-                    raise UserError(f"{fault.spec}: the job reaches the brokers of {self.file.kafka} directly, past "
-                                    "the harness's fault proxies: kill or pause its driver or executors, or partition "
-                                    "a host instead")
+        super().check(scenario, pipeline)
 
     def sink_database(self, owned: Owned, workdir: Path):
         """The user's own (a schema of the harness's in it), the file's database host, or one on this machine."""
@@ -165,14 +154,9 @@ class HostsCluster(Cluster):
         if refused := self.brokers_refusal(brokers):
             raise UserError(refused)
         if self.file.user_kafka:
-            from chaos.clusters.kafka.login import load as login
-            from chaos.clusters.kafka.login import read_bootstrap
-            from chaos.clusters.ssh.userkafka import UserKafka
+            from chaos.clusters.ssh.userkafka import of_hosts_file
 
-            if brokers > 1:
-                raise UserError(f"--brokers {brokers} starts brokers of the harness's own: with kafka = "
-                                f"\"{self.file.kafka}\" the trial's topics live in your cluster; drop --brokers")
-            return UserKafka(read_bootstrap(), login(self.file.kafka_properties), workdir)
+            return of_hosts_file(self.file, workdir, brokers)
         if self.file.kafka:
             from chaos.clusters.ssh.kafka import HostKafka
 

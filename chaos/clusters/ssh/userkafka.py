@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from chaos.clusters.kafka.broker import KafkaBroker
-from chaos.clusters.kafka.login import BOOTSTRAP_VAR, Login, remove, write
+from chaos.clusters.kafka.login import BOOTSTRAP_VAR, Login, load, read_bootstrap, remove, write
 from chaos.clusters.ssh.remote import machine_id
 from chaos.errors import HarnessError, UserError
 from chaos.machine.processes import my_tag, owner_alive
@@ -206,3 +206,11 @@ class UserKafka(KafkaBroker):
         remove(self.login_file)
         self.login_file = None
         shutil.rmtree(self.home, ignore_errors=True)
+
+
+def of_hosts_file(file, work_dir: Path, brokers: int = 1) -> UserKafka:
+    """The user's cluster a hosts' file names (``kafka = "KAFKA_BOOTSTRAP"``), with its login; not started."""
+    if brokers > 1:
+        raise UserError(f"--brokers {brokers} starts brokers of the harness's own: with kafka = \"{file.kafka}\" "
+                        "the trial's topics live in your cluster; drop --brokers")
+    return UserKafka(read_bootstrap(), load(file.kafka_properties), work_dir)
