@@ -4,7 +4,9 @@ reaps a dead harness's, leaves the user's topics alone, and writes the password 
 
 from __future__ import annotations
 
+import os
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,7 @@ def test_a_refused_login_is_one_line_without_the_password(sasl, tmp_path):
     with pytest.raises(UserError) as caught:
         UserKafka(sasl.source_bootstrap, wrong, tmp_path).start()
     said = str(caught.value)
+    assert not list(Path(tempfile.gettempdir()).glob(f"{login.LOGIN_PREFIX}{os.getpid()}-*"))  # its login went
     assert said.startswith(f"KAFKA_BOOTSTRAP: cannot reach {sasl.source_bootstrap} (") and "\n" not in said
     assert "authentication" in said.lower() and "wr0ng-pw" not in said, said
 

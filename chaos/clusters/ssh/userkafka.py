@@ -97,7 +97,12 @@ class UserKafka(KafkaBroker):
         self.home.mkdir(parents=True, exist_ok=True)
         self.login_file = write(self.login) if self.login else None
         self.source_bootstrap = self.sink_bootstrap = self.servers
-        self.brokers_seen = len(self._metadata(20).brokers)
+        try:
+            self.brokers_seen = len(self._metadata(20).brokers)
+        except UserError:  # not reached: its login goes now, whether or not a stop follows
+            remove(self.login_file)
+            self.login_file = None
+            raise
         self.reached = True
         self.reap()
         (self.home / "cluster.txt").write_text(f"{self.servers}: {self.brokers_seen} broker(s), topics under "
