@@ -28,10 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import psutil
-
 from chaos.errors import HarnessError, UserError
 from chaos.machine.maven import Coordinates, available, folder_of, not_shipped
+from chaos.machine.private_files import private_file
 from chaos.machine.processes import Group, Owned, wait_until
 from chaos.machine.spark import free_port, spark_home
 
@@ -52,15 +51,10 @@ def credentials() -> str:
     global _password
     if _password is not None and os.environ.get(PASSFILE_VAR, "").startswith(_passfile_root()):
         return _password
-    reap_passfiles()
     _password = secrets.token_urlsafe(24)  # letters, digits, - and _: nothing a passfile must escape
-    home = Path(tempfile.mkdtemp(prefix=f"{PASSFILE_PREFIX}{os.getpid()}-"))
-    passfile = home / "pgpass"
-    fd = os.open(passfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(f"*:*:*:{PG_USER}:{_password}\n")
+    passfile = private_file(PASSFILE_PREFIX, "pgpass", f"*:*:*:{PG_USER}:{_password}\n")
     os.environ[PASSFILE_VAR] = str(passfile)
-    atexit.register(shutil.rmtree, home, True)
+    atexit.register(shutil.rmtree, passfile.parent, True)
     return _password
 
 
@@ -92,14 +86,6 @@ def add_login(user: str, secret: str) -> None:
 
 def _passfile_field(text: str) -> str:
     return text.replace("\\", "\\\\").replace(":", "\\:")
-
-
-def reap_passfiles() -> None:
-    """Passfile directories of harness processes that are gone (killed before their exit handler ran)."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{PASSFILE_PREFIX}*"):
-        pid = folder.name[len(PASSFILE_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not psutil.pid_exists(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def find_bindir() -> Path | None:

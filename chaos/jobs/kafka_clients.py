@@ -28,7 +28,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from chaos.clusters.kafka.login import Login, librdkafka
+from chaos.clusters.kafka.login import Login, librdkafka, security_key
 from chaos.clusters.kafka.login import of as login_of
 from chaos.jobs import kafka_sink
 from chaos.jobs.callers import from_the_job
@@ -128,8 +128,7 @@ def _callback(names: dict[str, str], call: Any) -> Any:
 def _conf(route: dict | None, args: tuple, kwargs: dict) -> dict:
     conf = {**(args[0] if args else {}), **kwargs}
     if route is not None:  # the trial's broker: the job's cluster's security settings give way to its login
-        conf = {k: v for k, v in conf.items()
-                if not (k == "security.protocol" or k.startswith(("sasl.", "ssl.")))}
+        conf = {k: v for k, v in conf.items() if not security_key(k)}
         conf.update(librdkafka(login_of(route)))
         conf["bootstrap.servers"] = route["bootstrap"]
         for key in ("transactional.id", "group.id", "group.instance.id"):

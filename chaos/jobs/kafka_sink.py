@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 from chaos.clusters.kafka.login import of as login_of
-from chaos.clusters.kafka.login import security_key, spark_options
+from chaos.clusters.kafka.login import spark_login_key, spark_options
 
 OUT_VAR = "STREAMCHAOS_KAFKA_OUT"  # JSON: the trial's {"bootstrap", "topic", "login"}, or {"capture": a folder}
 CAPTURED = "kafka"  # the answer's rows, under its folder
@@ -66,14 +66,12 @@ def job_login(key: str) -> bool:
     """A Kafka login option of the job's own (``kafka.sasl.*``, ``kafka.ssl.*``, ``kafka.security.protocol``) while
     its Kafka writes are rerouted: not passed on (the trial's broker has a login of its own, or none), so nothing of
     the job's cluster's login mixes with the trial's."""
-    key = str(key).lower()
-    return target() is not None and key.startswith("kafka.") and security_key(key[6:])
+    return target() is not None and spark_login_key(key)
 
 
 def trial_owned(key: str) -> bool:
     """An option of a job's Kafka write that the trial's replaces: where it writes, and how it logs in there."""
-    key = key.lower()
-    return key in ("kafka.bootstrap.servers", "topic") or (key.startswith("kafka.") and security_key(key[6:]))
+    return key.lower() in ("kafka.bootstrap.servers", "topic") or spark_login_key(key)
 
 
 def capture(batch_df, batch_id: int | None = None, folder: str | None = None) -> None:

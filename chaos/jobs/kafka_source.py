@@ -7,12 +7,11 @@ trial's, so the query reads the records the harness produced, batch N the same o
 from __future__ import annotations
 
 from chaos.clusters.kafka.login import of as login_of
-from chaos.clusters.kafka.login import shown, spark_options
+from chaos.clusters.kafka.login import shown, spark_login_key, spark_options
 
 # Options that name where a Kafka source reads: pointed at the trial's broker and topic.
 KAFKA_WHERE = ("subscribe", "subscribePattern", "assign", "startingOffsetsByTimestamp", "startingTimestamp",
                "startingOffsetsByTimestampStrategy")
-KAFKA_SECURITY = ("kafka.security.protocol", "kafka.sasl.", "kafka.ssl.")  # the trial's broker's login instead
 
 
 def kafka_options(options: dict, trial: dict) -> tuple[dict, dict]:
@@ -26,7 +25,7 @@ def kafka_options(options: dict, trial: dict) -> tuple[dict, dict]:
     opts = {k: str(v) for k, v in options.items()}
     changed: dict[str, str | None] = {}
     for key in list(opts):
-        if key in KAFKA_WHERE or key.startswith(KAFKA_SECURITY):
+        if key in KAFKA_WHERE or spark_login_key(key):  # the trial's broker's login instead
             changed[key] = None
             del opts[key]
     wanted = {"kafka.bootstrap.servers": trial["bootstrap"], "subscribe": trial["topic"],

@@ -22,10 +22,10 @@ import json
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 from chaos.errors import UserError
+from chaos.machine.private_files import private_file
 
 Login = dict[str, str]  # Java client properties: security.protocol, sasl.*, ssl.*
 
@@ -42,6 +42,12 @@ _SECRET = re.compile(r"jaas|password|secret|token|\.key$|certificates$|key\.pem"
 def security_key(key: str) -> bool:
     """A Java client property that says how to log in (kept out of a job's options when the broker changes)."""
     return key == "security.protocol" or key.startswith(("sasl.", "ssl."))
+
+
+def spark_login_key(key: str) -> bool:
+    """A Spark Kafka option (``kafka.`` + a client property, case as Spark ignores it) that says how to log in."""
+    key = str(key).lower()
+    return key.startswith("kafka.") and security_key(key[len("kafka."):])
 
 
 def read_properties(path: Path) -> Login:
@@ -222,39 +228,15 @@ LOGIN_PREFIX = "streamchaos-kafkalogin-"  # + the harness process's pid: a dead 
 
 
 def write(login: Login) -> str:
-    """The login into a file of the harness's own (0600, in a 0700 directory of the system's temporary directory,
-    outside every run directory, as the database's passfile is); its path for the drivers. A killed harness's
-    is removed here by the next one (``reap_logins``); ``remove`` ends this one's."""
-    reap_logins()
-    home = Path(tempfile.mkdtemp(prefix=f"{LOGIN_PREFIX}{os.getpid()}-"))
-    path = home / "login.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump(login, out)
-    return str(path)
+    """The login into a private file of this harness (``chaos.machine.private_files``: 0600, outside every run
+    directory, as the database's passfile is; a killed harness's removed by the next); its path for the drivers.
+    ``remove`` ends it."""
+    return str(private_file(LOGIN_PREFIX, "login.json", json.dumps(login)))
 
 
 def remove(path: str | None) -> None:
     if path and Path(path).parent.name.startswith(LOGIN_PREFIX):
         shutil.rmtree(Path(path).parent, ignore_errors=True)
-
-
-def reap_logins() -> None:
-    """Login files of harness processes that are gone (killed before their stop)."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{LOGIN_PREFIX}*"):
-        pid = folder.name[len(LOGIN_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def of(kafka: dict | None) -> Login:

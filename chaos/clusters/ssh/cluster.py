@@ -157,7 +157,7 @@ class HostsCluster(Cluster):
             from chaos.clusters.ssh.userkafka import of_hosts_file
 
             return of_hosts_file(self.file, workdir, brokers)
-        if self.file.kafka:
+        if self.file.kafka_host:
             from chaos.clusters.ssh.kafka import HostKafka
 
             self.broker = HostKafka(self, owned, workdir)

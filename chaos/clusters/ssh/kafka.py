@@ -39,7 +39,7 @@ class HostKafka(KafkaBroker):
     def __init__(self, cluster, owned: Owned, work_dir: Path) -> None:
         super().__init__(owned, work_dir)
         self.cluster = cluster
-        self.host = cluster.file.host(cluster.file.kafka)
+        self.host = cluster.file.host(cluster.file.kafka_host)
         self.remote = cluster.remotes[self.host.name]
         self.procs = cluster.procs[self.host.name]
         self.address = self.host.address

@@ -66,6 +66,20 @@ def _reason(error: str) -> str:
     return re.sub(r" \(after \d+ms in state \w+\)$", "", error)
 
 
+def _done(delete, names: list[str]) -> int:
+    """``delete(names)`` (an admin client's deletion of topics or groups), waited for; how many went."""
+    from confluent_kafka import KafkaException
+
+    count = 0
+    for future in (delete(names, request_timeout=30).values() if names else ()):
+        try:
+            future.result(timeout=60)
+            count += 1
+        except KafkaException:
+            pass
+    return count
+
+
 class UserKafka(KafkaBroker):
     """The surface of ``chaos.clusters.kafka.broker.KafkaBroker`` over topics of the harness's own in the user's
     cluster."""
@@ -179,28 +193,14 @@ class UserKafka(KafkaBroker):
             return name.startswith(prefix) if prefix else gone_owner(name)
 
         admin = self.admin()
-        count = 0
-        topics = [t for t in admin.list_topics(timeout=30).topics if doomed(t)]
-        if topics:
-            for future in admin.delete_topics(topics, request_timeout=30).values():
-                try:
-                    future.result(timeout=60)
-                    count += 1
-                except KafkaException:
-                    pass  # deleted meanwhile, or not ours to delete: the next start tries again
+        # A topic deleted meanwhile, or not ours to delete, is left to the next start; a group still in use empties
+        # and expires with the cluster's retention.
+        count = _done(admin.delete_topics, [t for t in admin.list_topics(timeout=30).topics if doomed(t)])
         try:
             listed = admin.list_consumer_groups(request_timeout=30).result(timeout=60)
-            groups = [g.group_id for g in listed.valid if doomed(g.group_id)]
-            if groups:
-                for future in admin.delete_consumer_groups(groups, request_timeout=30).values():
-                    try:
-                        future.result(timeout=60)
-                        count += 1
-                    except KafkaException:
-                        pass  # a group still in use: it empties and expires with the cluster's retention
+            return count + _done(admin.delete_consumer_groups, [g.group_id for g in listed.valid if doomed(g.group_id)])
         except KafkaException:
-            pass  # the login may not describe groups: they expire with offsets.retention.minutes
-        return count
+            return count  # the login may not describe groups: they expire with offsets.retention.minutes
 
     def stop(self) -> None:
         if self.reached:
