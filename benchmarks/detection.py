@@ -1,7 +1,8 @@
 """Benchmark: how many real consistency bugs a CPU-hour of chaos finds, and how soon, against time-based chaos.
 
     python benchmarks/detection.py [--budget 100] [--trials 3] [--seeds 0,1,2] [--triggers default,processingTime:5s]
-                                   [--jobs a,b,...] [--events 2000] [--shrink-trials 3] [--out DIR]
+                                   [--jobs a,b,...] [--events 2000] [--shrink-trials 3] [--none-trials N]
+                                   [--modes planner,random,none] [--out DIR]
 
 Every job of the corpus (benchmarks/corpus/, each with its truth in truths.json: seeded bugs and their correct
 twins) runs as written, on one harness, in three modes, with the same events and seeds in every mode:
@@ -94,7 +95,8 @@ def rows_on(version: str, names: list[str], args: argparse.Namespace) -> list[di
     done = subprocess.run([str(python), __file__, "--jobs", ",".join(names), "--out", str(out),
                            "--budget", str(args.budget), "--trials", str(args.trials), "--seeds", args.seeds,
                            "--triggers", args.triggers, "--events", str(args.events),
-                           "--shrink-trials", str(args.shrink_trials), "--none-trials", str(args.none_trials)],
+                           "--shrink-trials", str(args.shrink_trials), "--none-trials", str(args.none_trials),
+                           "--modes", ",".join(args.modes)],
                           env=side_env())
     if done.returncode != 0:
         sys.exit(f"{', '.join(names)} on pyspark {version}: the run failed (exit {done.returncode}), see above")
@@ -162,20 +164,26 @@ def shrunk(harness: Harness, ref: str, base: Scenario, trials: int, where: Path)
 
 
 def run_job(harness: Harness, name: str, truths: dict, trigger: str, seed: int, budget: float, events: int,
-            out: Path, shrink_trials: int = 0, none_trials: int = PLAN_LENGTH) -> dict:
+            out: Path, shrink_trials: int = 0, none_trials: int = PLAN_LENGTH,
+            modes: tuple[str, ...] = MODES) -> dict:
+    """One job's row; a mode left out of ``modes`` runs no trial (the no-fault trials still run, at least one,
+    when the random mode needs their T)."""
     ref = job_reference(name, truths)
     where = out / f"{trigger.replace(':', '-')}-seed{seed}" / name
     scenarios = planned(ref, trigger, seed, events, where / "plan")
-    runs: dict[str, list[dict]] = {}
+    runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
     # No fault first: its trials time the random faults.
-    runs["none"] = until_found(lambda k: one(harness, replace(scenarios[k], faults=[]), where / f"none-{k}"),
-                               budget, min(len(scenarios), none_trials))
+    if "none" in modes or "random" in modes:
+        runs["none"] = until_found(lambda k: one(harness, replace(scenarios[k], faults=[]), where / f"none-{k}"),
+                                   budget, min(len(scenarios), max(none_trials, 1)))
     # The median, not the first: a job's first trial on the harness is cold (its driver boots with no spare).
     measured = [r["seconds"] for r in runs["none"] if r.get("seconds")]
     t = statistics.median(measured) if measured else None
-    runs["planner"] = until_found(lambda k: one(harness, scenarios[k], where / f"planner-{k}"), budget,
-                                  len(scenarios))
-    runs["random"] = [] if t is None else until_found(
+    if "planner" in modes:
+        runs["planner"] = until_found(lambda k: one(harness, scenarios[k], where / f"planner-{k}"), budget,
+                                      len(scenarios))
+    if "random" in modes and t is not None:
+        runs["random"] = until_found(
         lambda k: one(harness, replace(scenarios[k], faults=at_random_times(scenarios[k].faults, t,
                                                                           timed_seed(scenarios[k].seed))),
                       where / f"random-{k}"), budget, len(scenarios))
@@ -250,6 +258,8 @@ def totals(rows: list[dict], within: int) -> dict:
 
 def print_table(rows: list[dict], total: dict, budget: float, within: int) -> None:
     def cell(r: dict, mode: str) -> str:
+        if not r["runs"][mode]:
+            return "not run"
         first = r[mode]
         if first["trials_to_first"] is None:
             return f"not in {budget:g} CPU-s ({len(r['runs'][mode])})"
@@ -295,6 +305,8 @@ def main() -> None:
                              "trigger's trials cost little CPU and much wall time, so the budget alone runs many)")
     parser.add_argument("--shrink-trials", type=int, default=3,
                         help="trials to shrink each planner find with (0: no shrink)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help="comma-separated modes to run (e.g. planner alone, for the twins' false alarms)")
     parser.add_argument("--out", type=Path, default=Path("runs") / time.strftime("detection-%Y%m%d-%H%M%S"))
     args = parser.parse_args()
     truths = load_truths()
@@ -307,6 +319,9 @@ def main() -> None:
     except ValueError:
         sys.exit(f"--seeds {args.seeds!r}: give integers, comma-separated (e.g. 0,1,2)")
     triggers = [t.strip() for t in args.triggers.split(",") if t.strip()]
+    args.modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    if not args.modes or set(args.modes) - set(MODES):
+        sys.exit(f"--modes {','.join(args.modes)!r}: name some of {', '.join(MODES)}")
     for trigger in triggers:
         if trigger != DEFAULT_TRIGGER:
             try:
@@ -332,7 +347,7 @@ def main() -> None:
             for seed in seeds:
                 for name in here:
                     r = run_job(harness, name, truths, trigger, seed, args.budget, args.events, args.out,
-                                args.shrink_trials, args.none_trials)
+                                args.shrink_trials, args.none_trials, args.modes)
                     rows.append(r)
                     print(f"{name} {trigger} seed {seed}: planner {r['planner']['trials_to_first']}, random "
                           f"{r['random']['trials_to_first']}, none {r['none']['trials_to_first']} "

@@ -116,3 +116,28 @@ def test_jobs_that_name_another_pyspark_are_grouped_to_run_on_it(detection):
                   "kafka_txn_marker"]}
     with pytest.raises(SystemExit, match="delta_append: pyspark 9.9.9 is not added"):
         detection.rows_on("9.9.9", ["delta_append"], None)
+
+
+def test_a_mode_left_out_runs_no_trial_and_prints_as_not_run(detection, monkeypatch, tmp_path, capsys):
+    """``--modes planner`` on a twin: its false alarms are the planner's trials alone, with no no-fault trial to
+    time random faults that will not run."""
+    from chaos.scenario.scenario import Scenario
+
+    tried = []
+
+    def one(harness, scenario, run_dir):
+        tried.append(scenario.specs)
+        return {"cpu": 40.0, "found": False, "seconds": 10.0}
+
+    monkeypatch.setattr(detection, "one", one)
+    plan = [Scenario(pipeline="p", faults=["kill-driver@1:sink-done"])] * 12
+    monkeypatch.setattr(detection, "planned", lambda *a: plan)
+    truths = detection.load_truths()
+    row = detection.run_job(None, "append_on_conflict", truths, "default", 0, 100, 2000, tmp_path,
+                            modes=("planner",))
+    assert len(row["runs"]["planner"]) == 3 and row["runs"]["none"] == row["runs"]["random"] == []
+    assert all(specs == ["kill-driver@1:sink-done"] for specs in tried) and row["T"] is None
+    total = detection.totals([row], 3)
+    assert total["default"]["modes"]["planner"]["false_alarms"]["median"] == 0
+    detection.print_table([row], total, 100, 3)
+    assert capsys.readouterr().out.count("not run") == 2
