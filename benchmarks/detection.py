@@ -283,8 +283,9 @@ def print_table(rows: list[dict], total: dict, budget: float, within: int) -> No
                   f"distinct bugs per CPU-hour {fmt(m['bugs_per_cpu_hour'])}, violating trials per CPU-hour "
                   f"{fmt(m['violations_per_cpu_hour'])}, false alarms {fmt(m['false_alarms'])}, "
                   f"harness errors {fmt(m['errors'])}")
-        print(f"{trigger}: planner / random, distinct bugs per CPU-hour: "
-              f"{'>= ' if t['ratio_lower_bound'] else ''}{fmt(t['ratio'])}x")
+        if t["ratio"]["median"] is not None:  # none without bug jobs run in both modes
+            print(f"{trigger}: planner / random, distinct bugs per CPU-hour: "
+                  f"{'>= ' if t['ratio_lower_bound'] else ''}{fmt(t['ratio'])}x")
         s = t["shrink"]
         if s["shrunk"]:
             print(f"{trigger}: shrinks (CPU apart from the finds): {s['shrunk']} schedule(s), {s['trials']} trial(s), "
