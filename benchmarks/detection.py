@@ -96,7 +96,7 @@ def rows_on(version: str, names: list[str], args: argparse.Namespace) -> list[di
                            "--budget", str(args.budget), "--trials", str(args.trials), "--seeds", args.seeds,
                            "--triggers", args.triggers, "--events", str(args.events),
                            "--shrink-trials", str(args.shrink_trials), "--none-trials", str(args.none_trials),
-                           "--modes", ",".join(args.modes)],
+                           "--modes", args.modes],
                           env=side_env())
     if done.returncode != 0:
         sys.exit(f"{', '.join(names)} on pyspark {version}: the run failed (exit {done.returncode}), see above")
@@ -320,9 +320,9 @@ def main() -> None:
     except ValueError:
         sys.exit(f"--seeds {args.seeds!r}: give integers, comma-separated (e.g. 0,1,2)")
     triggers = [t.strip() for t in args.triggers.split(",") if t.strip()]
-    args.modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
-    if not args.modes or set(args.modes) - set(MODES):
-        sys.exit(f"--modes {','.join(args.modes)!r}: name some of {', '.join(MODES)}")
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    if not modes or set(modes) - set(MODES):
+        sys.exit(f"--modes {args.modes!r}: name some of {', '.join(MODES)}")
     for trigger in triggers:
         if trigger != DEFAULT_TRIGGER:
             try:
@@ -348,7 +348,7 @@ def main() -> None:
             for seed in seeds:
                 for name in here:
                     r = run_job(harness, name, truths, trigger, seed, args.budget, args.events, args.out,
-                                args.shrink_trials, args.none_trials, args.modes)
+                                args.shrink_trials, args.none_trials, modes)
                     rows.append(r)
                     print(f"{name} {trigger} seed {seed}: planner {r['planner']['trials_to_first']}, random "
                           f"{r['random']['trials_to_first']}, none {r['none']['trials_to_first']} "
