@@ -3,6 +3,7 @@
     python benchmarks/detection.py [--budget 100] [--trials 3] [--seeds 0,1,2] [--triggers default,processingTime:5s]
                                    [--jobs a,b,...] [--events 2000] [--shrink-trials 3] [--none-trials N]
                                    [--modes planner,random,none] [--out DIR]
+    python benchmarks/detection.py --merge DIR [DIR ...] [--jobs, --seeds, --triggers to filter]
 
 Every job of the corpus (benchmarks/corpus/, each with its truth in truths.json: seeded bugs and their correct
 twins) runs as written, on one harness, in three modes, with the same events and seeds in every mode:
@@ -189,7 +190,7 @@ def run_job(harness: Harness, name: str, truths: dict, trigger: str, seed: int, 
                       where / f"random-{k}"), budget, len(scenarios))
     job = truths["jobs"][name]
     row = {"job": name, "bug": "bug" in job, "truth": job["truth"], "trigger": trigger, "seed": seed, "T": t,
-           "runs": runs}
+           "budget": budget, "runs": runs}
     for mode in MODES:
         row[mode] = first_find(runs[mode], budget)
     if shrink_trials and row["planner"]["trials_to_first"] is not None:
@@ -240,20 +241,51 @@ def totals(rows: list[dict], within: int) -> dict:
                         for key in ("found", "rate_within", "median_trials", "median_cpu_to_first",
                                     "bugs_per_cpu_hour", "violations_per_cpu_hour", "false_alarms", "errors")}
                  for mode in MODES}
-        ratios, bounded = [], False
+        ratios, bounded = {}, False
         for seed in seeds:
             planner, random = per_seed[seed]["planner"], per_seed[seed]["random"]
             if not planner["cpu_hours"] or not random["cpu_hours"]:
                 continue
             bounded |= random["found"] == 0
-            ratios.append(round(planner["found"] / planner["cpu_hours"]
-                                / (max(random["found"], 1) / random["cpu_hours"]), 2))
+            ratios[seed] = round(planner["found"] / planner["cpu_hours"]
+                                 / (max(random["found"], 1) / random["cpu_hours"]), 2)
         shrinks = [r["shrink"] for r in rows if r["trigger"] == trigger and r.get("shrink")]
-        out[trigger] = {"per_seed": per_seed, "modes": modes, "ratio": spread(ratios), "ratio_lower_bound": bounded,
+        out[trigger] = {"per_seed": per_seed, "modes": modes, "ratio": spread(list(ratios.values())),
+                        "ratios": ratios, "ratio_lower_bound": bounded,
                         "shrink": {"shrunk": len(shrinks), "trials": sum(s["trials"] for s in shrinks),
                                    "cpu": round(sum(s["cpu"] for s in shrinks), 1),
                                    "smaller": sum(1 for s in shrinks if len(s["minimal"]) < len(s["from"]))}}
     return out
+
+
+def merged_rows(dirs: list[Path], budget: float) -> list[dict]:
+    """The rows of earlier runs (``DIR/detection.json``, finished or stopped), a later run's row replacing an
+    earlier one for the same job, trigger and seed: a corpus measured in parts (a budget per part, a Spark version
+    per part, a seed per night) gives one table. Each row keeps the budget it ran with (``budget`` where its run
+    did not record one)."""
+    merged: dict[tuple, dict] = {}
+    for where in dirs:
+        path = where / "detection.json"
+        try:
+            doc = json.loads(path.read_text())
+            found = doc["rows"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise UserError(f"--merge {where}: no detection.json of this benchmark there ({exc.__class__.__name__}); "
+                            "name a directory an earlier run wrote with --out") from None
+        for r in found:
+            r.setdefault("budget", doc.get("budget_cpu_s", budget))
+            for mode in MODES:
+                r["runs"].setdefault(mode, [])
+                r[mode] = first_find(r["runs"][mode], r["budget"])
+            merged[(r["job"], r["trigger"], r["seed"])] = r
+    return list(merged.values())
+
+
+def found_at(r: dict, mode: str) -> str:
+    """Trials to a mode's first find, or why there is none."""
+    if not r["runs"][mode]:
+        return "not run"
+    return str(r[mode]["trials_to_first"] or "not found")
 
 
 def print_table(rows: list[dict], total: dict, budget: float, within: int) -> None:
@@ -262,7 +294,7 @@ def print_table(rows: list[dict], total: dict, budget: float, within: int) -> No
             return "not run"
         first = r[mode]
         if first["trials_to_first"] is None:
-            return f"not in {budget:g} CPU-s ({len(r['runs'][mode])})"
+            return f"not in {r.get('budget', budget):g} CPU-s ({len(r['runs'][mode])})"
         return f"at {first['trials_to_first']} ({first['cpu_to_first']:g} CPU-s)"
 
     def fmt(s: dict) -> str:
@@ -283,6 +315,13 @@ def print_table(rows: list[dict], total: dict, budget: float, within: int) -> No
                   f"distinct bugs per CPU-hour {fmt(m['bugs_per_cpu_hour'])}, violating trials per CPU-hour "
                   f"{fmt(m['violations_per_cpu_hour'])}, false alarms {fmt(m['false_alarms'])}, "
                   f"harness errors {fmt(m['errors'])}")
+        if len(t["per_seed"]) > 1:
+            for seed, figures in t["per_seed"].items():
+                print(f"{trigger} seed {seed}: " + "; ".join(
+                    f"{mode} {f['found']}/{f['bugs']} found, {f['bugs_per_cpu_hour']} per CPU-hour, "
+                    f"{f['false_alarms']} false alarms in {f['twin_trials']} twin trials"
+                    for mode, f in figures.items())
+                      + (f"; planner / random {t['ratios'][seed]:g}x" if seed in t["ratios"] else ""))
         if t["ratio"]["median"] is not None:  # none without bug jobs run in both modes
             print(f"{trigger}: planner / random, distinct bugs per CPU-hour: "
                   f"{'>= ' if t['ratio_lower_bound'] else ''}{fmt(t['ratio'])}x")
@@ -308,6 +347,10 @@ def main() -> None:
                         help="trials to shrink each planner find with (0: no shrink)")
     parser.add_argument("--modes", default=",".join(MODES),
                         help="comma-separated modes to run (e.g. planner alone, for the twins' false alarms)")
+    parser.add_argument("--merge", nargs="+", type=Path, metavar="DIR",
+                        help="run nothing: one table and totals from earlier runs' --out directories (a later run's "
+                             "row replaces an earlier one's for the same job, trigger and seed; --jobs, --seeds and "
+                             "--triggers filter them)")
     parser.add_argument("--out", type=Path, default=Path("runs") / time.strftime("detection-%Y%m%d-%H%M%S"))
     args = parser.parse_args()
     truths = load_truths()
@@ -331,6 +374,18 @@ def main() -> None:
                 sys.exit(f"--triggers: {exc}")
     if not seeds or not triggers or args.budget <= 0 or args.trials < 1:
         sys.exit("--seeds, --triggers, a positive --budget and --trials >= 1 are needed")
+    if args.merge:
+        try:
+            rows = [r for r in merged_rows(args.merge, args.budget)
+                    if r["job"] in names and r["seed"] in seeds and r["trigger"] in triggers]
+        except UserError as exc:
+            sys.exit(str(exc))
+        if not rows:
+            sys.exit(f"--merge: no row of {', '.join(map(str, args.merge))} is of the --jobs, --seeds and --triggers "
+                     "asked for")
+        total = totals(rows, args.trials)
+        print_table(rows, total, args.budget, args.trials)
+        return
     if args.out.exists() and any(args.out.iterdir()):
         sys.exit(f"{args.out} exists and is not empty: choose another --out")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -350,9 +405,9 @@ def main() -> None:
                     r = run_job(harness, name, truths, trigger, seed, args.budget, args.events, args.out,
                                 args.shrink_trials, args.none_trials, modes)
                     rows.append(r)
-                    print(f"{name} {trigger} seed {seed}: planner {r['planner']['trials_to_first']}, random "
-                          f"{r['random']['trials_to_first']}, none {r['none']['trials_to_first']} "
-                          "(trials to the first violation)", flush=True)
+                    print(f"{name} {trigger} seed {seed}: planner {found_at(r, 'planner')}, random "
+                          f"{found_at(r, 'random')}, none {found_at(r, 'none')} (trials to the first violation)",
+                          flush=True)
                     (args.out / "detection.json").write_text(json.dumps({"rows": rows}, indent=1))
     total = totals(rows, args.trials)
     (args.out / "detection.json").write_text(json.dumps(

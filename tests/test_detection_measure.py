@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +143,36 @@ def test_a_mode_left_out_runs_no_trial_and_prints_as_not_run(detection, monkeypa
     detection.print_table([row], total, 100, 3)
     out = capsys.readouterr().out
     assert out.count("not run") == 2 and "planner / random" not in out  # no bug job: no ratio
+
+
+def test_runs_measured_in_parts_merge_into_one_table_with_each_row_s_budget(detection, tmp_path, capsys):
+    """A corpus measured in parts (a budget and a seed per part) gives one table: a row keeps its own budget, a
+    later run's row replaces an earlier one's, and each seed gets its own line with its ratio."""
+    import json
+
+    def part(name: str, budget: float, rows: list[dict]) -> Path:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "detection.json").write_text(json.dumps({"budget_cpu_s": budget, "rows": rows}))
+        return tmp_path / name
+
+    never = trials(False, False, False, False, False)
+    cheap = part("a", 100, [row(detection, "a", True, 0, {"planner": trials(True), "random": never, "none": []}),
+                            row(detection, "a", True, 1, {"planner": trials(False), "random": never, "none": []})])
+    dear = part("b", 250, [row(detection, "b", True, 0, {"planner": trials(False, False, False, False, True),
+                                                         "random": trials(True), "none": []}, budget=250)])
+    again = part("c", 100, [row(detection, "a", True, 1, {"planner": trials(False, True), "random": never,
+                                                          "none": []})])
+    rows = detection.merged_rows([cheap, dear, again], budget=100)
+    assert [(r["job"], r["seed"], r["budget"]) for r in rows] == [("a", 0, 100), ("a", 1, 100), ("b", 0, 250)]
+    assert rows[1]["planner"]["trials_to_first"] == 2  # part c's row, not part a's
+    assert rows[2]["planner"] == {"trials_to_first": 5, "cpu_to_first": 150.0, "spent": 150.0}  # in 250 CPU-s
+    total = detection.totals(rows, within=3)
+    detection.print_table(rows, total, 100, 3)
+    out = capsys.readouterr().out
+    assert "not in 250 CPU-s (5)" not in out and "not in 100 CPU-s (5)" in out  # random of a: its own budget
+    assert "default seed 0: planner 2/2 found" in out and "default seed 1: planner 1/1 found" in out
+    # seed 1's random times find nothing: its ratio counts one find, a lower bound
+    assert total["default"]["ratios"] == {0: pytest.approx(2 / 180 * 130, rel=1e-2),
+                                          1: pytest.approx(1 / 60 * 100, rel=1e-2)}
+    with pytest.raises(detection.UserError, match="--merge .*nowhere: no detection.json"):
+        detection.merged_rows([tmp_path / "nowhere"], budget=100)
