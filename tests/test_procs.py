@@ -1,6 +1,7 @@
 """Process ownership with real processes: groups die with the harness, orphans are reaped."""
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -120,3 +121,41 @@ def test_a_killed_process_nobody_reaps_yet_counts_as_dead():
     finally:
         parent.kill()
         parent.wait()
+
+
+class ShellHere:
+    """A host's shell run on this machine instead of over SSH: ``HostProcs`` sees the same commands and exit codes."""
+
+    host = type("Host", (), {"name": "here"})()
+
+    def run(self, command, timeout: float = 60.0, check: bool = False):
+        from chaos.clusters.ssh.client import Ran
+
+        text = command if isinstance(command, str) else " ".join(shlex.quote(w) for w in command)
+        done = subprocess.run(["sh", "-c", text], capture_output=True, text=True, timeout=timeout)
+        assert not check or done.returncode == 0, done.stderr
+        return Ran(done.returncode, done.stdout, done.stderr)
+
+
+def test_a_host_server_s_session_is_killed_whole_and_a_stop_kills_what_ignores_sigterm(tmp_path):
+    """A server a host's ``HostProcs`` started (its own session, as PostgreSQL or Kafka there) dies with every child
+    at a kill; a stop gives it its grace for SIGTERM, then SIGKILLs what ignored it (a paused one gets SIGCONT)."""
+    from chaos.clusters.ssh.remote import HostProcs
+
+    procs = HostProcs(ShellHere())
+    stubborn = "trap '' TERM; sleep 300 & sleep 300 & wait"
+    try:
+        sid = procs.start(["sh", "-c", stubborn], log=str(tmp_path / "a.log"))
+        assert wait_until(lambda: len(psutil.Process(sid).children()) == 2, 10)
+        procs.kill_session(sid)
+        assert procs.session_gone(sid)
+
+        sid = procs.start(["sh", "-c", stubborn], log=str(tmp_path / "b.log"))
+        assert wait_until(lambda: len(psutil.Process(sid).children()) == 2, 10)
+        procs.signal_session(sid, "STOP")
+        started = time.monotonic()
+        procs.stop_session(sid, grace=1)
+        assert wait_until(lambda: procs.session_gone(sid), 5)
+        assert time.monotonic() - started >= 1  # the shell ignored SIGTERM: its grace ran out
+    finally:
+        procs.kill_all()

@@ -112,11 +112,9 @@ class HostDatabase:
 
     def kill(self) -> int | None:
         """SIGKILL the server's session on its host (the fault ``kill-sink-db``): postmaster and backends at once."""
-        sid = self.sid
+        sid, self.sid = self.sid, None
         if sid is not None:
-            self.remote.run(["sh", "-c", f"pkill -KILL -s {sid}; true"])
-            wait_until(lambda: self.remote.run(["pgrep", "-s", str(sid)]).rc != 0, timeout=10, interval=0.1)
-            self.sid = None
+            self.procs.kill_session(sid)
         return sid
 
     def restart(self) -> None:
@@ -130,7 +128,7 @@ class HostDatabase:
     def stop(self) -> None:
         try:
             if self.sid is not None:
-                self.remote.run(["sh", "-c", f"pkill -TERM -s {self.sid}; sleep 1; pkill -KILL -s {self.sid}; true"])
+                self.procs.stop_session(self.sid, grace=1)  # a smart shutdown would wait for every client
                 self.sid = None
             self.remote.run(["rm", "-rf", self.home])
         except UserError:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import shlex
 import shutil
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +25,7 @@ from chaos.clusters.kafka.jars import broker_classpath
 from chaos.clusters.ssh.database import FREE_PORT
 from chaos.clusters.ssh.remote import OWNED_DIRS, OWNER_FILE, remote_tag
 from chaos.errors import HarnessError, UserError
-from chaos.machine.processes import OWNER_VAR, Owned, wait_until
+from chaos.machine.processes import OWNER_VAR, Owned
 from chaos.machine.spark import log_tail
 
 HOME_PREFIX = "kafka-"
@@ -97,24 +96,20 @@ class HostKafka(KafkaBroker):
         self.sid = self.procs.start([*JAVA, *self.java_args(classpath)], log=str(self.log_path), cwd=str(self.home))
         self._wait()
 
-    def _signal(self, sig: str) -> None:
-        if self.sid is not None:
-            self.remote.run(["sh", "-c", f"pkill -{sig} -s {int(self.sid)}; true"])
-
     def kill(self) -> int | None:
         """SIGKILL the broker's session on its host (``kill-broker``); a node kill of the host does the same."""
-        sid = self.sid
+        sid, self.sid = self.sid, None
         if sid is not None:
-            self._signal("KILL")
-            wait_until(lambda: self.remote.run(["pgrep", "-s", str(sid)]).rc != 0, timeout=10, interval=0.1)
-            self.sid = None
+            self.procs.kill_session(sid)
         return sid
 
     def pause(self) -> None:
-        self._signal(signal.SIGSTOP.name.removeprefix("SIG"))
+        if self.sid is not None:
+            self.procs.signal_session(self.sid, "STOP")
 
     def resume(self) -> None:
-        self._signal(signal.SIGCONT.name.removeprefix("SIG"))
+        if self.sid is not None:
+            self.procs.signal_session(self.sid, "CONT")
 
     def restart(self) -> None:
         """Start again on the same data and ports (after a kill, or a node kill of its host): log recovery."""
@@ -127,11 +122,7 @@ class HostKafka(KafkaBroker):
     def stop(self) -> None:
         try:
             if self.sid is not None:
-                self.resume()
-                self._signal("TERM")
-                wait_until(lambda: self.remote.run(["pgrep", "-s", str(self.sid)]).rc != 0, timeout=10,
-                           interval=0.2)
-                self._signal("KILL")
+                self.procs.stop_session(self.sid, grace=10)
                 self.sid = None
             self.remote.run(["rm", "-rf", self.data_home])
         except UserError:

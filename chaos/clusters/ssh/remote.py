@@ -20,7 +20,7 @@ from pathlib import Path
 
 from chaos.clusters.ssh.client import Remote
 from chaos.errors import HarnessError
-from chaos.machine.processes import OWNER_VAR, my_tag, owner_alive
+from chaos.machine.processes import OWNER_VAR, my_tag, owner_alive, wait_until
 
 RULE_PREFIX = "streamchaos:"
 # A directory of a harness on a host (a database's data) holds its remote tag in this file; reaping reads it.
@@ -131,6 +131,26 @@ class HostProcs:
         """``kill -SIG`` the pids on the host (those already gone are not an error)."""
         if pids:
             self.remote.run(["sh", "-c", f"kill -{sig} {' '.join(str(p) for p in pids)} 2>/dev/null; true"])
+
+    def signal_session(self, sid: int, sig: str) -> None:
+        """``pkill -SIG -s SID``: a server ``start`` began and every child of it (PostgreSQL's backends), at once."""
+        self.remote.run(["sh", "-c", f"pkill -{sig} -s {int(sid)}; true"])
+
+    def session_gone(self, sid: int) -> bool:
+        return self.remote.run(["pgrep", "-s", str(int(sid))]).rc != 0
+
+    def kill_session(self, sid: int) -> None:
+        """SIGKILL a server's session and wait until none of it is left: a restart binds the same ports."""
+        self.signal_session(sid, "KILL")
+        wait_until(lambda: self.session_gone(sid), timeout=10, interval=0.1)
+
+    def stop_session(self, sid: int, grace: float) -> None:
+        """Stop a server's session cleanly if it can within ``grace`` seconds (SIGCONT first: a paused one cannot),
+        then SIGKILL what is left."""
+        self.signal_session(sid, "CONT")
+        self.signal_session(sid, "TERM")
+        wait_until(lambda: self.session_gone(sid), timeout=grace, interval=0.2)
+        self.signal_session(sid, "KILL")
 
     def throttle(self, python: str, share: float) -> int:
         """Let every process of this harness on the host run ``share`` of the time (``THROTTLE``); the pid of the
