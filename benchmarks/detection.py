@@ -2,7 +2,7 @@
 
     python benchmarks/detection.py [--budget 100] [--trials 3] [--seeds 0,1,2] [--triggers default,processingTime:5s]
                                    [--jobs a,b,...] [--events 2000] [--shrink-trials 3] [--none-trials N]
-                                   [--modes planner,random,none] [--out DIR]
+                                   [--modes planner,random,none] [--twin-trials K] [--out DIR]
     python benchmarks/detection.py --merge DIR [DIR ...] [--jobs, --seeds, --triggers to filter]
 
 Every job of the corpus (benchmarks/corpus/, each with its truth in truths.json: seeded bugs and their correct
@@ -97,7 +97,7 @@ def rows_on(version: str, names: list[str], args: argparse.Namespace) -> list[di
                            "--budget", str(args.budget), "--trials", str(args.trials), "--seeds", args.seeds,
                            "--triggers", args.triggers, "--events", str(args.events),
                            "--shrink-trials", str(args.shrink_trials), "--none-trials", str(args.none_trials),
-                           "--modes", args.modes],
+                           "--modes", args.modes, "--twin-trials", str(args.twin_trials)],
                           env=side_env())
     if done.returncode != 0:
         sys.exit(f"{', '.join(names)} on pyspark {version}: the run failed (exit {done.returncode}), see above")
@@ -166,9 +166,10 @@ def shrunk(harness: Harness, ref: str, base: Scenario, trials: int, where: Path)
 
 def run_job(harness: Harness, name: str, truths: dict, trigger: str, seed: int, budget: float, events: int,
             out: Path, shrink_trials: int = 0, none_trials: int = PLAN_LENGTH,
-            modes: tuple[str, ...] = MODES) -> dict:
+            modes: tuple[str, ...] = MODES, twin_trials: int = 0) -> dict:
     """One job's row; a mode left out of ``modes`` runs no trial (the no-fault trials still run, at least one,
-    when the random mode needs their T)."""
+    when the random mode needs their T). A twin's planner runs ``twin_trials`` trials whatever they cost, when
+    given: its question is a false alarm in the trials a campaign runs, not a find within a budget."""
     ref = job_reference(name, truths)
     where = out / f"{trigger.replace(':', '-')}-seed{seed}" / name
     scenarios = planned(ref, trigger, seed, events, where / "plan")
@@ -180,15 +181,18 @@ def run_job(harness: Harness, name: str, truths: dict, trigger: str, seed: int, 
     # The median, not the first: a job's first trial on the harness is cold (its driver boots with no spare).
     measured = [r["seconds"] for r in runs["none"] if r.get("seconds")]
     t = statistics.median(measured) if measured else None
+    job = truths["jobs"][name]
     if "planner" in modes:
-        runs["planner"] = until_found(lambda k: one(harness, scenarios[k], where / f"planner-{k}"), budget,
-                                      len(scenarios))
+        planner_budget, planner_trials = budget, len(scenarios)
+        if twin_trials and "bug" not in job:
+            planner_budget, planner_trials = float("inf"), min(twin_trials, len(scenarios))
+        runs["planner"] = until_found(lambda k: one(harness, scenarios[k], where / f"planner-{k}"), planner_budget,
+                                      planner_trials)
     if "random" in modes and t is not None:
         runs["random"] = until_found(
         lambda k: one(harness, replace(scenarios[k], faults=at_random_times(scenarios[k].faults, t,
                                                                           timed_seed(scenarios[k].seed))),
                       where / f"random-{k}"), budget, len(scenarios))
-    job = truths["jobs"][name]
     row = {"job": name, "bug": "bug" in job, "truth": job["truth"], "trigger": trigger, "seed": seed, "T": t,
            "budget": budget, "runs": runs}
     for mode in MODES:
@@ -345,6 +349,9 @@ def main() -> None:
                              "trigger's trials cost little CPU and much wall time, so the budget alone runs many)")
     parser.add_argument("--shrink-trials", type=int, default=3,
                         help="trials to shrink each planner find with (0: no shrink)")
+    parser.add_argument("--twin-trials", type=int, default=0,
+                        help="a twin's planner runs this many trials whatever they cost (0: the budget decides, as "
+                             "for a bug); a campaign runs 3")
     parser.add_argument("--modes", default=",".join(MODES),
                         help="comma-separated modes to run (e.g. planner alone, for the twins' false alarms)")
     parser.add_argument("--merge", nargs="+", type=Path, metavar="DIR",
@@ -372,8 +379,8 @@ def main() -> None:
                 trigger_args(trigger)  # one line for a trigger Spark would refuse
             except UserError as exc:
                 sys.exit(f"--triggers: {exc}")
-    if not seeds or not triggers or args.budget <= 0 or args.trials < 1:
-        sys.exit("--seeds, --triggers, a positive --budget and --trials >= 1 are needed")
+    if not seeds or not triggers or args.budget <= 0 or args.trials < 1 or args.twin_trials < 0:
+        sys.exit("--seeds, --triggers, a positive --budget, --trials >= 1 and --twin-trials >= 0 are needed")
     if args.merge:
         try:
             rows = [r for r in merged_rows(args.merge, args.budget)
@@ -403,7 +410,7 @@ def main() -> None:
             for seed in seeds:
                 for name in here:
                     r = run_job(harness, name, truths, trigger, seed, args.budget, args.events, args.out,
-                                args.shrink_trials, args.none_trials, modes)
+                                args.shrink_trials, args.none_trials, modes, args.twin_trials)
                     rows.append(r)
                     print(f"{name} {trigger} seed {seed}: planner {found_at(r, 'planner')}, random "
                           f"{found_at(r, 'random')}, none {found_at(r, 'none')} (trials to the first violation)",

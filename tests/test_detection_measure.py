@@ -176,3 +176,18 @@ def test_runs_measured_in_parts_merge_into_one_table_with_each_row_s_budget(dete
                                           1: pytest.approx(1 / 60 * 100, rel=1e-2)}
     with pytest.raises(detection.UserError, match="--merge .*nowhere: no detection.json"):
         detection.merged_rows([tmp_path / "nowhere"], budget=100)
+
+
+def test_a_twin_runs_its_trials_whatever_they_cost_when_told(detection, monkeypatch, tmp_path):
+    """``--twin-trials 3``: a twin's false alarm is asked of the 3 trials a campaign runs, not of as many as a CPU
+    budget buys; a bug's planner still stops at its budget."""
+    from chaos.scenario.scenario import Scenario
+
+    monkeypatch.setattr(detection, "one", lambda harness, scenario, run_dir: {"cpu": 80.0, "found": False})
+    monkeypatch.setattr(detection, "planned", lambda *a: [Scenario(pipeline="p", faults=[])] * 12)
+    truths = detection.load_truths()
+    twin = detection.run_job(None, "append_on_conflict", truths, "default", 0, 100, 2000, tmp_path / "t",
+                             modes=("planner",), twin_trials=3)
+    bug = detection.run_job(None, "append_insert", truths, "default", 0, 100, 2000, tmp_path / "b",
+                            modes=("planner",), twin_trials=3)
+    assert len(twin["runs"]["planner"]) == 3 and len(bug["runs"]["planner"]) == 2  # 0, then 80 < 100 CPU-s spent
