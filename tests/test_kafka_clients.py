@@ -13,10 +13,10 @@ ROUTE = {"bootstrap": "127.0.0.1:1", "topic": "streamchaos-t1-out", "named": "or
 
 
 def test_the_named_topic_is_the_trials_and_other_topics_stay():
-    assert kafka_clients._topic(ROUTE, "orders-clean") == "streamchaos-t1-out"
-    assert kafka_clients._topic(ROUTE, "dead-letters") == "dead-letters"
-    assert kafka_clients._topic({**ROUTE, "named": ""}, "anything") == "streamchaos-t1-out"  # none named: every one
-    assert kafka_clients._topic(None, "orders-clean") == "orders-clean"
+    assert kafka_clients.trial_topic(ROUTE, "orders-clean") == "streamchaos-t1-out"
+    assert kafka_clients.trial_topic(ROUTE, "dead-letters") == "dead-letters"
+    assert kafka_clients.trial_topic({**ROUTE, "named": ""}, "anything") == "streamchaos-t1-out"  # none named: every one
+    assert kafka_clients.trial_topic(None, "orders-clean") == "orders-clean"
 
 
 def test_partitions_move_with_their_offsets_and_settings_name_the_trials_broker_ids_and_groups():
@@ -101,7 +101,7 @@ def test_what_the_clients_hand_back_names_the_jobs_topic():
     metadata = SimpleNamespace(topics={ROUTE["topic"]: "its metadata"})
     assert kafka_clients._back(names, metadata).topics["orders-clean"] == "its metadata"
     learned: dict[str, str] = {}
-    assert kafka_clients._topic({**ROUTE, "named": ""}, "anything", learned) == ROUTE["topic"]
+    assert kafka_clients.trial_topic({**ROUTE, "named": ""}, "anything", learned) == ROUTE["topic"]
     assert learned == {ROUTE["topic"]: "anything"}  # none named: the name the job used, handed back
     assert kafka_clients._back({}, message) is message
 

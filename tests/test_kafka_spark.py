@@ -505,3 +505,68 @@ def test_a_jobs_own_transactional_producer_reaches_the_trials_topic_and_skips_a_
     committed = records.filter(pl.col("committed")).height
     assert answer.height == 800 and (committed == 800 if verdict == "exactly-once" else committed > 800)
     assert all(f["fired"] for f in r["faults"]) and left_by(run.pid) == []
+
+
+KAFKA_PYTHON_TXN = '''
+"""kafka_txn_marker's transaction per batch, written with kafka-python as many jobs are: the batch id committed as a
+consumer group's offset in the transaction that produces the batch; a batch already committed is skipped."""
+
+import json
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
+BOOTSTRAP = "kafka:9092"
+TOPIC = "orders-clean"
+APP = "orders-clean-writer"
+
+
+def write(batch, batch_id):
+    producer = KafkaProducer(bootstrap_servers=BOOTSTRAP, transactional_id=APP, key_serializer=str.encode,
+                             value_serializer=str.encode)
+    marker = KafkaConsumer(bootstrap_servers=BOOTSTRAP, group_id=APP, enable_auto_commit=False,
+                           isolation_level="read_committed")
+    try:
+        producer.init_transactions()
+        done = marker.committed(TopicPartition(TOPIC, 0))
+        if done is not None and done > batch_id:  # written by a run that died before Spark's commit
+            return
+        producer.begin_transaction()
+        for row in batch.collect():
+            producer.send(TOPIC, key=row["order_id"], value=json.dumps(row.asDict(), default=str))
+        producer.send_offsets_to_transaction({TopicPartition(TOPIC, 0): OffsetAndMetadata(batch_id + 1, "", -1)},
+                                             APP)
+        producer.commit_transaction()
+    finally:
+        marker.close()
+        producer.close()
+
+
+def run(spark=None):
+    spark = spark or SparkSession.builder.getOrCreate()
+    orders = (spark.readStream.format("kafka").option("subscribe", "orders").load()
+              .select(F.from_json(F.col("value").cast("string"), ORDER).alias("o")).select("o.*"))
+    return orders.writeStream.foreachBatch(write).option("checkpointLocation", "/checkpoints/orders-clean").start()
+'''
+
+
+def test_a_jobs_kafka_python_transactions_reach_the_trials_topic_and_skip_a_replayed_batch(tmp_path,
+                                                                                         connector_cluster):
+    """The same transaction per batch with kafka-python's producer and consumer (chaos.jobs.kafka_python_clients):
+    they reach the trial's broker, output topic and group, and the replay after the driver died past batch 2's
+    transaction is skipped: exactly-once on committed reads, Spark's answer in a topic of its own."""
+    job = tmp_path / "orders_kafka_python.py"
+    job.write_text(KAFKA_PYTHON_TXN)
+    folder = tmp_path / "run"
+    run = cli("--spark", CONNECTOR_SPARK, "trial", f"{job}:run", "--schema", ORDER, "--sink", "kafka:orders-clean",
+              "--cluster", connector_cluster, "--events", "800", "--fault", "kill-driver@2:sink-done", "--json",
+              "--keep", str(folder), cwd=tmp_path, timeout=900)
+    r = run.json
+    assert r["verdict"] == "exactly-once", run.stderr[-3000:]
+    records = pl.read_parquet(folder / "sink" / "output-topic.parquet")
+    answer = pl.read_parquet(folder / "oracle" / "kafka" / "answer-topic.parquet")
+    assert answer.height == 800 and records.filter(pl.col("committed")).height == 800
+    assert all(f["fired"] for f in r["faults"]) and left_by(run.pid) == []

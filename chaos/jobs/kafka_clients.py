@@ -43,7 +43,7 @@ def _route() -> dict | None:
     return out
 
 
-def _topic(route: dict | None, name: Any, names: dict[str, str] | None = None) -> Any:
+def trial_topic(route: dict | None, name: Any, names: dict[str, str] | None = None) -> Any:
     """The topic a client of the job's means by ``name`` (``names`` learns the job's name of the trial's)."""
     if route is None or not isinstance(name, str) or (route.get("named") and name != route["named"]):
         return name
@@ -70,7 +70,7 @@ def _partitions(route: dict | None, value: Any, names: dict[str, str] | None = N
     if route is None:
         return value
     if isinstance(value, TopicPartition):
-        return _with_topic(value, _topic(route, value.topic, names))
+        return _with_topic(value, trial_topic(route, value.topic, names))
     if isinstance(value, list | tuple):
         return type(value)(_partitions(route, v, names) for v in value)
     return value
@@ -168,9 +168,9 @@ def _rerouted(base: type, moves: dict[str, str]) -> type:
     def produce(self, *args, _call: str = "produce", **kwargs):
         route, names = self.__dict__.get("_streamchaos_route"), _names(self)
         if args:
-            args = (_topic(route, args[0], names), *args[1:])
+            args = (trial_topic(route, args[0], names), *args[1:])
         elif "topic" in kwargs:
-            kwargs["topic"] = _topic(route, kwargs["topic"], names)
+            kwargs["topic"] = trial_topic(route, kwargs["topic"], names)
         if route is not None:
             kwargs.update({k: _callback(names, kwargs[k]) for k in _CALLBACKS if k in kwargs})
         return _back(names, getattr(base, _call)(self, *args, **kwargs))
@@ -219,7 +219,7 @@ def _bound(base: type, name: str, arg: str | None) -> Any:
 
     def method(self, *args, **kwargs):
         route, names = self.__dict__.get("_streamchaos_route"), _names(self)
-        move = ((lambda v: [_topic(route, t, names) for t in v]) if arg == "topics"
+        move = ((lambda v: [trial_topic(route, t, names) for t in v]) if arg == "topics"
                 else (lambda v: _partitions(route, v, names)))
         if args and arg is not None:
             args = (move(args[0]), *args[1:])
@@ -235,7 +235,11 @@ def _bound(base: type, name: str, arg: str | None) -> Any:
 
 
 def reroute() -> None:
-    """``confluent_kafka.Producer`` and ``Consumer`` (whichever the job has) reach this run's broker and topic."""
+    """``confluent_kafka.Producer`` and ``Consumer`` (whichever the job has) reach this run's broker and topic; so do
+    kafka-python's (chaos.jobs.kafka_python_clients)."""
+    from chaos.jobs import kafka_python_clients
+
+    kafka_python_clients.reroute()
     try:
         import confluent_kafka
     except ImportError:

@@ -1,0 +1,197 @@
+"""A job's own kafka-python clients reach the trial's broker, as its confluent_kafka ones do (chaos.jobs.kafka_clients).
+
+Many PySpark jobs write Kafka from a ``foreachBatch`` with kafka-python's ``KafkaProducer`` (an alert per row, a
+batch sent and flushed, a transaction per batch with ``send_offsets_to_transaction``), or read a topic back with its
+``KafkaConsumer``. Run as written they would reach the servers the job names. Here they reach the trial's: the
+settings get the trial's ``bootstrap_servers`` (through the sink channel's proxy) and its login in kafka-python's
+names, the topic the job names in ``--sink kafka:TOPIC`` (every topic, with none named) is the trial's output topic,
+and a ``transactional_id`` or ``group_id`` gets the trial's topic before it, so trials sharing the broker never fence
+or read each other's. What the clients hand back names the job's topic again (``TopicPartition``s and records of
+``poll`` and iteration, ``assignment``, ``committed``, the offsets maps, ``subscription``, ``topics``, a rebalance
+listener's partitions); a producer's ``RecordMetadata`` names the trial's topic. The classes are replaced in
+``kafka`` (and ``kafka.producer``, ``kafka.consumer``) before the job's module is imported, so ``from kafka import
+KafkaProducer`` binds the rerouted one; a job's ``KafkaAdminClient`` is left as written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from chaos.clusters.kafka.login import librdkafka
+from chaos.clusters.kafka.login import of as login_of
+from chaos.errors import UserError
+from chaos.jobs import kafka_sink
+from chaos.jobs.callers import from_the_job
+from chaos.jobs.kafka_clients import trial_topic
+
+OWN = ("kafka.", "chaos.jobs.kafka_python_clients")
+# librdkafka's login settings (chaos.clusters.kafka.login.librdkafka) in kafka-python's names.
+LOGIN_NAMES = {"security.protocol": "security_protocol", "sasl.mechanisms": "sasl_mechanism",
+               "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
+               "ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile",
+               "ssl.key.location": "ssl_keyfile", "ssl.key.password": "ssl_password"}
+LOGIN_KEYS = ("security_protocol", "sasl_", "ssl_")
+STRING_TOPICS = {"send": 0, "partitions_for": 0, "partitions_for_topic": 0}  # methods whose argument N is a topic
+
+
+def _route() -> dict | None:
+    out = kafka_sink.target()
+    if not out or not out.get("bootstrap") or not from_the_job(OWN):
+        return None
+    return out
+
+
+def login_configs(login: dict | None) -> dict[str, Any]:
+    """The trial's login as kafka-python settings (PEM files only: it takes no inline certificate)."""
+    conf: dict[str, Any] = {}
+    for key, value in librdkafka(login or {}).items():
+        if key not in LOGIN_NAMES:
+            raise UserError(f"a kafka-python client of the job cannot log in with {key}: give the broker's TLS "
+                            "certificates as PEM files (ssl.truststore.location, ssl.keystore.location with type PEM)")
+        conf[LOGIN_NAMES[key]] = value
+    return conf
+
+
+def configs(route: dict | None, configs: dict[str, Any]) -> dict[str, Any]:
+    """A client's settings, on the trial's broker with the trial's login, ids and groups."""
+    if route is None:
+        return configs
+    conf = {k: v for k, v in configs.items() if not k.startswith(LOGIN_KEYS)}
+    conf.update(login_configs(login_of(route)))
+    conf["bootstrap_servers"] = route["bootstrap"]
+    for key in ("transactional_id", "group_id", "group_instance_id"):
+        if conf.get(key):
+            conf[key] = f"{route['topic']}.{conf[key]}"
+    return conf
+
+
+def _moved(route: dict | None, names: dict[str, str], value: Any) -> Any:
+    """``TopicPartition``s (alone, in a list, set or tuple, or keys of a map) on the trial's topic."""
+    from kafka.structs import ConsumerGroupMetadata, TopicPartition
+
+    if route is None:
+        return value
+    if isinstance(value, TopicPartition):
+        return value._replace(topic=trial_topic(route, value.topic, names))
+    if isinstance(value, ConsumerGroupMetadata):  # from a consumer of the job's: its group is already the trial's
+        return value
+    if isinstance(value, dict):
+        return {_moved(route, names, k): v for k, v in value.items()}
+    if isinstance(value, list | set | frozenset) or (isinstance(value, tuple) and not hasattr(value, "_fields")):
+        return type(value)(_moved(route, names, v) for v in value)
+    return value
+
+
+def _back(names: dict[str, str], value: Any) -> Any:
+    """What a client hands back, naming the job's topic where it names the trial's."""
+    from kafka.consumer.fetcher import ConsumerRecord
+    from kafka.structs import TopicPartition
+
+    if not names:
+        return value
+    if isinstance(value, TopicPartition | ConsumerRecord):
+        return value._replace(topic=names[value.topic]) if value.topic in names else value
+    if isinstance(value, dict):
+        return {_back(names, k): _back(names, v) for k, v in value.items()}
+    if isinstance(value, list | set | frozenset) or (isinstance(value, tuple) and not hasattr(value, "_fields")):
+        return type(value)(_back(names, v) for v in value)
+    if isinstance(value, str):  # subscription(), topics()
+        return names.get(value, value)
+    return value
+
+
+class _Listener:
+    """A rebalance listener of the job's, handed its own topic's partitions."""
+
+    def __init__(self, names: dict[str, str], inner: Any) -> None:
+        self.names, self.inner = names, inner
+
+    def on_partitions_revoked(self, revoked):
+        return self.inner.on_partitions_revoked(_back(self.names, revoked))
+
+    def on_partitions_assigned(self, assigned):
+        return self.inner.on_partitions_assigned(_back(self.names, assigned))
+
+    def on_partitions_lost(self, lost):
+        call = getattr(self.inner, "on_partitions_lost", None) or self.inner.on_partitions_revoked
+        return call(_back(self.names, lost))
+
+
+def _method(name: str, orig: Callable) -> Callable:
+    """``name`` with its topics and partitions moved to the trial's and what it returns naming the job's."""
+    def method(self, *args, **kwargs):
+        route, names = self.__dict__["_streamchaos_route"], self.__dict__["_streamchaos_names"]
+        if route is not None:
+            at = STRING_TOPICS.get(name)
+            if at is not None and len(args) > at:
+                args = (*args[:at], trial_topic(route, args[at], names), *args[at + 1:])
+            elif at is not None and "topic" in kwargs:
+                kwargs["topic"] = trial_topic(route, kwargs["topic"], names)
+            if name == "subscribe":
+                topics = args[0] if args else kwargs.pop("topics", ())
+                args = ([trial_topic(route, t, names) for t in ([topics] if isinstance(topics, str) else topics)],
+                        *args[1:])
+                if kwargs.get("listener") is not None:
+                    kwargs["listener"] = _Listener(names, kwargs["listener"])
+                elif len(args) > 2 and args[2] is not None:
+                    args = (*args[:2], _Listener(names, args[2]), *args[3:])
+            if name == "send_offsets_to_transaction":  # a group named by its id: the trial's group
+                group = args[1] if len(args) > 1 else kwargs.get("group_metadata")
+                if isinstance(group, str):
+                    group = f"{route['topic']}.{group}"
+                    args, kwargs = ((args[0], group, *args[2:]), kwargs) if len(args) > 1 else (
+                        args, {**kwargs, "group_metadata": group})
+            args = tuple(_moved(route, names, a) for a in args)
+            kwargs = {k: _moved(route, names, v) for k, v in kwargs.items()}
+        return _back(names, orig(self, *args, **kwargs))
+
+    method.__name__ = name
+    return method
+
+
+def _rerouted(base: type, methods: tuple[str, ...]) -> type:
+    def __init__(self, *args, **kwargs):  # noqa: N807
+        route = _route()
+        names: dict[str, str] = {}
+        if route is not None and route.get("named"):
+            names[route["topic"]] = route["named"]
+        self.__dict__["_streamchaos_route"], self.__dict__["_streamchaos_names"] = route, names
+        if route is not None and args:  # KafkaConsumer(*topics): the topics it subscribes to
+            args = tuple(trial_topic(route, t, names) for t in args)
+        base.__init__(self, *args, **configs(route, kwargs))
+
+    def __next__(self):  # noqa: N807 - iterating a consumer yields its records
+        return _back(self.__dict__["_streamchaos_names"], base.__next__(self))
+
+    # Named as kafka-python's own class, so a job's function that refers to it pickles it by reference and the
+    # executors' worker finds its rerouted one (chaos.jobs.databases.on_executors).
+    body: dict[str, Any] = {"__init__": __init__, "__doc__": base.__doc__, "__module__": "kafka",
+                            "__qualname__": base.__name__, "_streamchaos_rerouted": True}
+    if hasattr(base, "__next__"):
+        body["__next__"] = __next__
+    body.update({name: _method(name, getattr(base, name)) for name in methods if hasattr(base, name)})
+    return type(base.__name__, (base,), body)
+
+
+PRODUCER_METHODS = ("send", "partitions_for", "send_offsets_to_transaction")
+CONSUMER_METHODS = ("assign", "assignment", "commit", "commit_async", "committed", "position", "highwater", "pause",
+                    "paused", "resume", "seek", "seek_to_beginning", "seek_to_end", "subscribe", "subscription",
+                    "partitions_for_topic", "topics", "poll", "offsets_for_times", "beginning_offsets",
+                    "end_offsets")
+
+
+def reroute() -> None:
+    """kafka-python's ``KafkaProducer`` and ``KafkaConsumer``, where the job has it, reach this run's broker."""
+    try:
+        import kafka
+        import kafka.consumer
+        import kafka.producer
+    except ImportError:
+        return
+    if getattr(kafka.KafkaProducer, "_streamchaos_rerouted", False):
+        return
+    producer = _rerouted(kafka.KafkaProducer, PRODUCER_METHODS)
+    consumer = _rerouted(kafka.KafkaConsumer, CONSUMER_METHODS)
+    kafka.KafkaProducer = kafka.producer.KafkaProducer = producer
+    kafka.KafkaConsumer = kafka.consumer.KafkaConsumer = consumer

@@ -1,0 +1,155 @@
+"""A job's own kafka-python clients reach the run's broker and topic (chaos.jobs.kafka_python_clients), as its
+confluent_kafka ones do; the harness's and a job's outside a run are left as written."""
+
+from __future__ import annotations
+
+import kafka
+import kafka.consumer
+import kafka.producer
+import pytest
+from kafka.consumer.fetcher import ConsumerRecord
+from kafka.consumer.group import KafkaConsumer as KafkaConsumerAsWritten
+from kafka.structs import OffsetAndMetadata, TopicPartition
+
+from chaos.errors import UserError
+from chaos.jobs import kafka_clients, kafka_python_clients, kafka_sink
+
+ROUTE = {"bootstrap": "127.0.0.1:1", "topic": "streamchaos-t1-out", "named": "orders-clean"}
+
+
+@pytest.fixture
+def rerouted(monkeypatch, tmp_path):
+    for module, name in ((kafka, "KafkaProducer"), (kafka, "KafkaConsumer"), (kafka.producer, "KafkaProducer"),
+                         (kafka.consumer, "KafkaConsumer")):
+        monkeypatch.setattr(module, name, getattr(module, name))  # put back after the test
+    kafka_sink.begin({"bootstrap": ROUTE["bootstrap"], "topic": ROUTE["topic"]}, tmp_path, ROUTE["named"])
+    kafka_clients.reroute()  # the one call the run makes: confluent_kafka's and kafka-python's
+    yield
+    kafka_sink.end()
+
+
+def test_settings_name_the_trials_broker_login_ids_and_groups():
+    conf = kafka_python_clients.configs(ROUTE, {"bootstrap_servers": ["kafka:9092"], "transactional_id": "writer",
+                                                "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN",
+                                                "ssl_cafile": "/ca", "acks": "all"})
+    assert conf == {"bootstrap_servers": "127.0.0.1:1", "transactional_id": "streamchaos-t1-out.writer", "acks": "all"}
+    as_written = {"bootstrap_servers": "kafka:9092"}
+    assert kafka_python_clients.configs(None, as_written) == as_written
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" password="p";'
+    login = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256", "sasl.jaas.config": jaas}
+    assert kafka_python_clients.login_configs(login) == {
+        "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "u",
+        "sasl_plain_password": "p"}
+    with pytest.raises(UserError, match="kafka-python client of the job cannot log in with ssl.ca.pem"):
+        kafka_python_clients.login_configs({"security.protocol": "SSL", "ssl.truststore.certificates": "-----BEGIN"})
+
+
+def test_clients_the_job_makes_reach_the_trial_and_the_harnesss_do_not(rerouted):
+    job = {"__name__": "orders_job"}
+    exec("from kafka import KafkaProducer, KafkaConsumer\n"  # noqa: S102 - a job module's own code
+         "p = KafkaProducer(bootstrap_servers='kafka:9092', transactional_id='w', api_version=(3, 0))\n"
+         "c = KafkaConsumer('orders-clean', bootstrap_servers=['kafka:9092'], group_id='g', api_version=(3, 0))\n",
+         job)
+    producer, consumer = job["p"], job["c"]
+    try:
+        assert producer.config["bootstrap_servers"] == "127.0.0.1:1"
+        assert producer.config["transactional_id"] == "streamchaos-t1-out.w"
+        assert consumer.config["group_id"] == "streamchaos-t1-out.g"
+        assert consumer.subscription() == {"orders-clean"}  # subscribed to the trial's, named as the job's
+        assert KafkaConsumerAsWritten.subscription(consumer) == {ROUTE["topic"]}
+    finally:
+        consumer.close()
+        producer.close(timeout=1)
+    harness = {"__name__": "chaos.clusters.kafka.broker"}
+    exec("from kafka import KafkaProducer\n"  # noqa: S102
+         "p = KafkaProducer(bootstrap_servers='x:1', api_version=(3, 0))\n", harness)
+    assert harness["p"].config["bootstrap_servers"] == "x:1"
+    harness["p"].close(timeout=1)
+
+
+def test_the_rerouted_classes_pickle_by_reference(rerouted):
+    """A job's function referring to ``KafkaProducer`` reaches an executor's worker as kafka-python's class, which
+    the worker has rerouted too (chaos.jobs.databases.on_executors)."""
+    import pickle
+
+    from pyspark import cloudpickle
+
+    assert pickle.loads(cloudpickle.dumps(kafka.KafkaProducer)) is kafka.KafkaProducer  # noqa: S301
+    assert kafka.producer.KafkaProducer is kafka.KafkaProducer and kafka.KafkaProducer._streamchaos_rerouted
+
+
+def record(topic: str, partition: int, offset: int) -> ConsumerRecord:
+    return ConsumerRecord(**{**dict.fromkeys(ConsumerRecord._fields), "topic": topic, "partition": partition,
+                             "offset": offset, "key": b"k", "value": b"v"})
+
+
+class _Recording:
+    """A consumer's and producer's base class that records what reached it: what kafka-python would be given."""
+
+    def __init__(self, *topics, **configs):
+        self.topics, self.configs, self.calls = topics, configs, []
+
+    def send(self, topic, value=None, key=None):
+        self.calls.append(("send", topic))
+
+    def send_offsets_to_transaction(self, offsets, group_metadata):
+        self.calls.append(("offsets", sorted(tp.topic for tp in offsets), group_metadata))
+
+    def assign(self, partitions):
+        self.calls.append(("assign", [(tp.topic, tp.partition) for tp in partitions]))
+
+    def seek(self, partition, offset):
+        self.calls.append(("seek", partition.topic, offset))
+
+    def pause(self, *partitions):
+        self.calls.append(("pause", [tp.topic for tp in partitions]))
+
+    def subscribe(self, topics=(), pattern=None, listener=None):
+        self.calls.append(("subscribe", list(topics)))
+        self.listener = listener
+
+    def poll(self, timeout_ms=0):
+        tp = TopicPartition(ROUTE["topic"], 0)
+        return {tp: [record(ROUTE["topic"], 0, 3)]}
+
+    def end_offsets(self, partitions):
+        return {tp: 42 for tp in partitions}
+
+    def __next__(self):
+        return record(ROUTE["topic"], 1, 4)
+
+
+def test_topics_and_partitions_move_to_the_trials_and_come_back_named_as_the_jobs(rerouted):
+    producer_cls = kafka_python_clients._rerouted(_Recording, kafka_python_clients.PRODUCER_METHODS)
+    consumer_cls = kafka_python_clients._rerouted(_Recording, kafka_python_clients.CONSUMER_METHODS)
+    job = {"__name__": "orders_job", "P": producer_cls, "C": consumer_cls}
+    exec("p = P(bootstrap_servers='kafka:9092', transactional_id='w')\n"  # noqa: S102
+         "c = C('orders-clean', 'other', bootstrap_servers='kafka:9092', group_id='g')\n", job)
+    producer, consumer = job["p"], job["c"]
+    assert consumer.topics == (ROUTE["topic"], "other")
+    producer.send("orders-clean", value=b"v")
+    producer.send(topic="dead-letters", value=b"v")
+    producer.send_offsets_to_transaction({TopicPartition("orders-clean", 0): OffsetAndMetadata(5, "", -1)}, "g")
+    assert producer.calls == [("send", ROUTE["topic"]), ("send", "dead-letters"),
+                              ("offsets", [ROUTE["topic"]], "streamchaos-t1-out.g")]
+    consumer.assign([TopicPartition("orders-clean", 0), TopicPartition("other", 1)])
+    consumer.seek(TopicPartition("orders-clean", 0), 7)
+    consumer.pause(TopicPartition("orders-clean", 0))
+    seen = []
+
+    class Listener:
+        def on_partitions_revoked(self, revoked):
+            seen.append(sorted(tp.topic for tp in revoked))
+
+        def on_partitions_assigned(self, assigned):
+            seen.append(sorted(tp.topic for tp in assigned))
+
+    consumer.subscribe(["orders-clean"], listener=Listener())
+    consumer.listener.on_partitions_assigned({TopicPartition(ROUTE["topic"], 0)})
+    assert seen == [["orders-clean"]]
+    assert consumer.calls == [("assign", [(ROUTE["topic"], 0), ("other", 1)]), ("seek", ROUTE["topic"], 7),
+                              ("pause", [ROUTE["topic"]]), ("subscribe", [ROUTE["topic"]])]
+    (tp, records), = consumer.poll(1000).items()
+    assert tp == TopicPartition("orders-clean", 0) and records[0].topic == "orders-clean" and records[0].offset == 3
+    assert next(consumer).topic == "orders-clean"
+    assert consumer.end_offsets([TopicPartition("orders-clean", 0)]) == {TopicPartition("orders-clean", 0): 42}
