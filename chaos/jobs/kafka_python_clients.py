@@ -4,9 +4,10 @@ Many PySpark jobs write Kafka from a ``foreachBatch`` with kafka-python's ``Kafk
 batch sent and flushed, a transaction per batch with ``send_offsets_to_transaction``), or read a topic back with its
 ``KafkaConsumer``. Run as written they would reach the servers the job names. Here they reach the trial's: the
 settings get the trial's ``bootstrap_servers`` (through the sink channel's proxy) and its login in kafka-python's
-names, the topic the job names in ``--sink kafka:TOPIC`` (every topic, with none named) is the trial's output topic,
-and a ``transactional_id`` or ``group_id`` gets the trial's topic before it, so trials sharing the broker never fence
-or read each other's. What the clients hand back names the job's topic again (``TopicPartition``s and records of
+names (an ``api_version`` pinned for the job's broker is dropped: the client probes the trial's), the topic the job
+names in ``--sink kafka:TOPIC`` (every topic, with none named) is the trial's output topic, and a
+``transactional_id`` or ``group_id`` gets the trial's topic before it, so trials sharing the broker never fence or
+read each other's. What the clients hand back names the job's topic again (``TopicPartition``s and records of
 ``poll`` and iteration, ``assignment``, ``committed``, the offsets maps, ``subscription``, ``topics``, a rebalance
 listener's partitions); a producer's ``RecordMetadata`` names the trial's topic. The classes are replaced in
 ``kafka`` (and ``kafka.producer``, ``kafka.consumer``) before the job's module is imported, so ``from kafka import
@@ -57,7 +58,9 @@ def configs(route: dict | None, configs: dict[str, Any]) -> dict[str, Any]:
     """A client's settings, on the trial's broker with the trial's login, ids and groups."""
     if route is None:
         return configs
-    conf = {k: v for k, v in configs.items() if not k.startswith(LOGIN_KEYS)}
+    # The job's broker's settings give way: its login, and the protocol version it pins for that broker (public
+    # jobs pin api_version=(0, 10) and the like, which the trial's broker no longer speaks): probed instead.
+    conf = {k: v for k, v in configs.items() if not k.startswith(LOGIN_KEYS) and k != "api_version"}
     conf.update(login_configs(login_of(route)))
     conf["bootstrap_servers"] = route["bootstrap"]
     for key in ("transactional_id", "group_id", "group_instance_id"):
