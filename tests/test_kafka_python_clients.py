@@ -8,7 +8,7 @@ import kafka.consumer
 import kafka.producer
 import pytest
 from kafka.consumer.fetcher import ConsumerRecord
-from kafka.structs import OffsetAndMetadata, TopicPartition
+from kafka.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 from chaos.errors import UserError
 from chaos.jobs import kafka_clients, kafka_python_clients, kafka_sink
@@ -83,7 +83,10 @@ class _Recording:
         self.topics, self.configs, self.calls = topics, configs, []
 
     def send(self, topic, value=None, key=None):
-        self.calls.append(("send", topic))
+        self.calls.append(("send", topic, value))
+
+    def commit_async(self, offsets=None, callback=None):
+        callback(offsets, "response")
 
     def send_offsets_to_transaction(self, offsets, group_metadata):
         self.calls.append(("offsets", sorted(tp.topic for tp in offsets), group_metadata))
@@ -98,7 +101,7 @@ class _Recording:
         self.calls.append(("pause", [tp.topic for tp in partitions]))
 
     def subscribe(self, topics=(), pattern=None, listener=None):
-        self.calls.append(("subscribe", list(topics)))
+        self.calls.append(("subscribe", list(topics), pattern))
         self.listener = listener
 
     def poll(self, timeout_ms=0):
@@ -122,11 +125,19 @@ def test_topics_and_partitions_move_to_the_trials_and_come_back_named_as_the_job
     assert producer.configs == {"bootstrap_servers": "127.0.0.1:1", "transactional_id": "streamchaos-t1-out.w"}
     assert consumer.configs["group_id"] == "streamchaos-t1-out.g"
     assert consumer.topics == (ROUTE["topic"], "other")
-    producer.send("orders-clean", value=b"v")
-    producer.send(topic="dead-letters", value=b"v")
+    from pyspark.sql import Row
+
+    row = Row(order_id="o-1", amount=5)
+    producer.send("orders-clean", value=row)  # a Row is a tuple: the job's value, passed as it is
+    producer.send(topic="dead-letters", value=[TopicPartition("orders-clean", 0)])
     producer.send_offsets_to_transaction({TopicPartition("orders-clean", 0): OffsetAndMetadata(5, "", -1)}, "g")
-    assert producer.calls == [("send", ROUTE["topic"]), ("send", "dead-letters"),
-                              ("offsets", [ROUTE["topic"]], "streamchaos-t1-out.g")]
+    producer.send_offsets_to_transaction({}, ConsumerGroupMetadata("g"))
+    producer.send_offsets_to_transaction({}, ConsumerGroupMetadata("streamchaos-t1-out.g"))
+    assert producer.calls == [("send", ROUTE["topic"], row), ("send", "dead-letters", [("orders-clean", 0)]),
+                              ("offsets", [ROUTE["topic"]], "streamchaos-t1-out.g"),
+                              ("offsets", [], ConsumerGroupMetadata("streamchaos-t1-out.g")),
+                              ("offsets", [], ConsumerGroupMetadata("streamchaos-t1-out.g"))]
+    assert producer.calls[0][2].asDict() == {"order_id": "o-1", "amount": 5}
     consumer.assign([TopicPartition("orders-clean", 0), TopicPartition("other", 1)])
     consumer.seek(TopicPartition("orders-clean", 0), 7)
     consumer.pause(TopicPartition("orders-clean", 0))
@@ -142,9 +153,61 @@ def test_topics_and_partitions_move_to_the_trials_and_come_back_named_as_the_job
     consumer.subscribe(["orders-clean"], listener=Listener())
     consumer.listener.on_partitions_assigned({TopicPartition(ROUTE["topic"], 0)})
     assert seen == [["orders-clean"]]
+    consumer.subscribe(pattern="^orders-.*")  # matches the named topic: the trial's topic alone
+    consumer.subscribe(pattern="^audit-.*")  # another: left as written
     assert consumer.calls == [("assign", [(ROUTE["topic"], 0), ("other", 1)]), ("seek", ROUTE["topic"], 7),
-                              ("pause", [ROUTE["topic"]]), ("subscribe", [ROUTE["topic"]])]
+                              ("pause", [ROUTE["topic"]]), ("subscribe", [ROUTE["topic"]], None),
+                              ("subscribe", [ROUTE["topic"]], None), ("subscribe", [], "^audit-.*")]
+    handed = []
+    consumer.commit_async({TopicPartition("orders-clean", 0): OffsetAndMetadata(5, "", -1)},
+                          lambda offsets, response: handed.extend(tp.topic for tp in offsets))
+    assert handed == ["orders-clean"]
     (tp, records), = consumer.poll(1000).items()
     assert tp == TopicPartition("orders-clean", 0) and records[0].topic == "orders-clean" and records[0].offset == 3
     assert next(consumer).topic == "orders-clean"
     assert consumer.end_offsets([TopicPartition("orders-clean", 0)]) == {TopicPartition("orders-clean", 0): 42}
+
+
+def test_calls_kafka_python_makes_on_itself_reach_it_as_they_are(rerouted):
+    """Its record iterator polls and its constructor subscribes through the (rerouted) methods: those calls see the
+    trial's names, or the iterator would not find the partitions it fetches."""
+    consumer_cls = kafka_python_clients._rerouted(_Recording, kafka_python_clients.CONSUMER_METHODS)
+    job = {"__name__": "orders_job", "C": consumer_cls}
+    exec("c = C(bootstrap_servers='kafka:9092', group_id='g')\n", job)  # noqa: S102
+    itself = {"__name__": "kafka.consumer.group", "c": job["c"]}
+    exec("polled = c.poll(1000)\n", itself)  # noqa: S102 - as kafka-python's own module calls it
+    assert [tp.topic for tp in itself["polled"]] == [ROUTE["topic"]]
+    assert [tp.topic for tp in job["c"].poll(1000)] == ["orders-clean"]
+
+
+def test_a_listener_is_one_of_kafka_pythons_and_an_async_one_stays_async():
+    import asyncio
+
+    from kafka import AsyncConsumerRebalanceListener, ConsumerRebalanceListener
+
+    names, seen = {ROUTE["topic"]: "orders-clean"}, []
+
+    class Plain(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            seen.append(("revoked", sorted(tp.topic for tp in revoked)))
+
+        def on_partitions_assigned(self, assigned):
+            seen.append(("assigned", sorted(tp.topic for tp in assigned)))
+
+    class Async(AsyncConsumerRebalanceListener):
+        async def on_partitions_revoked(self, revoked):
+            seen.append(("async revoked", sorted(tp.topic for tp in revoked)))
+
+        async def on_partitions_assigned(self, assigned):
+            seen.append(("async assigned", sorted(tp.topic for tp in assigned)))
+
+    trial = {TopicPartition(ROUTE["topic"], 0)}
+    plain = kafka_python_clients._listener(names, Plain())
+    assert isinstance(plain, ConsumerRebalanceListener)
+    plain.on_partitions_assigned(trial)
+    plain.on_partitions_lost(trial)  # none of its own: revoked
+    wrapped = kafka_python_clients._listener(names, Async())
+    assert isinstance(wrapped, AsyncConsumerRebalanceListener)
+    asyncio.run(wrapped.on_partitions_assigned(trial))
+    assert seen == [("assigned", ["orders-clean"]), ("revoked", ["orders-clean"]),
+                    ("async assigned", ["orders-clean"])]

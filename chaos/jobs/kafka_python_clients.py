@@ -9,13 +9,16 @@ names in ``--sink kafka:TOPIC`` (every topic, with none named) is the trial's ou
 ``transactional_id`` or ``group_id`` gets the trial's topic before it, so trials sharing the broker never fence or
 read each other's. What the clients hand back names the job's topic again (``TopicPartition``s and records of
 ``poll`` and iteration, ``assignment``, ``committed``, the offsets maps, ``subscription``, ``topics``, a rebalance
-listener's partitions); a producer's ``RecordMetadata`` names the trial's topic. The classes are replaced in
+listener's partitions); a producer's ``RecordMetadata`` names the trial's topic, a ``pattern`` that matches the
+named topic subscribes the trial's alone. The classes are replaced in
 ``kafka`` (and ``kafka.producer``, ``kafka.consumer``) before the job's module is imported, so ``from kafka import
 KafkaProducer`` binds the rerouted one; a job's ``KafkaAdminClient`` is left as written.
 """
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -69,19 +72,22 @@ def configs(route: dict | None, configs: dict[str, Any]) -> dict[str, Any]:
     return conf
 
 
-def _moved(route: dict | None, names: dict[str, str], value: Any) -> Any:
-    """``TopicPartition``s (alone, in a list, set or tuple, or keys of a map) on the trial's topic."""
+PLAIN = (list, set, frozenset, tuple, dict)  # containers walked: a Row (a tuple) or a dict of the job's is a value
+
+
+def _moved(route: dict, names: dict[str, str], value: Any) -> Any:
+    """``TopicPartition``s (alone, in a plain list, set or tuple, or keys of a plain map) on the trial's topic; a
+    ``ConsumerGroupMetadata`` the job made itself in the trial's group."""
     from kafka.structs import ConsumerGroupMetadata, TopicPartition
 
-    if route is None:
-        return value
     if isinstance(value, TopicPartition):
         return value._replace(topic=trial_topic(route, value.topic, names))
-    if isinstance(value, ConsumerGroupMetadata):  # from a consumer of the job's: its group is already the trial's
-        return value
-    if isinstance(value, dict):
+    if isinstance(value, ConsumerGroupMetadata):  # one from a rerouted consumer is in the trial's group already
+        prefix = f"{route['topic']}."
+        return value if value.group_id.startswith(prefix) else value._replace(group_id=prefix + value.group_id)
+    if type(value) is dict:
         return {_moved(route, names, k): v for k, v in value.items()}
-    if isinstance(value, list | set | frozenset) or (isinstance(value, tuple) and not hasattr(value, "_fields")):
+    if type(value) in PLAIN:
         return type(value)(_moved(route, names, v) for v in value)
     return value
 
@@ -95,58 +101,93 @@ def _back(names: dict[str, str], value: Any) -> Any:
         return value
     if isinstance(value, TopicPartition | ConsumerRecord):
         return value._replace(topic=names[value.topic]) if value.topic in names else value
-    if isinstance(value, dict):
+    if type(value) is dict:
         return {_back(names, k): _back(names, v) for k, v in value.items()}
-    if isinstance(value, list | set | frozenset) or (isinstance(value, tuple) and not hasattr(value, "_fields")):
+    if type(value) in PLAIN:
         return type(value)(_back(names, v) for v in value)
     if isinstance(value, str):  # subscription(), topics()
         return names.get(value, value)
     return value
 
 
-class _Listener:
-    """A rebalance listener of the job's, handed its own topic's partitions."""
+def _listener(names: dict[str, str], inner: Any) -> Any:
+    """A rebalance listener of the job's, handed its own topic's partitions; of kafka-python's listener classes, as
+    ``subscribe`` requires (an asynchronous one stays asynchronous: kafka-python awaits its coroutines)."""
+    from kafka import AsyncConsumerRebalanceListener, ConsumerRebalanceListener
 
-    def __init__(self, names: dict[str, str], inner: Any) -> None:
-        self.names, self.inner = names, inner
+    lost = getattr(inner, "on_partitions_lost", None) or inner.on_partitions_revoked
+    if isinstance(inner, AsyncConsumerRebalanceListener):
+        class Async(AsyncConsumerRebalanceListener):
+            async def on_partitions_revoked(self, revoked):
+                return await inner.on_partitions_revoked(_back(names, revoked))
 
-    def on_partitions_revoked(self, revoked):
-        return self.inner.on_partitions_revoked(_back(self.names, revoked))
+            async def on_partitions_assigned(self, assigned):
+                return await inner.on_partitions_assigned(_back(names, assigned))
 
-    def on_partitions_assigned(self, assigned):
-        return self.inner.on_partitions_assigned(_back(self.names, assigned))
+            async def on_partitions_lost(self, gone):
+                return await lost(_back(names, gone))
 
-    def on_partitions_lost(self, lost):
-        call = getattr(self.inner, "on_partitions_lost", None) or self.inner.on_partitions_revoked
-        return call(_back(self.names, lost))
+        return Async()
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            return inner.on_partitions_revoked(_back(names, revoked))
+
+        def on_partitions_assigned(self, assigned):
+            return inner.on_partitions_assigned(_back(names, assigned))
+
+        def on_partitions_lost(self, gone):
+            return lost(_back(names, gone))
+
+    return Listener()
+
+
+def _subscribed(route: dict, names: dict[str, str], args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``subscribe``'s topics on the trial's; a pattern that matches the named topic (any, with none named) becomes
+    the trial's topic alone; its listener handed the job's names."""
+    topics, pattern, listener = (*args, None, None, None)[:3] if args else (None, None, None)
+    topics = kwargs.pop("topics", topics) or ()
+    pattern = kwargs.pop("pattern", pattern)
+    listener = kwargs.pop("listener", listener)
+    if pattern is not None and (not route.get("named") or re.match(pattern, route["named"])):
+        names[route["topic"]] = route.get("named") or route["topic"]
+        topics, pattern = [route["topic"]], None
+    elif topics:
+        topics = [trial_topic(route, t, names) for t in ([topics] if isinstance(topics, str) else topics)]
+    return (), {"topics": topics, "pattern": pattern,
+                "listener": _listener(names, listener) if listener is not None else None, **kwargs}
 
 
 def _method(name: str, orig: Callable) -> Callable:
-    """``name`` with its topics and partitions moved to the trial's and what it returns naming the job's."""
+    """``name`` with its topics and partitions moved to the trial's and what it returns naming the job's. A call
+    from kafka-python itself (its record iterator polls, its constructor subscribes) reaches ``orig`` as it is."""
     def method(self, *args, **kwargs):
         route, names = self.__dict__["_streamchaos_route"], self.__dict__["_streamchaos_names"]
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("kafka."):
+            return orig(self, *args, **kwargs)
         if route is not None:
             at = STRING_TOPICS.get(name)
-            if at is not None and len(args) > at:
-                args = (*args[:at], trial_topic(route, args[at], names), *args[at + 1:])
-            elif at is not None and "topic" in kwargs:
-                kwargs["topic"] = trial_topic(route, kwargs["topic"], names)
-            if name == "subscribe":
-                topics = args[0] if args else kwargs.pop("topics", ())
-                args = ([trial_topic(route, t, names) for t in ([topics] if isinstance(topics, str) else topics)],
-                        *args[1:])
-                if kwargs.get("listener") is not None:
-                    kwargs["listener"] = _Listener(names, kwargs["listener"])
-                elif len(args) > 2 and args[2] is not None:
-                    args = (*args[:2], _Listener(names, args[2]), *args[3:])
-            if name == "send_offsets_to_transaction":  # a group named by its id: the trial's group
-                group = args[1] if len(args) > 1 else kwargs.get("group_metadata")
-                if isinstance(group, str):
-                    group = f"{route['topic']}.{group}"
-                    args, kwargs = ((args[0], group, *args[2:]), kwargs) if len(args) > 1 else (
-                        args, {**kwargs, "group_metadata": group})
-            args = tuple(_moved(route, names, a) for a in args)
-            kwargs = {k: _moved(route, names, v) for k, v in kwargs.items()}
+            if at is not None:  # send(topic, value, key...): only the topic moves, the values are the job's
+                if len(args) > at:
+                    args = (*args[:at], trial_topic(route, args[at], names), *args[at + 1:])
+                elif "topic" in kwargs:
+                    kwargs["topic"] = trial_topic(route, kwargs["topic"], names)
+            elif name == "subscribe":
+                args, kwargs = _subscribed(route, names, args, kwargs)
+            else:
+                if name == "send_offsets_to_transaction":  # a group named by its id: the trial's group
+                    if len(args) > 1 and isinstance(args[1], str):
+                        args = (args[0], f"{route['topic']}.{args[1]}", *args[2:])
+                    elif isinstance(kwargs.get("group_metadata"), str):
+                        kwargs["group_metadata"] = f"{route['topic']}.{kwargs['group_metadata']}"
+                if name == "commit_async" and callable(kwargs.get("callback")):
+                    done = kwargs["callback"]
+                    kwargs["callback"] = lambda offsets, response: done(_back(names, offsets), response)
+                elif name == "commit_async" and len(args) > 1 and callable(args[1]):
+                    done = args[1]
+                    args = (args[0], lambda offsets, response: done(_back(names, offsets), response), *args[2:])
+                args = tuple(_moved(route, names, a) for a in args)
+                kwargs = {k: _moved(route, names, v) for k, v in kwargs.items()}
         return _back(names, orig(self, *args, **kwargs))
 
     method.__name__ = name
@@ -188,13 +229,13 @@ def reroute() -> None:
     """kafka-python's ``KafkaProducer`` and ``KafkaConsumer``, where the job has it, reach this run's broker."""
     try:
         import kafka
-        import kafka.consumer
-        import kafka.producer
+        import kafka.consumer.group
+        import kafka.producer.kafka
     except ImportError:
         return
     if getattr(kafka.KafkaProducer, "_streamchaos_rerouted", False):
         return
     producer = _rerouted(kafka.KafkaProducer, PRODUCER_METHODS)
     consumer = _rerouted(kafka.KafkaConsumer, CONSUMER_METHODS)
-    kafka.KafkaProducer = kafka.producer.KafkaProducer = producer
-    kafka.KafkaConsumer = kafka.consumer.KafkaConsumer = consumer
+    kafka.KafkaProducer = kafka.producer.KafkaProducer = kafka.producer.kafka.KafkaProducer = producer
+    kafka.KafkaConsumer = kafka.consumer.KafkaConsumer = kafka.consumer.group.KafkaConsumer = consumer
