@@ -4,6 +4,7 @@ own clients are left alone."""
 from __future__ import annotations
 
 import confluent_kafka
+import confluent_kafka.admin
 import pytest
 from confluent_kafka import TopicPartition
 
@@ -15,7 +16,7 @@ ROUTE = {"bootstrap": "127.0.0.1:1", "topic": "streamchaos-t1-out", "named": "or
 def test_the_named_topic_is_the_trials_and_other_topics_stay():
     assert kafka_clients.trial_topic(ROUTE, "orders-clean") == "streamchaos-t1-out"
     assert kafka_clients.trial_topic(ROUTE, "dead-letters") == "dead-letters"
-    assert kafka_clients.trial_topic({**ROUTE, "named": ""}, "anything") == "streamchaos-t1-out"  # none named: every one
+    assert kafka_clients.trial_topic({**ROUTE, "named": ""}, "anything") == "streamchaos-t1-out"  # none named: all
     assert kafka_clients.trial_topic(None, "orders-clean") == "orders-clean"
 
 
@@ -41,6 +42,12 @@ def rerouted(monkeypatch, tmp_path):
     monkeypatch.setattr(confluent_kafka, "Consumer", confluent_kafka.Consumer)
     monkeypatch.setattr(confluent_kafka, "SerializingProducer", confluent_kafka.SerializingProducer)
     monkeypatch.setattr(confluent_kafka, "DeserializingConsumer", confluent_kafka.DeserializingConsumer)
+    monkeypatch.setattr(confluent_kafka.admin, "AdminClient", confluent_kafka.admin.AdminClient)
+    import kafka
+
+    monkeypatch.setattr(kafka, "KafkaProducer", kafka.KafkaProducer)  # kafka-python's too (one reroute() for both)
+    monkeypatch.setattr(kafka, "KafkaConsumer", kafka.KafkaConsumer)
+    monkeypatch.setattr(kafka, "KafkaAdminClient", kafka.KafkaAdminClient)
     kafka_sink.begin({"bootstrap": ROUTE["bootstrap"], "topic": ROUTE["topic"]}, tmp_path, ROUTE["named"])
     kafka_clients.reroute()
     yield
@@ -161,3 +168,36 @@ def test_a_message_the_job_hands_back_names_the_trials_topic_for_the_call(rerout
                               ("watermarks", ROUTE["topic"])]
     assert message.topic() == "orders-clean"
     assert consumer.conf["group.id"] == f"{ROUTE['topic']}.g"
+
+
+class _Admin:
+    """An AdminClient's base class that records the topics a request would carry."""
+
+    def __init__(self, conf):
+        self.conf, self.calls = conf, []
+
+    def create_topics(self, new_topics, operation_timeout=0):
+        self.calls.append(("create", [t.topic for t in new_topics]))
+        return {t.topic: "its future" for t in new_topics}
+
+    def delete_topics(self, topics, operation_timeout=0):
+        self.calls.append(("delete", list(topics)))
+        return {t: "its future" for t in topics}
+
+
+def test_an_admin_client_leaves_the_trials_topic_to_the_harness(rerouted):
+    """A job's AdminClient reaches the trial's broker; making or deleting the topic it names (the trial's, made
+    fresh by the harness) is left out and reported done; other topics are made or deleted there as named."""
+    from confluent_kafka.admin import NewTopic
+
+    assert getattr(confluent_kafka.admin.AdminClient, "_streamchaos_rerouted", False)
+    cls = kafka_clients._rerouted(_Admin, {})
+    job = {"__name__": "orders_job", "cls": cls}
+    exec("a = cls({'bootstrap.servers': 'kafka:9092'})\n", job)  # noqa: S102
+    admin = job["a"]
+    assert admin.conf == {"bootstrap.servers": ROUTE["bootstrap"]}
+    made = admin.create_topics([NewTopic("orders-clean", 3, 1), NewTopic("dead-letters", 1, 1)])
+    assert made["dead-letters"] == "its future" and made["orders-clean"].result(timeout=0) is None
+    gone = admin.delete_topics(["orders-clean"])
+    assert gone["orders-clean"].result(timeout=0) is None
+    assert admin.calls == [("create", ["dead-letters"])]

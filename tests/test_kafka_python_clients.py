@@ -3,6 +3,8 @@ confluent_kafka ones do; the harness's and a job's outside a run are left as wri
 
 from __future__ import annotations
 
+import confluent_kafka
+import confluent_kafka.admin
 import kafka
 import kafka.consumer
 import kafka.producer
@@ -18,9 +20,18 @@ ROUTE = {"bootstrap": "127.0.0.1:1", "topic": "streamchaos-t1-out", "named": "or
 
 @pytest.fixture
 def rerouted(monkeypatch, tmp_path):
-    for module, name in ((kafka, "KafkaProducer"), (kafka, "KafkaConsumer"), (kafka.producer, "KafkaProducer"),
-                         (kafka.consumer, "KafkaConsumer")):
+    import kafka.admin.client
+    import kafka.consumer.group
+    import kafka.producer.kafka
+
+    for module, name in ((kafka, "KafkaProducer"), (kafka, "KafkaConsumer"), (kafka, "KafkaAdminClient"),
+                         (kafka.producer, "KafkaProducer"), (kafka.producer.kafka, "KafkaProducer"),
+                         (kafka.consumer, "KafkaConsumer"), (kafka.consumer.group, "KafkaConsumer"),
+                         (kafka.admin, "KafkaAdminClient"), (kafka.admin.client, "KafkaAdminClient")):
         monkeypatch.setattr(module, name, getattr(module, name))  # put back after the test
+    for name in ("Producer", "Consumer", "SerializingProducer", "DeserializingConsumer"):
+        monkeypatch.setattr(confluent_kafka, name, getattr(confluent_kafka, name))
+    monkeypatch.setattr(confluent_kafka.admin, "AdminClient", confluent_kafka.admin.AdminClient)
     kafka_sink.begin({"bootstrap": ROUTE["bootstrap"], "topic": ROUTE["topic"]}, tmp_path, ROUTE["named"])
     kafka_clients.reroute()  # the one call the run makes: confluent_kafka's and kafka-python's
     yield
@@ -211,3 +222,38 @@ def test_a_listener_is_one_of_kafka_pythons_and_an_async_one_stays_async():
     asyncio.run(wrapped.on_partitions_assigned(trial))
     assert seen == [("assigned", ["orders-clean"]), ("revoked", ["orders-clean"]),
                     ("async assigned", ["orders-clean"])]
+
+
+class _Admin:
+    """An admin client's base class that records the topics a request would carry."""
+
+    def __init__(self, **configs):
+        self.configs, self.calls = configs, []
+
+    def create_topics(self, new_topics, timeout_ms=None):
+        self.calls.append(("create", sorted(new_topics) if isinstance(new_topics, dict)
+                           else [getattr(t, "name", t) for t in new_topics]))
+        return {"topics": ["made"]}
+
+    def delete_topics(self, topics, timeout_ms=None):
+        self.calls.append(("delete", list(topics)))
+        return {"topics": ["deleted"]}
+
+
+def test_an_admin_client_leaves_the_trials_topic_to_the_harness(rerouted):
+    """The job making or deleting the topic it names (the trial's, made fresh by the harness) is left out; other
+    topics are made or deleted on the trial's broker as named; the harness's admin client is left alone."""
+    from kafka.admin import NewTopic
+
+    admin_cls = kafka_python_clients._rerouted(_Admin, ("list_topics",))
+    admin_cls.create_topics = kafka_python_clients._kept_out(_Admin.create_topics)
+    admin_cls.delete_topics = kafka_python_clients._kept_out(_Admin.delete_topics)
+    job = {"__name__": "orders_job", "A": admin_cls}
+    exec("a = A(bootstrap_servers='kafka:9092', api_version=(0, 10, 1))\n", job)  # noqa: S102
+    admin = job["a"]
+    assert admin.configs == {"bootstrap_servers": "127.0.0.1:1"}
+    assert admin.create_topics([NewTopic("orders-clean", 3, 1)]) == {"topics": []}
+    assert admin.create_topics({"orders-clean": {}, "dead-letters": {}}) == {"topics": ["made"]}
+    assert admin.delete_topics(["orders-clean", "dead-letters"]) == {"topics": ["deleted"]}
+    assert admin.calls == [("create", ["dead-letters"]), ("delete", ["dead-letters"])]
+    assert kafka.KafkaAdminClient._streamchaos_rerouted and kafka.admin.KafkaAdminClient is kafka.KafkaAdminClient

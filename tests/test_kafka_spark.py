@@ -513,7 +513,9 @@ consumer group's offset in the transaction that produces the batch; a batch alre
 
 import json
 
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -546,6 +548,13 @@ def write(batch, batch_id):
 
 
 def run(spark=None):
+    admin = KafkaAdminClient(bootstrap_servers=BOOTSTRAP, api_version=(0, 10, 1))
+    try:
+        admin.create_topics([NewTopic(name=TOPIC, num_partitions=1, replication_factor=1)])
+    except TopicAlreadyExistsError:
+        pass
+    finally:
+        admin.close()
     spark = spark or SparkSession.builder.getOrCreate()
     orders = (spark.readStream.format("kafka").option("subscribe", "orders").load()
               .select(F.from_json(F.col("value").cast("string"), ORDER).alias("o")).select("o.*"))
@@ -555,9 +564,10 @@ def run(spark=None):
 
 def test_a_jobs_kafka_python_transactions_reach_the_trials_topic_and_skip_a_replayed_batch(tmp_path,
                                                                                          connector_cluster):
-    """The same transaction per batch with kafka-python's producer and consumer (chaos.jobs.kafka_python_clients):
-    they reach the trial's broker, output topic and group, and the replay after the driver died past batch 2's
-    transaction is skipped: exactly-once on committed reads, Spark's answer in a topic of its own."""
+    """The same transaction per batch with kafka-python's producer and consumer (chaos.jobs.kafka_python_clients),
+    the output topic made first by its admin client pinned to an old broker: they reach the trial's broker, output
+    topic and group, and the replay after the driver died past batch 2's transaction is skipped: exactly-once on
+    committed reads, Spark's answer in a topic of its own."""
     job = tmp_path / "orders_kafka_python.py"
     job.write_text(KAFKA_PYTHON_TXN)
     folder = tmp_path / "run"

@@ -23,7 +23,8 @@ trial's are judged) into the answer's folder beside the rows of Spark's own Kafk
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -153,7 +154,7 @@ def _names(client: Any) -> dict[str, str]:
     return client.__dict__["_streamchaos_names"]
 
 
-def _rerouted(base: type, moves: dict[str, str]) -> type:
+def _rerouted(base: type, moves: dict[str, str], module: str = "confluent_kafka") -> type:
     def __init__(self, *args, **kwargs):  # noqa: N807
         route = _route()
         self.__dict__["_streamchaos_route"] = route
@@ -189,7 +190,7 @@ def _rerouted(base: type, moves: dict[str, str]) -> type:
 
     # Named as confluent_kafka's own class, so a job's function that refers to it pickles it by reference and the
     # executors' worker finds its rerouted one (chaos.jobs.databases.on_executors).
-    body: dict[str, Any] = {"__init__": __init__, "__doc__": base.__doc__, "__module__": "confluent_kafka",
+    body: dict[str, Any] = {"__init__": __init__, "__doc__": base.__doc__, "__module__": module,
                             "__qualname__": base.__name__, "_streamchaos_rerouted": True, "list_topics": list_topics}
     if hasattr(base, "produce"):
         body["produce"] = produce
@@ -197,10 +198,32 @@ def _rerouted(base: type, moves: dict[str, str]) -> type:
         body["produce_batch"] = _named("produce_batch", produce)
     if hasattr(base, "commit"):
         body["commit"] = commit
+    if hasattr(base, "create_topics"):  # AdminClient
+        body["create_topics"] = _kept_out(base.create_topics, lambda t: t.topic)
+        body["delete_topics"] = _kept_out(base.delete_topics, lambda t: t)
     for name, arg in {**{n: None for n in _RETURNS}, **moves}.items():
         if hasattr(base, name):
             body[name] = _bound(base, name, arg)
     return type(base.__name__, (base,), body)
+
+
+def _kept_out(orig: Callable, topic_of: Callable[[Any], str]) -> Any:
+    """An admin client's ``create_topics``/``delete_topics``: the output topic is the harness's (made fresh for the
+    trial with its partitions, deleted after it), so a request the job makes for the topic that names it is left
+    out and reported done; other topics are made or deleted on the trial's broker as named."""
+    def method(self, topics, *args, **kwargs):
+        route = self.__dict__.get("_streamchaos_route")
+        ours = [t for t in topics if route is not None and trial_topic(route, topic_of(t)) == route["topic"]]
+        rest = [t for t in topics if all(t is not o for o in ours)]
+        done = orig(self, rest, *args, **kwargs) if rest or not ours else {}
+        for topic in ours:
+            future: Future = Future()
+            future.set_result(None)
+            done[topic_of(topic)] = future
+        return done
+
+    method.__name__ = orig.__name__
+    return method
 
 
 def _named(name: str, first_is_topic: Any) -> Any:
@@ -250,6 +273,9 @@ def reroute() -> None:
                         ("SerializingProducer", _PRODUCER_MOVES), ("DeserializingConsumer", _CONSUMER_MOVES)):
         if hasattr(confluent_kafka, name):
             setattr(confluent_kafka, name, _rerouted(getattr(confluent_kafka, name), moves))
+    import confluent_kafka.admin
+
+    confluent_kafka.admin.AdminClient = _rerouted(confluent_kafka.admin.AdminClient, {}, module="confluent_kafka.admin")
 
 
 # Spark's answer: a topic of its own per run.

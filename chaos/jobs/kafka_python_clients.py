@@ -12,7 +12,9 @@ read each other's. What the clients hand back names the job's topic again (``Top
 listener's partitions); a producer's ``RecordMetadata`` names the trial's topic, a ``pattern`` that matches the
 named topic subscribes the trial's alone. The classes are replaced in
 ``kafka`` (and ``kafka.producer``, ``kafka.consumer``) before the job's module is imported, so ``from kafka import
-KafkaProducer`` binds the rerouted one; a job's ``KafkaAdminClient`` is left as written.
+KafkaProducer`` binds the rerouted one. A ``KafkaAdminClient`` reaches the trial's broker too; the output topic is
+the harness's (made fresh for the trial), so the job's ``create_topics`` or ``delete_topics`` of the topic it names
+is left out, other topics are made or deleted there as named.
 """
 
 from __future__ import annotations
@@ -194,6 +196,29 @@ def _method(name: str, orig: Callable) -> Callable:
     return method
 
 
+def _kept_out(orig: Callable) -> Callable:
+    """``KafkaAdminClient.create_topics``/``delete_topics``: the output topic is the harness's (made fresh for the
+    trial with its partitions, deleted after it), so the job's request for the topic that names it is left out
+    (nothing raised for it); other topics are made or deleted on the trial's broker as named."""
+    def method(self, topics, *args, **kwargs):
+        route = self.__dict__["_streamchaos_route"]
+        if route is None:
+            return orig(self, topics, *args, **kwargs)
+
+        def ours(t: Any) -> bool:
+            name = t if isinstance(t, str) else getattr(t, "name", None)
+            return isinstance(name, str) and trial_topic(route, name) == route["topic"]
+
+        rest = ({k: v for k, v in topics.items() if not ours(k)} if isinstance(topics, dict)
+                else [t for t in topics if not ours(t)])
+        if topics and not rest:
+            return {"topics": []}
+        return orig(self, rest, *args, **kwargs)
+
+    method.__name__ = orig.__name__
+    return method
+
+
 def _rerouted(base: type, methods: tuple[str, ...]) -> type:
     def __init__(self, *args, **kwargs):  # noqa: N807
         route = _route()
@@ -215,6 +240,8 @@ def _rerouted(base: type, methods: tuple[str, ...]) -> type:
     if hasattr(base, "__next__"):
         body["__next__"] = __next__
     body.update({name: _method(name, getattr(base, name)) for name in methods if hasattr(base, name)})
+    if hasattr(base, "create_topics"):  # KafkaAdminClient
+        body.update(create_topics=_kept_out(base.create_topics), delete_topics=_kept_out(base.delete_topics))
     return type(base.__name__, (base,), body)
 
 
@@ -226,9 +253,11 @@ CONSUMER_METHODS = ("assign", "assignment", "commit", "commit_async", "committed
 
 
 def reroute() -> None:
-    """kafka-python's ``KafkaProducer`` and ``KafkaConsumer``, where the job has it, reach this run's broker."""
+    """kafka-python's ``KafkaProducer``, ``KafkaConsumer`` and ``KafkaAdminClient``, where the job has it, reach this
+    run's broker."""
     try:
         import kafka
+        import kafka.admin.client
         import kafka.consumer.group
         import kafka.producer.kafka
     except ImportError:
@@ -239,3 +268,5 @@ def reroute() -> None:
     consumer = _rerouted(kafka.KafkaConsumer, CONSUMER_METHODS)
     kafka.KafkaProducer = kafka.producer.KafkaProducer = kafka.producer.kafka.KafkaProducer = producer
     kafka.KafkaConsumer = kafka.consumer.KafkaConsumer = kafka.consumer.group.KafkaConsumer = consumer
+    admin = _rerouted(kafka.KafkaAdminClient, ("list_topics",))
+    kafka.KafkaAdminClient = kafka.admin.KafkaAdminClient = kafka.admin.client.KafkaAdminClient = admin
