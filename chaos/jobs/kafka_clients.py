@@ -12,7 +12,10 @@ topic again (a message's ``topic()``, the partitions of ``committed``, ``positio
 delivery and commit callbacks given by keyword or in the settings, ``list_topics``), so a job comparing them with its
 own name still matches; a message it hands back (``commit(msg)``) names the trial's topic for that call. The job's
 code is not changed: the classes are replaced in ``confluent_kafka`` before its module is imported, so ``from
-confluent_kafka import Producer`` binds the rerouted one; the harness's own clients are left alone.
+confluent_kafka import Producer`` binds the rerouted one; the harness's own clients are left alone. A job's
+``AdminClient`` reaches the trial's broker too; its ``create_topics``/``delete_topics`` of the topic it names are
+left out and reported done (the output topic is the harness's, made fresh for the trial). kafka-python's clients
+are rerouted alike (chaos.jobs.kafka_python_clients).
 
 Spark's answer has no output topic: each of its runs gets one of its own on the same broker (``begin_answer``),
 made before the run starts with the output topic's partitions, read back after it (committed records, as the
