@@ -42,7 +42,10 @@ def rerouted(monkeypatch, tmp_path):
     monkeypatch.setattr(confluent_kafka, "Consumer", confluent_kafka.Consumer)
     monkeypatch.setattr(confluent_kafka, "SerializingProducer", confluent_kafka.SerializingProducer)
     monkeypatch.setattr(confluent_kafka, "DeserializingConsumer", confluent_kafka.DeserializingConsumer)
-    monkeypatch.setattr(confluent_kafka.admin, "AdminClient", confluent_kafka.admin.AdminClient)
+    admin = confluent_kafka.admin.AdminClient  # changed in place: its own methods put back
+    for name in ("__init__", "create_topics", "delete_topics"):
+        monkeypatch.setattr(admin, name, admin.__dict__[name])
+    monkeypatch.setattr(admin, "_streamchaos_rerouted", False, raising=False)  # removed after the test
     import kafka
 
     monkeypatch.setattr(kafka, "KafkaProducer", kafka.KafkaProducer)  # kafka-python's too (one reroute() for both)
@@ -191,8 +194,16 @@ def test_an_admin_client_leaves_the_trials_topic_to_the_harness(rerouted):
     from confluent_kafka.admin import NewTopic
 
     assert getattr(confluent_kafka.admin.AdminClient, "_streamchaos_rerouted", False)
-    cls = kafka_clients._rerouted(_Admin, {})
-    job = {"__name__": "orders_job", "cls": cls}
+    real = {"__name__": "orders_job"}
+    exec("from confluent_kafka.admin import AdminClient\n"  # noqa: S102 - its super(AdminClient, self) still works
+         "a = AdminClient({'bootstrap.servers': 'kafka:9092', 'log_level': 0})\n", real)
+    assert real["a"].__dict__["_streamchaos_route"]["bootstrap"] == ROUTE["bootstrap"]
+
+    class Admin(_Admin):
+        pass
+
+    kafka_clients.reroute_admin(Admin)
+    job = {"__name__": "orders_job", "cls": Admin}
     exec("a = cls({'bootstrap.servers': 'kafka:9092'})\n", job)  # noqa: S102
     admin = job["a"]
     assert admin.conf == {"bootstrap.servers": ROUTE["bootstrap"]}
