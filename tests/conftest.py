@@ -96,3 +96,37 @@ def spark_cluster(tmp_path_factory):
         cluster.stop()
         owned.stop_all()
 
+
+# A run's Kafka output as the client rerouting tests give it: the trial's broker (nothing listens) and topic.
+KAFKA_ROUTE = {"bootstrap": "127.0.0.1:1", "topic": "streamchaos-t1-out", "named": "orders-clean"}
+
+
+@pytest.fixture
+def kafka_rerouted(monkeypatch, tmp_path):
+    """A run's rerouting (one ``reroute()`` for confluent_kafka's clients and kafka-python's), every class and method
+    it replaces put back after the test (tests/test_kafka_clients.py, tests/test_kafka_python_clients.py)."""
+    import confluent_kafka
+    import confluent_kafka.admin
+    import kafka
+    import kafka.admin.client
+    import kafka.consumer.group
+    import kafka.producer.kafka
+
+    for module, name in ((kafka, "KafkaProducer"), (kafka, "KafkaConsumer"), (kafka, "KafkaAdminClient"),
+                         (kafka.producer, "KafkaProducer"), (kafka.producer.kafka, "KafkaProducer"),
+                         (kafka.consumer, "KafkaConsumer"), (kafka.consumer.group, "KafkaConsumer"),
+                         (kafka.admin, "KafkaAdminClient"), (kafka.admin.client, "KafkaAdminClient")):
+        monkeypatch.setattr(module, name, getattr(module, name))
+    for name in ("Producer", "Consumer", "SerializingProducer", "DeserializingConsumer"):
+        monkeypatch.setattr(confluent_kafka, name, getattr(confluent_kafka, name))
+    admin = confluent_kafka.admin.AdminClient  # changed in place: its own methods put back
+    for name in ("__init__", "create_topics", "delete_topics"):
+        monkeypatch.setattr(admin, name, admin.__dict__[name])
+    monkeypatch.setattr(admin, "_streamchaos_rerouted", False, raising=False)  # removed after the test
+    from chaos.jobs import kafka_clients, kafka_sink
+
+    output = {"bootstrap": KAFKA_ROUTE["bootstrap"], "topic": KAFKA_ROUTE["topic"]}
+    kafka_sink.begin(output, tmp_path, KAFKA_ROUTE["named"])
+    kafka_clients.reroute()
+    yield
+    kafka_sink.end()

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import confluent_kafka
 import confluent_kafka.admin
-import pytest
 from confluent_kafka import TopicPartition
 
 from chaos.jobs import kafka_clients, kafka_sink
-
-ROUTE = {"bootstrap": "127.0.0.1:1", "topic": "streamchaos-t1-out", "named": "orders-clean"}
+from tests.conftest import KAFKA_ROUTE as ROUTE
 
 
 def test_the_named_topic_is_the_trials_and_other_topics_stay():
@@ -36,28 +34,7 @@ def test_partitions_move_with_their_offsets_and_settings_name_the_trials_broker_
     assert secured == {"bootstrap.servers": "127.0.0.1:1"}  # the trial's broker is plaintext
 
 
-@pytest.fixture
-def rerouted(monkeypatch, tmp_path):
-    monkeypatch.setattr(confluent_kafka, "Producer", confluent_kafka.Producer)  # put back after the test
-    monkeypatch.setattr(confluent_kafka, "Consumer", confluent_kafka.Consumer)
-    monkeypatch.setattr(confluent_kafka, "SerializingProducer", confluent_kafka.SerializingProducer)
-    monkeypatch.setattr(confluent_kafka, "DeserializingConsumer", confluent_kafka.DeserializingConsumer)
-    admin = confluent_kafka.admin.AdminClient  # changed in place: its own methods put back
-    for name in ("__init__", "create_topics", "delete_topics"):
-        monkeypatch.setattr(admin, name, admin.__dict__[name])
-    monkeypatch.setattr(admin, "_streamchaos_rerouted", False, raising=False)  # removed after the test
-    import kafka
-
-    monkeypatch.setattr(kafka, "KafkaProducer", kafka.KafkaProducer)  # kafka-python's too (one reroute() for both)
-    monkeypatch.setattr(kafka, "KafkaConsumer", kafka.KafkaConsumer)
-    monkeypatch.setattr(kafka, "KafkaAdminClient", kafka.KafkaAdminClient)
-    kafka_sink.begin({"bootstrap": ROUTE["bootstrap"], "topic": ROUTE["topic"]}, tmp_path, ROUTE["named"])
-    kafka_clients.reroute()
-    yield
-    kafka_sink.end()
-
-
-def test_clients_the_job_makes_are_routed_and_the_harnesss_are_not(rerouted):
+def test_clients_the_job_makes_are_routed_and_the_harnesss_are_not(kafka_rerouted):
     job = {"__name__": "orders_job"}
     exec("from confluent_kafka import Producer, Consumer\n"  # noqa: S102 - a job module's own code
          "p = Producer({'bootstrap.servers': 'kafka:9092', 'log_level': 0})\n"
@@ -74,7 +51,7 @@ def test_clients_the_job_makes_are_routed_and_the_harnesss_are_not(rerouted):
     assert job["q"].__dict__["_streamchaos_route"] is None
 
 
-def test_the_rerouted_classes_pickle_by_reference_and_serializing_clients_are_rerouted(rerouted):
+def test_the_rerouted_classes_pickle_by_reference_and_serializing_clients_are_rerouted(kafka_rerouted):
     """A job's function referring to ``Producer`` reaches an executor's worker as confluent_kafka's class, which the
     worker has rerouted too (chaos.jobs.databases.on_executors)."""
     import pickle
@@ -116,7 +93,7 @@ def test_what_the_clients_hand_back_names_the_jobs_topic():
     assert kafka_clients._back({}, message) is message
 
 
-def test_a_rerouted_consumer_learns_the_named_topic(rerouted):
+def test_a_rerouted_consumer_learns_the_named_topic(kafka_rerouted):
     job = {"__name__": "orders_job"}
     exec("from confluent_kafka import Consumer\n"  # noqa: S102 - a job module's own code
          "c = Consumer({'bootstrap.servers': 'kafka:9092', 'group.id': 'g', 'log_level': 0})\n", job)
@@ -151,7 +128,7 @@ class _Recording:
         return confluent_kafka.Message(topic=ROUTE["topic"], partition=0, offset=3)
 
 
-def test_a_message_the_job_hands_back_names_the_trials_topic_for_the_call(rerouted):
+def test_a_message_the_job_hands_back_names_the_trials_topic_for_the_call(kafka_rerouted):
     """``commit(msg)`` and ``store_offsets(msg)`` reach librdkafka with the trial's topic (it reads the topic from
     the message), the message names the job's again after; ``commit(None, offsets)`` moves its partitions; a tuple
     stays a tuple."""
@@ -188,7 +165,7 @@ class _Admin:
         return {t: "its future" for t in topics}
 
 
-def test_an_admin_client_leaves_the_trials_topic_to_the_harness(rerouted):
+def test_an_admin_client_leaves_the_trials_topic_to_the_harness(kafka_rerouted):
     """A job's AdminClient reaches the trial's broker; making or deleting the topic it names (the trial's, made
     fresh by the harness) is left out and reported done; other topics are made or deleted there as named."""
     from confluent_kafka.admin import NewTopic

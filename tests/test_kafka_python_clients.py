@@ -3,8 +3,6 @@ confluent_kafka ones do; the harness's and a job's outside a run are left as wri
 
 from __future__ import annotations
 
-import confluent_kafka
-import confluent_kafka.admin
 import kafka
 import kafka.consumer
 import kafka.producer
@@ -13,32 +11,8 @@ from kafka.consumer.fetcher import ConsumerRecord
 from kafka.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 from chaos.errors import UserError
-from chaos.jobs import kafka_clients, kafka_python_clients, kafka_sink
-
-ROUTE = {"bootstrap": "127.0.0.1:1", "topic": "streamchaos-t1-out", "named": "orders-clean"}
-
-
-@pytest.fixture
-def rerouted(monkeypatch, tmp_path):
-    import kafka.admin.client
-    import kafka.consumer.group
-    import kafka.producer.kafka
-
-    for module, name in ((kafka, "KafkaProducer"), (kafka, "KafkaConsumer"), (kafka, "KafkaAdminClient"),
-                         (kafka.producer, "KafkaProducer"), (kafka.producer.kafka, "KafkaProducer"),
-                         (kafka.consumer, "KafkaConsumer"), (kafka.consumer.group, "KafkaConsumer"),
-                         (kafka.admin, "KafkaAdminClient"), (kafka.admin.client, "KafkaAdminClient")):
-        monkeypatch.setattr(module, name, getattr(module, name))  # put back after the test
-    for name in ("Producer", "Consumer", "SerializingProducer", "DeserializingConsumer"):
-        monkeypatch.setattr(confluent_kafka, name, getattr(confluent_kafka, name))
-    admin = confluent_kafka.admin.AdminClient  # changed in place: its own methods put back
-    for name in ("__init__", "create_topics", "delete_topics"):
-        monkeypatch.setattr(admin, name, admin.__dict__[name])
-    monkeypatch.setattr(admin, "_streamchaos_rerouted", False, raising=False)  # removed after the test
-    kafka_sink.begin({"bootstrap": ROUTE["bootstrap"], "topic": ROUTE["topic"]}, tmp_path, ROUTE["named"])
-    kafka_clients.reroute()  # the one call the run makes: confluent_kafka's and kafka-python's
-    yield
-    kafka_sink.end()
+from chaos.jobs import kafka_python_clients, kafka_sink
+from tests.conftest import KAFKA_ROUTE as ROUTE
 
 
 def test_settings_name_the_trials_broker_login_ids_and_groups():
@@ -57,7 +31,7 @@ def test_settings_name_the_trials_broker_login_ids_and_groups():
         kafka_python_clients.login_configs({"security.protocol": "SSL", "ssl.truststore.certificates": "-----BEGIN"})
 
 
-def test_only_clients_the_job_makes_in_a_run_are_rerouted(rerouted):
+def test_only_clients_the_job_makes_in_a_run_are_rerouted(kafka_rerouted):
     """The harness's own kafka-python clients, and a job's outside a run, keep what they were given (the job's
     in a run are checked on a recording base class below, and against a real broker in test_kafka_spark.py)."""
     harness = {"__name__": "chaos.clusters.kafka.broker"}
@@ -74,7 +48,7 @@ def test_only_clients_the_job_makes_in_a_run_are_rerouted(rerouted):
     job["c"].close()
 
 
-def test_the_rerouted_classes_pickle_by_reference(rerouted):
+def test_the_rerouted_classes_pickle_by_reference(kafka_rerouted):
     """A job's function referring to ``KafkaProducer`` reaches an executor's worker as kafka-python's class, which
     the worker has rerouted too (chaos.jobs.databases.on_executors)."""
     import pickle
@@ -129,7 +103,7 @@ class _Recording:
         return record(ROUTE["topic"], 1, 4)
 
 
-def test_topics_and_partitions_move_to_the_trials_and_come_back_named_as_the_jobs(rerouted):
+def test_topics_and_partitions_move_to_the_trials_and_come_back_named_as_the_jobs(kafka_rerouted):
     producer_cls = kafka_python_clients._rerouted(_Recording, kafka_python_clients.PRODUCER_METHODS)
     consumer_cls = kafka_python_clients._rerouted(_Recording, kafka_python_clients.CONSUMER_METHODS)
     job = {"__name__": "orders_job", "P": producer_cls, "C": consumer_cls}
@@ -182,7 +156,7 @@ def test_topics_and_partitions_move_to_the_trials_and_come_back_named_as_the_job
     assert consumer.end_offsets([TopicPartition("orders-clean", 0)]) == {TopicPartition("orders-clean", 0): 42}
 
 
-def test_calls_kafka_python_makes_on_itself_reach_it_as_they_are(rerouted):
+def test_calls_kafka_python_makes_on_itself_reach_it_as_they_are(kafka_rerouted):
     """Its record iterator polls and its constructor subscribes through the (rerouted) methods: those calls see the
     trial's names, or the iterator would not find the partitions it fetches."""
     consumer_cls = kafka_python_clients._rerouted(_Recording, kafka_python_clients.CONSUMER_METHODS)
@@ -243,7 +217,7 @@ class _Admin:
         return {"topics": ["deleted"]}
 
 
-def test_an_admin_client_leaves_the_trials_topic_to_the_harness(rerouted):
+def test_an_admin_client_leaves_the_trials_topic_to_the_harness(kafka_rerouted):
     """The job making or deleting the topic it names (the trial's, made fresh by the harness) is left out; other
     topics are made or deleted on the trial's broker as named; the harness's admin client is left alone."""
     from kafka.admin import NewTopic

@@ -129,16 +129,37 @@ def _callback(names: dict[str, str], call: Any) -> Any:
     return called
 
 
+def trial_id(route: dict, name: str) -> str:
+    """A transactional id or consumer group of the job's, on the trial's broker: the trial's topic before it, so
+    trials sharing the broker never fence or read each other's."""
+    return f"{route['topic']}.{name}"
+
+
+def on_trial_broker(route: dict, conf: dict[str, Any], *, job_login: Callable[[str], bool], login: dict[str, Any],
+                    bootstrap: str, ids: tuple[str, ...]) -> dict[str, Any]:
+    """A client's settings (in its library's names) on the trial's broker: the settings ``job_login`` tells as the
+    job's broker's give way to the trial's ``login``, ``bootstrap`` is the trial's, and the ``ids`` are the
+    trial's (``trial_id``)."""
+    conf = {k: v for k, v in conf.items() if not job_login(k)}
+    conf.update(login)
+    conf[bootstrap] = route["bootstrap"]
+    for key in ids:
+        if conf.get(key):
+            conf[key] = trial_id(route, conf[key])
+    return conf
+
+
+def names_output(route: dict, name: Any) -> bool:
+    """The job means the output topic (the trial's, made by the harness) by ``name``."""
+    return isinstance(name, str) and trial_topic(route, name) == route["topic"]
+
+
 def _conf(route: dict | None, args: tuple, kwargs: dict) -> dict:
     conf = {**(args[0] if args else {}), **kwargs}
-    if route is not None:  # the trial's broker: the job's cluster's security settings give way to its login
-        conf = {k: v for k, v in conf.items() if not security_key(k)}
-        conf.update(librdkafka(login_of(route)))
-        conf["bootstrap.servers"] = route["bootstrap"]
-        for key in ("transactional.id", "group.id", "group.instance.id"):
-            if conf.get(key):
-                conf[key] = f"{route['topic']}.{conf[key]}"
-    return conf
+    if route is None:
+        return conf
+    return on_trial_broker(route, conf, job_login=security_key, login=librdkafka(login_of(route)),
+                           bootstrap="bootstrap.servers", ids=("transactional.id", "group.id", "group.instance.id"))
 
 
 _PRODUCER_MOVES = {"send_offsets_to_transaction": "positions"}
@@ -213,7 +234,7 @@ def _kept_out(orig: Callable, topic_of: Callable[[Any], str]) -> Any:
     out and reported done; other topics are made or deleted on the trial's broker as named."""
     def method(self, topics, *args, **kwargs):
         route = self.__dict__.get("_streamchaos_route")
-        ours = [t for t in topics if route is not None and trial_topic(route, topic_of(t)) == route["topic"]]
+        ours = [t for t in topics if route is not None and names_output(route, topic_of(t))]
         rest = [t for t in topics if all(t is not o for o in ours)]
         done = orig(self, rest, *args, **kwargs) if rest or not ours else {}
         for topic in ours:

@@ -29,7 +29,7 @@ from chaos.clusters.kafka.login import of as login_of
 from chaos.errors import UserError
 from chaos.jobs import kafka_sink
 from chaos.jobs.callers import from_the_job
-from chaos.jobs.kafka_clients import trial_topic
+from chaos.jobs.kafka_clients import names_output, on_trial_broker, trial_id, trial_topic
 
 OWN = ("kafka.", "chaos.jobs.kafka_python_clients")
 # librdkafka's login settings (chaos.clusters.kafka.login.librdkafka) in kafka-python's names.
@@ -65,13 +65,9 @@ def configs(route: dict | None, configs: dict[str, Any]) -> dict[str, Any]:
         return configs
     # The job's broker's settings give way: its login, and the protocol version it pins for that broker (public
     # jobs pin api_version=(0, 10) and the like, which the trial's broker no longer speaks): probed instead.
-    conf = {k: v for k, v in configs.items() if not k.startswith(LOGIN_KEYS) and k != "api_version"}
-    conf.update(login_configs(login_of(route)))
-    conf["bootstrap_servers"] = route["bootstrap"]
-    for key in ("transactional_id", "group_id", "group_instance_id"):
-        if conf.get(key):
-            conf[key] = f"{route['topic']}.{conf[key]}"
-    return conf
+    return on_trial_broker(route, configs, job_login=lambda k: k.startswith(LOGIN_KEYS) or k == "api_version",
+                           login=login_configs(login_of(route)), bootstrap="bootstrap_servers",
+                           ids=("transactional_id", "group_id", "group_instance_id"))
 
 
 PLAIN = (list, set, frozenset, tuple, dict)  # containers walked: a Row (a tuple) or a dict of the job's is a value
@@ -85,8 +81,8 @@ def _moved(route: dict, names: dict[str, str], value: Any) -> Any:
     if isinstance(value, TopicPartition):
         return value._replace(topic=trial_topic(route, value.topic, names))
     if isinstance(value, ConsumerGroupMetadata):  # one from a rerouted consumer is in the trial's group already
-        prefix = f"{route['topic']}."
-        return value if value.group_id.startswith(prefix) else value._replace(group_id=prefix + value.group_id)
+        ours = value.group_id.startswith(trial_id(route, ""))
+        return value if ours else value._replace(group_id=trial_id(route, value.group_id))
     if type(value) is dict:
         return {_moved(route, names, k): v for k, v in value.items()}
     if type(value) in PLAIN:
@@ -147,7 +143,7 @@ def _listener(names: dict[str, str], inner: Any) -> Any:
 def _subscribed(route: dict, names: dict[str, str], args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """``subscribe``'s topics on the trial's; a pattern that matches the named topic (any, with none named) becomes
     the trial's topic alone; its listener handed the job's names."""
-    topics, pattern, listener = (*args, None, None, None)[:3] if args else (None, None, None)
+    topics, pattern, listener = (*args, None, None, None)[:3]
     topics = kwargs.pop("topics", topics) or ()
     pattern = kwargs.pop("pattern", pattern)
     listener = kwargs.pop("listener", listener)
@@ -179,9 +175,9 @@ def _method(name: str, orig: Callable) -> Callable:
             else:
                 if name == "send_offsets_to_transaction":  # a group named by its id: the trial's group
                     if len(args) > 1 and isinstance(args[1], str):
-                        args = (args[0], f"{route['topic']}.{args[1]}", *args[2:])
+                        args = (args[0], trial_id(route, args[1]), *args[2:])
                     elif isinstance(kwargs.get("group_metadata"), str):
-                        kwargs["group_metadata"] = f"{route['topic']}.{kwargs['group_metadata']}"
+                        kwargs["group_metadata"] = trial_id(route, kwargs["group_metadata"])
                 if name == "commit_async" and callable(kwargs.get("callback")):
                     done = kwargs["callback"]
                     kwargs["callback"] = lambda offsets, response: done(_back(names, offsets), response)
@@ -206,8 +202,7 @@ def _kept_out(orig: Callable) -> Callable:
             return orig(self, topics, *args, **kwargs)
 
         def ours(t: Any) -> bool:
-            name = t if isinstance(t, str) else getattr(t, "name", None)
-            return isinstance(name, str) and trial_topic(route, name) == route["topic"]
+            return names_output(route, t if isinstance(t, str) else getattr(t, "name", None))
 
         rest = ({k: v for k, v in topics.items() if not ours(k)} if isinstance(topics, dict)
                 else [t for t in topics if not ours(t)])
