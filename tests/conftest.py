@@ -112,6 +112,8 @@ def kafka_rerouted(monkeypatch, tmp_path):
     import kafka.consumer.group
     import kafka.producer.kafka
 
+    from chaos.jobs.kafka_admin import GROUP_REQUESTS, TOPIC_REQUESTS
+
     for module, name in ((kafka, "KafkaProducer"), (kafka, "KafkaConsumer"), (kafka, "KafkaAdminClient"),
                          (kafka.producer, "KafkaProducer"), (kafka.producer.kafka, "KafkaProducer"),
                          (kafka.consumer, "KafkaConsumer"), (kafka.consumer.group, "KafkaConsumer"),
@@ -120,8 +122,9 @@ def kafka_rerouted(monkeypatch, tmp_path):
     for name in ("Producer", "Consumer", "SerializingProducer", "DeserializingConsumer"):
         monkeypatch.setattr(confluent_kafka, name, getattr(confluent_kafka, name))
     admin = confluent_kafka.admin.AdminClient  # changed in place: its own methods put back
-    for name in ("__init__", "create_topics", "delete_topics"):
-        monkeypatch.setattr(admin, name, admin.__dict__[name])
+    for name in ("__init__", "list_topics", "list_consumer_groups", "create_topics", "delete_topics", *TOPIC_REQUESTS,
+                 *GROUP_REQUESTS):
+        monkeypatch.setattr(admin, name, getattr(admin, name))
     monkeypatch.setattr(admin, "_streamchaos_rerouted", False, raising=False)  # removed after the test
     from chaos.jobs import kafka_clients, kafka_sink
 

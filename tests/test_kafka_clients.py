@@ -3,11 +3,14 @@ own clients are left alone."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+
 import confluent_kafka
 import confluent_kafka.admin
-from confluent_kafka import TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, TopicCollection, TopicPartition
+from confluent_kafka.admin import ClusterMetadata, OffsetSpec, TopicDescription
 
-from chaos.jobs import kafka_clients, kafka_sink
+from chaos.jobs import kafka_admin, kafka_clients, kafka_sink
 from tests.conftest import KAFKA_ROUTE as ROUTE
 
 
@@ -174,12 +177,12 @@ def test_an_admin_client_leaves_the_trials_topic_to_the_harness(kafka_rerouted):
     real = {"__name__": "orders_job"}
     exec("from confluent_kafka.admin import AdminClient\n"  # noqa: S102 - its super(AdminClient, self) still works
          "a = AdminClient({'bootstrap.servers': 'kafka:9092', 'log_level': 0})\n", real)
-    assert real["a"].__dict__["_streamchaos_route"]["bootstrap"] == ROUTE["bootstrap"]
+    assert real["a"].__dict__["_streamchaos_names"].route["bootstrap"] == ROUTE["bootstrap"]
 
     class Admin(_Admin):
         pass
 
-    kafka_clients.reroute_admin(Admin)
+    kafka_admin.reroute_admin(Admin)
     job = {"__name__": "orders_job", "cls": Admin}
     exec("a = cls({'bootstrap.servers': 'kafka:9092'})\n", job)  # noqa: S102
     admin = job["a"]
@@ -189,3 +192,77 @@ def test_an_admin_client_leaves_the_trials_topic_to_the_harness(kafka_rerouted):
     gone = admin.delete_topics(["orders-clean"])
     assert gone["orders-clean"].result(timeout=0) is None
     assert admin.calls == [("create", ["dead-letters"])]
+
+
+def _done(value):
+    future = Future()
+    future.set_result(value)
+    return future
+
+
+class _Asking(_Admin):
+    """An AdminClient's base class answering as the broker would, from the topics and groups a request carries."""
+
+    def list_topics(self, *args, **kwargs):
+        metadata = ClusterMetadata()
+        metadata.topics = {ROUTE["topic"]: "its metadata"}
+        return metadata
+
+    def describe_topics(self, topics, **kwargs):
+        self.calls.append(("describe", topics.topic_names))
+        return {t: _done(TopicDescription(t, None, False, [])) for t in topics.topic_names}
+
+    def list_offsets(self, offsets, **kwargs):
+        self.calls.append(("offsets", [(tp.topic, tp.partition) for tp in offsets]))
+        return {tp: _done("its offsets") for tp in offsets}
+
+    def list_consumer_group_offsets(self, requests, **kwargs):
+        self.calls.append(("group offsets", [(r.group_id, [tp.topic for tp in r.topic_partitions]) for r in requests]))
+        return {r.group_id: _done(ConsumerGroupTopicPartitions(r.group_id, [TopicPartition(tp.topic, tp.partition, 5)
+                                                                              for tp in r.topic_partitions]))
+                for r in requests}
+
+    def list_consumer_groups(self, **kwargs):
+        from confluent_kafka.admin import ConsumerGroupListing, ListConsumerGroupsResult
+
+        listed = [ConsumerGroupListing(g, False) for g in (f"{ROUTE['topic']}.writer", "streamchaos-t2-out.writer")]
+        return _done(ListConsumerGroupsResult(valid=listed))
+
+    def delete_consumer_groups(self, groups, **kwargs):
+        self.calls.append(("delete groups", list(groups)))
+        failed = Future()
+        failed.set_exception(RuntimeError("GROUP_ID_NOT_FOUND"))
+        return {g: failed for g in groups}
+
+
+def test_an_admin_clients_requests_name_the_trials_topic_and_groups_and_answer_in_the_jobs_names(kafka_rerouted):
+    """Describing the topic, its offsets, a group's lag: asked of the trial's topic and groups (as the job's own
+    consumers' groups are named), answered (keys, descriptions, offsets, errors) in the job's names."""
+
+    class Admin(_Asking):
+        pass
+
+    kafka_admin.reroute_admin(Admin)
+    job = {"__name__": "orders_job", "cls": Admin}
+    exec("a = cls({'bootstrap.servers': 'kafka:9092'})\n", job)  # noqa: S102
+    admin, trial = job["a"], ROUTE["topic"]
+    assert admin.list_topics().topics["orders-clean"] == "its metadata"
+    described = admin.describe_topics(TopicCollection(["orders-clean", "dead-letters"]))
+    assert set(described) == {"orders-clean", "dead-letters"}
+    assert described["orders-clean"].result(timeout=0).name == "orders-clean"
+    offsets = admin.list_offsets({TopicPartition("orders-clean", 0): OffsetSpec.latest()})
+    assert [(tp.topic, tp.partition) for tp in offsets] == [("orders-clean", 0)]
+    lag = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("writer", [TopicPartition("orders-clean",
+                                                                                                   1)])])
+    answer = lag["writer"].result(timeout=0)
+    assert answer.group_id == "writer" and [(tp.topic, tp.partition, tp.offset) for tp in
+                                            answer.topic_partitions] == [("orders-clean", 1, 5)]
+    assert [g.group_id for g in admin.list_consumer_groups().result(timeout=0).valid] == ["writer"]  # not t2's
+    gone = admin.delete_consumer_groups(["writer"])
+    assert isinstance(gone["writer"].exception(timeout=0), RuntimeError)
+    assert admin.calls == [("describe", [trial, "dead-letters"]), ("offsets", [(trial, 0)]),
+                           ("group offsets", [(f"{trial}.writer", [trial])]), ("delete groups", [f"{trial}.writer"])]
+    kafka_sink.end()  # made with no run: asked and answered as named
+    plain = Admin({"bootstrap.servers": "kafka:9092"})
+    assert list(plain.describe_topics(TopicCollection(["orders-clean"]))) == ["orders-clean"]
+    assert plain.calls == [("describe", ["orders-clean"])]

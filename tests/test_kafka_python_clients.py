@@ -234,3 +234,29 @@ def test_an_admin_client_leaves_the_trials_topic_to_the_harness(kafka_rerouted):
     assert admin.delete_topics(["orders-clean", "dead-letters"]) == {"topics": ["deleted"]}
     assert admin.calls == [("create", ["dead-letters"]), ("delete", ["dead-letters"])]
     assert kafka.KafkaAdminClient._streamchaos_rerouted and kafka.admin.KafkaAdminClient is kafka.KafkaAdminClient
+
+
+def test_a_sends_record_metadata_names_the_jobs_topic(kafka_rerouted):
+    """``send(...).get()`` and its callbacks: the record's metadata names the topic the job sent to, resolved when
+    kafka-python's own future is (a batch acknowledged at offset 40, this record its third)."""
+    from kafka.producer.future import FutureProduceResult, FutureRecordMetadata
+
+    batch = FutureProduceResult(TopicPartition(ROUTE["topic"], 1))
+
+    class Sending(_Recording):
+        def send(self, topic, value=None, key=None):
+            super().send(topic, value, key)
+            return FutureRecordMetadata(batch, 2, 1_700_000_000_000, None, 1, 1, 0)
+
+    producer = kafka_python_clients._rerouted(Sending, kafka_python_clients.PRODUCER_METHODS)
+    job = {"__name__": "orders_job", "P": producer}
+    exec("p = P(bootstrap_servers='kafka:9092')\n", job)  # noqa: S102
+    sent = job["p"].send("orders-clean", value=b"v")
+    seen = []
+    sent.add_callback(seen.append)
+    assert not sent.is_done
+    batch.success((40, -1, None))
+    metadata = sent.get(timeout=1)
+    assert (metadata.topic, metadata.partition, metadata.offset) == ("orders-clean", 1, 42)
+    assert metadata.topic_partition == TopicPartition("orders-clean", 1) and seen == [metadata]
+    assert job["p"].calls == [("send", ROUTE["topic"], b"v")]

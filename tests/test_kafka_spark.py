@@ -149,6 +149,54 @@ def test_a_killed_broker_restarts_on_its_data_with_every_acknowledged_record(bro
     broker.delete_topic("kill-restart")
 
 
+ADMIN_JOB = """
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+admin = AdminClient({"bootstrap.servers": "kafka.prod:9092"})
+admin.create_topics([NewTopic("orders-clean", 6, 3)])["orders-clean"].result(30)
+topic = admin.describe_topics(TopicCollection(["orders-clean"]))["orders-clean"].result(30)
+reader = Consumer({"bootstrap.servers": "kafka.prod:9092", "group.id": "lag-check", "enable.auto.commit": False})
+reader.commit(offsets=[TopicPartition("orders-clean", 0, 3)], asynchronous=False)
+reader.close()
+lag = admin.list_consumer_group_offsets(
+    [ConsumerGroupTopicPartitions("lag-check", [TopicPartition("orders-clean", 0)])])["lag-check"].result(30)
+latest = {TopicPartition("orders-clean", p): OffsetSpec.latest() for p in (0, 1)}
+ends = {tp: f.result(30).offset for tp, f in admin.list_offsets(latest).items()}
+listed = admin.list_topics(timeout=30).topics
+groups = [g.group_id for g in admin.list_consumer_groups().result(30).valid]
+"""
+
+
+def test_a_jobs_admin_client_asks_the_trials_broker_and_answers_in_the_jobs_names(broker, kafka_rerouted, tmp_path):
+    """A job that makes its topic at start and reads its consumer group's lag with confluent_kafka's AdminClient, as
+    written for its production broker: it reaches the trial's, its topic is the harness's (its 6 partitions are not
+    made), its group is the trial's, and every answer names the job's topic and group."""
+    from chaos.jobs import kafka_sink
+
+    trial = "streamchaos-t7-out"
+    broker.create_topic(trial, 2)
+    assert broker.produce(trial, events(10, 2)) == 10
+    kafka_sink.end()
+    kafka_sink.begin({"bootstrap": broker.bootstrap, "topic": trial}, tmp_path, "orders-clean")
+    job = {"__name__": "orders_job"}
+    exec(ADMIN_JOB, job)  # noqa: S102 - the job module's own code
+    assert job["topic"].name == "orders-clean" and len(job["topic"].partitions) == 2
+    assert job["lag"].group_id == "lag-check"
+    assert [(tp.topic, tp.partition, tp.offset) for tp in job["lag"].topic_partitions] == [("orders-clean", 0, 3)]
+    assert {(tp.topic, tp.partition): end for tp, end in job["ends"].items()} == {("orders-clean", 0): 5,
+                                                                                 ("orders-clean", 1): 5}
+    assert "orders-clean" in job["listed"] and job["groups"] == ["lag-check"]
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    harness = broker.admin()  # the broker as it is: the trial's topic and group, no topic of the job's name
+    assert "orders-clean" not in harness.list_topics(timeout=30).topics
+    kept = harness.list_consumer_group_offsets([ConsumerGroupTopicPartitions(f"{trial}.lag-check",
+                                                                             [TopicPartition(trial, 0)])])
+    assert [(tp.topic, tp.offset) for tp in kept[f"{trial}.lag-check"].result(30).topic_partitions] == [(trial, 3)]
+    broker.delete_topic(trial)
+
+
 def test_a_broker_of_a_sigkilled_harness_is_reaped_at_the_next_start(tmp_path):
     require_java()
     harness = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""

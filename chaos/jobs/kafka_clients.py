@@ -13,9 +13,8 @@ delivery and commit callbacks given by keyword or in the settings, ``list_topics
 own name still matches; a message it hands back (``commit(msg)``) names the trial's topic for that call. The job's
 code is not changed: the classes are replaced in ``confluent_kafka`` before its module is imported, so ``from
 confluent_kafka import Producer`` binds the rerouted one; the harness's own clients are left alone. A job's
-``AdminClient`` reaches the trial's broker too; its ``create_topics``/``delete_topics`` of the topic it names are
-left out and reported done (the output topic is the harness's, made fresh for the trial). kafka-python's clients
-are rerouted alike (chaos.jobs.kafka_python_clients).
+``AdminClient`` reaches the trial's broker too (chaos.jobs.kafka_admin), kafka-python's clients alike
+(chaos.jobs.kafka_python_clients).
 
 Spark's answer has no output topic: each of its runs gets one of its own on the same broker (``begin_answer``),
 made before the run starts with the output topic's partitions, read back after it (committed records, as the
@@ -27,7 +26,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -42,7 +40,8 @@ def _route() -> dict | None:
     """Where this run's Kafka writes go (``{"bootstrap", "topic", "named"}``), None when a client is the harness's
     or the run has no broker to give."""
     out = kafka_sink.target()
-    if not out or not out.get("bootstrap") or not from_the_job(("confluent_kafka", "chaos.jobs.kafka_clients")):
+    if not out or not out.get("bootstrap") or not from_the_job(("confluent_kafka", "chaos.jobs.kafka_clients",
+                                                                "chaos.jobs.kafka_admin")):
         return None
     return out
 
@@ -228,25 +227,6 @@ def _rerouted(base: type, moves: dict[str, str]) -> type:
     return type(base.__name__, (base,), body)
 
 
-def _kept_out(orig: Callable, topic_of: Callable[[Any], str]) -> Any:
-    """An admin client's ``create_topics``/``delete_topics``: the output topic is the harness's (made fresh for the
-    trial with its partitions, deleted after it), so a request the job makes for the topic that names it is left
-    out and reported done; other topics are made or deleted on the trial's broker as named."""
-    def method(self, topics, *args, **kwargs):
-        route = self.__dict__.get("_streamchaos_route")
-        ours = [t for t in topics if route is not None and names_output(route, topic_of(t))]
-        rest = [t for t in topics if all(t is not o for o in ours)]
-        done = orig(self, rest, *args, **kwargs) if rest or not ours else {}
-        for topic in ours:
-            future: Future = Future()
-            future.set_result(None)
-            done[topic_of(topic)] = future
-        return done
-
-    method.__name__ = orig.__name__
-    return method
-
-
 def _named(name: str, first_is_topic: Any) -> Any:
     """A method whose first argument is a topic, as ``produce`` moves it, calling the base class's ``name``."""
     def method(self, *args, **kwargs):
@@ -296,25 +276,9 @@ def reroute() -> None:
             setattr(confluent_kafka, name, _rerouted(getattr(confluent_kafka, name), moves))
     import confluent_kafka.admin
 
+    from chaos.jobs.kafka_admin import reroute_admin
+
     reroute_admin(confluent_kafka.admin.AdminClient)
-
-
-def reroute_admin(cls: type) -> None:
-    """A job's ``AdminClient`` reaches the trial's broker, changed in place: its methods call
-    ``super(AdminClient, self)``, which a subclass put in its name would turn into endless recursion."""
-    if cls.__dict__.get("_streamchaos_rerouted"):
-        return
-    init = cls.__init__
-
-    def __init__(self, conf, **kwargs):  # noqa: N807
-        route = _route()
-        self.__dict__["_streamchaos_route"] = route
-        init(self, _conf(route, (conf,), {}), **kwargs)
-
-    cls.__init__ = __init__
-    cls.create_topics = _kept_out(cls.create_topics, lambda t: t.topic)
-    cls.delete_topics = _kept_out(cls.delete_topics, lambda t: t)
-    cls._streamchaos_rerouted = True
 
 
 # Spark's answer: a topic of its own per run.

@@ -9,8 +9,8 @@ names in ``--sink kafka:TOPIC`` (every topic, with none named) is the trial's ou
 ``transactional_id`` or ``group_id`` gets the trial's topic before it, so trials sharing the broker never fence or
 read each other's. What the clients hand back names the job's topic again (``TopicPartition``s and records of
 ``poll`` and iteration, ``assignment``, ``committed``, the offsets maps, ``subscription``, ``topics``, a rebalance
-listener's partitions); a producer's ``RecordMetadata`` names the trial's topic, a ``pattern`` that matches the
-named topic subscribes the trial's alone. The classes are replaced in
+listener's partitions, a producer's ``RecordMetadata``); a ``pattern`` that matches the named topic subscribes the
+trial's alone. The classes are replaced in
 ``kafka`` (and ``kafka.producer``, ``kafka.consumer``) before the job's module is imported, so ``from kafka import
 KafkaProducer`` binds the rerouted one. A ``KafkaAdminClient`` reaches the trial's broker too; the output topic is
 the harness's (made fresh for the trial), so the job's ``create_topics`` or ``delete_topics`` of the topic it names
@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from chaos.clusters.kafka.login import librdkafka
@@ -186,10 +187,48 @@ def _method(name: str, orig: Callable) -> Callable:
                     args = (args[0], lambda offsets, response: done(_back(names, offsets), response), *args[2:])
                 args = tuple(_moved(route, names, a) for a in args)
                 kwargs = {k: _moved(route, names, v) for k, v in kwargs.items()}
-        return _back(names, orig(self, *args, **kwargs))
+        out = orig(self, *args, **kwargs)
+        return _sent(names, out) if name == "send" and route is not None else _back(names, out)
 
     method.__name__ = name
     return method
+
+
+def _metadata_back(names: dict[str, str], metadata: Any) -> Any:
+    """A producer's ``RecordMetadata`` naming the job's topic (its ``topic`` and ``topic_partition``)."""
+    from kafka.producer.future import RecordMetadata
+
+    if not isinstance(metadata, RecordMetadata) or metadata.topic not in names:
+        return metadata
+    return metadata._replace(topic=names[metadata.topic], topic_partition=_back(names, metadata.topic_partition))
+
+
+@cache
+def _sent_class() -> type:
+    from kafka.future import Future
+
+    class Sent(Future):
+        """``send``'s future for the job: resolves to its ``RecordMetadata`` in the job's names; ``get`` waits on
+        kafka-python's own future."""
+        __slots__ = ("sent", "names")
+
+        def get(self, timeout: float | None = None) -> Any:
+            return _metadata_back(self.names, self.sent.get(timeout))
+
+    return Sent
+
+
+def _sent(names: dict[str, str], sent: Any) -> Any:
+    """What ``send`` returned, its future resolving in the job's names."""
+    from kafka.future import Future
+
+    if not names or not isinstance(sent, Future):
+        return sent
+    named = _sent_class()()
+    named.sent, named.names = sent, names
+    sent.add_callback(lambda metadata: named.success(_metadata_back(names, metadata)))
+    sent.add_errback(named.failure)
+    return named
 
 
 def _kept_out(orig: Callable) -> Callable:
