@@ -126,10 +126,10 @@ def kafka_rerouted(monkeypatch, tmp_path):
                  *GROUP_REQUESTS):
         monkeypatch.setattr(admin, name, getattr(admin, name))
     monkeypatch.setattr(admin, "_streamchaos_rerouted", False, raising=False)  # removed after the test
-    from chaos.jobs import kafka_clients, kafka_sink
+    from chaos.jobs import kafka_rerouting, kafka_sink
 
     output = {"bootstrap": KAFKA_ROUTE["bootstrap"], "topic": KAFKA_ROUTE["topic"]}
     kafka_sink.begin(output, tmp_path, KAFKA_ROUTE["named"])
-    kafka_clients.reroute()
+    kafka_rerouting.reroute()
     yield
     kafka_sink.end()

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import UserError
-from chaos.jobs import avro_values, delta_tables, kafka_clients, kafka_sink
+from chaos.jobs import avro_values, delta_tables, kafka_clients, kafka_rerouting, kafka_sink
 from chaos.jobs.chains import UPSTREAM, Chain, chain_for, in_order, stop_side_queries, without_reading_reports
 from chaos.jobs.databases import phases_to, reroute, reroute_partitions
 from chaos.jobs.job_env import DATABASE_VARS, database_env
@@ -384,7 +384,7 @@ def start_job(spark, spec: JobSpec, log_options: dict[str, str], checkpoint: str
     kafka_sink.end()
     if spec.sink_kind == "kafka":  # before the module is imported: its own clients (a module-level one too) reach
         kafka_sink.begin_run(log_options, file_sink.parent, spec.table)  # the run's topic, on the executors too
-        kafka_clients.reroute()
+        kafka_rerouting.reroute()
         reroute_partitions()
     fn = entry_function(spec)
     started: list = []

@@ -286,8 +286,8 @@ def _in_worker(env: dict[str, str], pickled: bytes) -> _OnExecutors:
 
     os.environ.update(env)
     _reroute_psycopg()
-    if OUT_VAR in env:  # a job's own Kafka clients there too (chaos.jobs.kafka_clients)
-        from chaos.jobs.kafka_clients import reroute as reroute_kafka
+    if OUT_VAR in env:  # a job's own Kafka clients there too (chaos.jobs.kafka_rerouting)
+        from chaos.jobs.kafka_rerouting import reroute as reroute_kafka
 
         reroute_kafka()
     else:  # a reused worker: no earlier run's topic

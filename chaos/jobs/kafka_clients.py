@@ -14,7 +14,7 @@ own name still matches; a message it hands back (``commit(msg)``) names the tria
 code is not changed: the classes are replaced in ``confluent_kafka`` before its module is imported, so ``from
 confluent_kafka import Producer`` binds the rerouted one; the harness's own clients are left alone. A job's
 ``AdminClient`` reaches the trial's broker too (chaos.jobs.kafka_admin), kafka-python's clients alike
-(chaos.jobs.kafka_python_clients).
+(chaos.jobs.kafka_python_clients); chaos.jobs.kafka_rerouting reroutes the three.
 
 Spark's answer has no output topic: each of its runs gets one of its own on the same broker (``begin_answer``),
 made before the run starts with the output topic's partitions, read back after it (committed records, as the
@@ -259,11 +259,8 @@ def _bound(base: type, name: str, arg: str | None) -> Any:
 
 
 def reroute() -> None:
-    """``confluent_kafka.Producer`` and ``Consumer`` (whichever the job has) reach this run's broker and topic; so do
-    kafka-python's (chaos.jobs.kafka_python_clients)."""
-    from chaos.jobs import kafka_python_clients
-
-    kafka_python_clients.reroute()
+    """``confluent_kafka.Producer`` and ``Consumer`` (and their serializing kin, whichever the job has) reach this
+    run's broker and topic."""
     try:
         import confluent_kafka
     except ImportError:
@@ -274,11 +271,6 @@ def reroute() -> None:
                         ("SerializingProducer", _PRODUCER_MOVES), ("DeserializingConsumer", _CONSUMER_MOVES)):
         if hasattr(confluent_kafka, name):
             setattr(confluent_kafka, name, _rerouted(getattr(confluent_kafka, name), moves))
-    import confluent_kafka.admin
-
-    from chaos.jobs.kafka_admin import reroute_admin
-
-    reroute_admin(confluent_kafka.admin.AdminClient)
 
 
 # Spark's answer: a topic of its own per run.
