@@ -8,7 +8,7 @@ from concurrent.futures import Future
 import confluent_kafka
 import confluent_kafka.admin
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicCollection, TopicPartition
-from confluent_kafka.admin import ClusterMetadata, OffsetSpec, TopicDescription
+from confluent_kafka.admin import ClusterMetadata, ConfigResource, OffsetSpec, ResourceType, TopicDescription
 
 from chaos.jobs import kafka_admin, kafka_clients, kafka_sink
 from tests.conftest import KAFKA_ROUTE as ROUTE
@@ -187,7 +187,7 @@ def test_an_admin_client_leaves_the_trials_topic_to_the_harness(kafka_rerouted):
     exec("a = cls({'bootstrap.servers': 'kafka:9092'})\n", job)  # noqa: S102
     admin = job["a"]
     assert admin.conf == {"bootstrap.servers": ROUTE["bootstrap"]}
-    made = admin.create_topics([NewTopic("orders-clean", 3, 1), NewTopic("dead-letters", 1, 1)])
+    made = admin.create_topics(new_topics=[NewTopic("orders-clean", 3, 1), NewTopic("dead-letters", 1, 1)])
     assert made["dead-letters"] == "its future" and made["orders-clean"].result(timeout=0) is None
     gone = admin.delete_topics(["orders-clean"])
     assert gone["orders-clean"].result(timeout=0) is None
@@ -204,17 +204,22 @@ class _Asking(_Admin):
     """An AdminClient's base class answering as the broker would, from the topics and groups a request carries."""
 
     def list_topics(self, *args, **kwargs):
+        self.calls.append(("list", kwargs.get("topic")))
         metadata = ClusterMetadata()
         metadata.topics = {ROUTE["topic"]: "its metadata"}
         return metadata
+
+    def describe_configs(self, resources, **kwargs):
+        self.calls.append(("configs", [r.name for r in resources]))
+        return {r: _done({"retention.ms": "its entry"}) for r in resources}
 
     def describe_topics(self, topics, **kwargs):
         self.calls.append(("describe", topics.topic_names))
         return {t: _done(TopicDescription(t, None, False, [])) for t in topics.topic_names}
 
-    def list_offsets(self, offsets, **kwargs):
-        self.calls.append(("offsets", [(tp.topic, tp.partition) for tp in offsets]))
-        return {tp: _done("its offsets") for tp in offsets}
+    def list_offsets(self, topic_partition_offsets, **kwargs):
+        self.calls.append(("offsets", [(tp.topic, tp.partition) for tp in topic_partition_offsets]))
+        return {tp: _done("its offsets") for tp in topic_partition_offsets}
 
     def list_consumer_group_offsets(self, requests, **kwargs):
         self.calls.append(("group offsets", [(r.group_id, [tp.topic for tp in r.topic_partitions]) for r in requests]))
@@ -225,8 +230,9 @@ class _Asking(_Admin):
     def list_consumer_groups(self, **kwargs):
         from confluent_kafka.admin import ConsumerGroupListing, ListConsumerGroupsResult
 
-        listed = [ConsumerGroupListing(g, False) for g in (f"{ROUTE['topic']}.writer", "streamchaos-t2-out.writer")]
-        return _done(ListConsumerGroupsResult(valid=listed))
+        listed = [ConsumerGroupListing(g, False) for g in (f"{ROUTE['topic']}.writer", "streamchaos-t2-out.writer",
+                                                           f"{ROUTE['topic']}.answer.again.writer")]
+        return _done(ListConsumerGroupsResult(valid=listed if kwargs.get("states") is None else None))
 
     def delete_consumer_groups(self, groups, **kwargs):
         self.calls.append(("delete groups", list(groups)))
@@ -246,11 +252,14 @@ def test_an_admin_clients_requests_name_the_trials_topic_and_groups_and_answer_i
     job = {"__name__": "orders_job", "cls": Admin}
     exec("a = cls({'bootstrap.servers': 'kafka:9092'})\n", job)  # noqa: S102
     admin, trial = job["a"], ROUTE["topic"]
-    assert admin.list_topics().topics["orders-clean"] == "its metadata"
+    assert admin.list_topics(topic="orders-clean").topics["orders-clean"] == "its metadata"
     described = admin.describe_topics(TopicCollection(["orders-clean", "dead-letters"]))
     assert set(described) == {"orders-clean", "dead-letters"}
     assert described["orders-clean"].result(timeout=0).name == "orders-clean"
-    offsets = admin.list_offsets({TopicPartition("orders-clean", 0): OffsetSpec.latest()})
+    retention = ConfigResource(ResourceType.TOPIC, "orders-clean")
+    configs = admin.describe_configs([retention])
+    assert configs[retention].result(timeout=0) == {"retention.ms": "its entry"} and retention.name == "orders-clean"
+    offsets = admin.list_offsets(topic_partition_offsets={TopicPartition("orders-clean", 0): OffsetSpec.latest()})
     assert [(tp.topic, tp.partition) for tp in offsets] == [("orders-clean", 0)]
     lag = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("writer", [TopicPartition("orders-clean",
                                                                                                    1)])])
@@ -258,9 +267,12 @@ def test_an_admin_clients_requests_name_the_trials_topic_and_groups_and_answer_i
     assert answer.group_id == "writer" and [(tp.topic, tp.partition, tp.offset) for tp in
                                             answer.topic_partitions] == [("orders-clean", 1, 5)]
     assert [g.group_id for g in admin.list_consumer_groups().result(timeout=0).valid] == ["writer"]  # not t2's
+    assert admin.list_consumer_groups(states={"STABLE"}).result(timeout=0).valid == []  # none listed
     gone = admin.delete_consumer_groups(["writer"])
     assert isinstance(gone["writer"].exception(timeout=0), RuntimeError)
-    assert admin.calls == [("describe", [trial, "dead-letters"]), ("offsets", [(trial, 0)]),
+    assert not gone["writer"].cancel()  # running, as the library's own futures are
+    assert admin.calls == [("list", trial), ("describe", [trial, "dead-letters"]), ("configs", [trial]),
+                           ("offsets", [(trial, 0)]),
                            ("group offsets", [(f"{trial}.writer", [trial])]), ("delete groups", [f"{trial}.writer"])]
     kafka_sink.end()  # made with no run: asked and answered as named
     plain = Admin({"bootstrap.servers": "kafka:9092"})

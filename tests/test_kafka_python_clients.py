@@ -230,7 +230,8 @@ def test_an_admin_client_leaves_the_trials_topic_to_the_harness(kafka_rerouted):
     admin = job["a"]
     assert admin.configs == {"bootstrap_servers": "127.0.0.1:1"}
     assert admin.create_topics([NewTopic("orders-clean", 3, 1)]) == {"topics": []}
-    assert admin.create_topics({"orders-clean": {}, "dead-letters": {}}) == {"topics": ["made"]}
+    made = admin.create_topics(new_topics={"orders-clean": {}, "dead-letters": {}}, timeout_ms=5)
+    assert made == {"topics": ["made"]}
     assert admin.delete_topics(["orders-clean", "dead-letters"]) == {"topics": ["deleted"]}
     assert admin.calls == [("create", ["dead-letters"]), ("delete", ["dead-letters"])]
     assert kafka.KafkaAdminClient._streamchaos_rerouted and kafka.admin.KafkaAdminClient is kafka.KafkaAdminClient
@@ -259,4 +260,5 @@ def test_a_sends_record_metadata_names_the_jobs_topic(kafka_rerouted):
     metadata = sent.get(timeout=1)
     assert (metadata.topic, metadata.partition, metadata.offset) == ("orders-clean", 1, 42)
     assert metadata.topic_partition == TopicPartition("orders-clean", 1) and seen == [metadata]
+    assert isinstance(sent, FutureRecordMetadata) and sent.succeeded() and sent.value is metadata
     assert job["p"].calls == [("send", ROUTE["topic"], b"v")]

@@ -1,13 +1,13 @@
 """A job's confluent_kafka ``AdminClient`` reaches the trial's broker, and names topics and groups as the job does.
 
 Jobs make an ``AdminClient`` to create their output topic at start, check it exists (``list_topics``,
-``describe_topics``), read their consumer groups' lag (``list_consumer_group_offsets``, ``list_offsets``) or reset
-it (``alter_consumer_group_offsets``). Run as written, it would reach the broker the job names. Here it reaches the
-trial's (chaos.jobs.kafka_clients): a request's topic the job names in ``--sink kafka:TOPIC`` (every topic, with
-none named) is the trial's output topic, a consumer group is the trial's (``trial_id``, as the job's consumers'
-groups are), and what comes back (the keys of the futures' map, a topic's description, a group's offsets, members
-and their partitions, the cluster's metadata, the groups listed: the trial's alone) names the job's topic and group
-again. The output topic is the
+``describe_topics``) or its settings (``describe_configs``), read their consumer groups' lag
+(``list_consumer_group_offsets``, ``list_offsets``) or reset it (``alter_consumer_group_offsets``). Run as
+written, it would reach the broker the job names. Here it reaches the trial's (chaos.jobs.kafka_clients): a
+request's topic the job names in ``--sink kafka:TOPIC`` (every topic, with none named) is the trial's output topic,
+a consumer group is the trial's (``trial_id``, as the job's consumers' groups are), and what comes back (the keys
+of the futures' map, a topic's description, a group's offsets, members and their partitions, the cluster's
+metadata, the groups listed: the trial's alone) names the job's topic and group again. The output topic is the
 harness's, made fresh for the trial with its partitions, so the job's ``create_topics``/``delete_topics`` of it are
 left out and reported done. The class is changed in place (its methods call ``super(AdminClient, self)``, which a
 subclass put in its name would turn into endless recursion).
@@ -15,11 +15,21 @@ subclass put in its name would turn into endless recursion).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from chaos.jobs.kafka_clients import _back, _conf, _partitions, _route, names_output, trial_id, trial_topic
+from chaos.jobs.kafka_clients import (
+    _back,
+    _conf,
+    _partitions,
+    _route,
+    first_argument,
+    names_output,
+    trial_id,
+    trial_topic,
+)
 
 
 class _Names:
@@ -52,7 +62,8 @@ class _Names:
             value.group_id = self.groups.get(value.group_id, value.group_id)
         if isinstance(getattr(value, "topic_partitions", None), list):  # their offsets, a member's assignment
             value.topic_partitions = _back(self.topics, value.topic_partitions)
-        if isinstance(getattr(value, "name", None), str) and hasattr(value, "partitions"):  # TopicDescription
+        if isinstance(getattr(value, "name", None), str) and (hasattr(value, "partitions")  # TopicDescription
+                                                              or _is_topic_resource(value)):
             value.name = self.topics.get(value.name, value.name)
         for member in getattr(value, "members", None) or ():
             for assignment in (getattr(member, "assignment", None), getattr(member, "target_assignment", None)):
@@ -61,10 +72,11 @@ class _Names:
         return value
 
     def own_groups(self, listed: Any) -> Any:
-        """``list_consumer_groups``' answer: the trial's groups alone (other trials share the broker), by the
-        job's names."""
+        """``list_consumer_groups``' answer: the trial's groups alone (other trials share the broker, and Spark's
+        answer runs name theirs after ``answer_topic``), by the job's names."""
         prefix = trial_id(self.route, "")
-        listed.valid = [g for g in listed.valid if g.group_id.startswith(prefix)]
+        listed.valid = [g for g in listed.valid or () if g.group_id.startswith(prefix)
+                        and not g.group_id.startswith(f"{prefix}answer.")]
         for listing in listed.valid:
             self.groups[listing.group_id] = listing.group_id = listing.group_id[len(prefix):]
         return listed
@@ -74,18 +86,29 @@ class _Names:
         return {self.back(key): _named_back(self, future) for key, future in futures.items()}
 
 
+def _is_topic_resource(value: Any) -> bool:
+    """A ``ConfigResource`` of a topic (``describe_configs`` and the alter calls: a job checks its retention)."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    return isinstance(value, ConfigResource) and value.restype == ResourceType.TOPIC
+
+
 def _named_back(names: _Names, future: Future, back: Callable[[Any], Any] | None = None) -> Future:
-    """A future resolving to ``future``'s result named as the job names it (by ``back``; its error as it is)."""
+    """A future resolving to ``future``'s result named as the job names it (by ``back``; its error as it is, and
+    an error naming it back too). Running from the start, as the library's are: the job cannot cancel it."""
     named: Future = Future()
+    named.set_running_or_notify_cancel()
     back = back or names.back
 
     def done(f: Future) -> None:
-        if f.cancelled():
-            named.cancel()
-        elif f.exception() is not None:
-            named.set_exception(f.exception())
-        else:
-            named.set_result(back(f.result()))
+        try:
+            error = f.exception()
+            if error is None:
+                named.set_result(back(f.result()))
+        except BaseException as e:  # noqa: BLE001 - cancelled, or naming it back failed: the job's future says so
+            error = e
+        if error is not None:
+            named.set_exception(error)
 
     future.add_done_callback(done)
     return named
@@ -107,6 +130,17 @@ def _topics_in(names: _Names, request: Any) -> Any:
     return _partitions(names.route, request, names.topics)
 
 
+def _configs_in(names: _Names, request: Any) -> Any:
+    """``ConfigResource``s, a topic's on the trial's topic (a copy: the job's own is left as it wrote it)."""
+    moved = []
+    for resource in request:
+        if _is_topic_resource(resource):
+            resource = copy.copy(resource)
+            resource.name = names.topic(resource.name)
+        moved.append(resource)
+    return moved
+
+
 def _groups_in(names: _Names, request: Any) -> Any:
     """Group ids, or ``ConsumerGroupTopicPartitions`` (a group's offsets), in the trial's group and topic."""
     from confluent_kafka import ConsumerGroupTopicPartitions
@@ -119,11 +153,13 @@ def _groups_in(names: _Names, request: Any) -> Any:
 def _moved(orig: Callable, into_trial: Callable[[_Names, Any], Any]) -> Any:
     """An admin request whose first argument ``into_trial`` moves to the trial's topics and groups, answered in
     the job's names."""
-    def method(self, request, *args, **kwargs):
+    def method(self, *args, **kwargs):
         names = self.__dict__.get("_streamchaos_names")
-        if names is None or names.route is None:
-            return orig(self, request, *args, **kwargs)
-        return names.answer(orig(self, into_trial(names, request), *args, **kwargs))
+        request, given = first_argument(orig, args, kwargs)
+        if names is None or names.route is None or request is None:
+            return orig(self, *args, **kwargs)
+        args, kwargs = given(into_trial(names, request))
+        return names.answer(orig(self, *args, **kwargs))
 
     method.__name__ = orig.__name__
     return method
@@ -133,12 +169,16 @@ def _kept_out(orig: Callable, topic_of: Callable[[Any], str]) -> Any:
     """``create_topics``/``delete_topics``: the output topic is the harness's (made fresh for the trial with its
     partitions, deleted after it), so a request the job makes for the topic that names it is left out and reported
     done; other topics are made or deleted on the trial's broker as named."""
-    def method(self, topics, *args, **kwargs):
+    def method(self, *args, **kwargs):
         names = self.__dict__.get("_streamchaos_names")
         route = names.route if names is not None else None
-        ours = [t for t in topics if route is not None and names_output(route, topic_of(t))]
+        topics, given = first_argument(orig, args, kwargs)
+        if route is None or topics is None:
+            return orig(self, *args, **kwargs)
+        ours = [t for t in topics if names_output(route, topic_of(t))]
         rest = [t for t in topics if all(t is not o for o in ours)]
-        done = orig(self, rest, *args, **kwargs) if rest or not ours else {}
+        args, kwargs = given(rest)
+        done = orig(self, *args, **kwargs) if rest or not ours else {}
         for topic in ours:
             future: Future = Future()
             future.set_result(None)
@@ -150,6 +190,7 @@ def _kept_out(orig: Callable, topic_of: Callable[[Any], str]) -> Any:
 
 
 TOPIC_REQUESTS = ("describe_topics", "create_partitions", "delete_records", "list_offsets")
+CONFIG_REQUESTS = ("describe_configs", "alter_configs", "incremental_alter_configs")
 GROUP_REQUESTS = ("list_consumer_group_offsets", "alter_consumer_group_offsets", "describe_consumer_groups",
                   "delete_consumer_groups")
 
@@ -169,8 +210,11 @@ def reroute_admin(cls: type) -> None:
 
     def listed(self, *args, **kwargs):
         names = self.__dict__.get("_streamchaos_names")
-        metadata = list_topics(self, *args, **kwargs)
-        return names.back(metadata) if names is not None and names.route is not None else metadata
+        if names is None or names.route is None:
+            return list_topics(self, *args, **kwargs)
+        topic, given = first_argument(list_topics, args, kwargs, "topic")  # list_topics(topic=...): the trial's
+        args, kwargs = given(names.topic(topic)) if topic is not None else (args, kwargs)
+        return names.back(list_topics(self, *args, **kwargs))
 
     def groups(self, *args, **kwargs):
         names = self.__dict__.get("_streamchaos_names")
@@ -186,7 +230,9 @@ def reroute_admin(cls: type) -> None:
         cls.list_topics = listed
     cls.create_topics = _kept_out(cls.create_topics, lambda t: t.topic)
     cls.delete_topics = _kept_out(cls.delete_topics, lambda t: t)
-    for name in TOPIC_REQUESTS + GROUP_REQUESTS:
-        if hasattr(cls, name):
-            setattr(cls, name, _moved(getattr(cls, name), _topics_in if name in TOPIC_REQUESTS else _groups_in))
+    for requests, into_trial in ((TOPIC_REQUESTS, _topics_in), (CONFIG_REQUESTS, _configs_in),
+                                 (GROUP_REQUESTS, _groups_in)):
+        for name in requests:
+            if hasattr(cls, name):
+                setattr(cls, name, _moved(getattr(cls, name), into_trial))
     cls._streamchaos_rerouted = True

@@ -24,6 +24,7 @@ trial's are judged) into the answer's folder beside the rows of Spark's own Kafk
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -146,6 +147,23 @@ def on_trial_broker(route: dict, conf: dict[str, Any], *, job_login: Callable[[s
         if conf.get(key):
             conf[key] = trial_id(route, conf[key])
     return conf
+
+
+def first_argument(orig: Callable, args: tuple, kwargs: dict,
+                   name: str | None = None) -> tuple[Any, Callable[[Any], tuple[tuple, dict]]]:
+    """A call's first argument after ``self``, given by position or by its ``name`` (by default, as ``orig``'s
+    signature names it: a job writes ``create_topics(new_topics=[...])`` as often as not), and how to call with
+    another in its place (``args, kwargs``). None where the call has none (``orig`` then says what is missing)."""
+    if args:
+        return args[0], lambda value: ((value, *args[1:]), kwargs)
+    if name is None:
+        try:
+            name = list(inspect.signature(orig).parameters)[1]
+        except (ValueError, TypeError, IndexError):  # no signature to read: passed as it is
+            return None, lambda value: (args, kwargs)
+    if name not in kwargs:
+        return None, lambda value: (args, kwargs)
+    return kwargs[name], lambda value: (args, {**kwargs, name: value})
 
 
 def names_output(route: dict, name: Any) -> bool:

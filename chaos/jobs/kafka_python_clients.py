@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
-from functools import cache
 from typing import Any
 
 from chaos.clusters.kafka.login import librdkafka
@@ -30,7 +29,7 @@ from chaos.clusters.kafka.login import of as login_of
 from chaos.errors import UserError
 from chaos.jobs import kafka_sink
 from chaos.jobs.callers import from_the_job
-from chaos.jobs.kafka_clients import names_output, on_trial_broker, trial_id, trial_topic
+from chaos.jobs.kafka_clients import first_argument, names_output, on_trial_broker, trial_id, trial_topic
 
 OWN = ("kafka.", "chaos.jobs.kafka_python_clients")
 # librdkafka's login settings (chaos.clusters.kafka.login.librdkafka) in kafka-python's names.
@@ -188,7 +187,7 @@ def _method(name: str, orig: Callable) -> Callable:
                 args = tuple(_moved(route, names, a) for a in args)
                 kwargs = {k: _moved(route, names, v) for k, v in kwargs.items()}
         out = orig(self, *args, **kwargs)
-        return _sent(names, out) if name == "send" and route is not None else _back(names, out)
+        return _sent(self, names, out) if name == "send" and route is not None else _back(names, out)
 
     method.__name__ = name
     return method
@@ -203,42 +202,38 @@ def _metadata_back(names: dict[str, str], metadata: Any) -> Any:
     return metadata._replace(topic=names[metadata.topic], topic_partition=_back(names, metadata.topic_partition))
 
 
-@cache
-def _sent_class() -> type:
-    from kafka.future import Future
+def _sent(client: Any, names: dict[str, str], sent: Any) -> Any:
+    """``send``'s future, resolving to a ``RecordMetadata`` that names the job's topic: kafka-python's own future,
+    its class changed to one that names it back as it resolves (``get``, callbacks, ``value`` alike; the record
+    is not yet acknowledged when ``send`` returns, and one that was is named back here)."""
+    from kafka.producer.future import FutureRecordMetadata
 
-    class Sent(Future):
-        """``send``'s future for the job: resolves to its ``RecordMetadata`` in the job's names; ``get`` waits on
-        kafka-python's own future."""
-        __slots__ = ("sent", "names")
-
-        def get(self, timeout: float | None = None) -> Any:
-            return _metadata_back(self.names, self.sent.get(timeout))
-
-    return Sent
-
-
-def _sent(names: dict[str, str], sent: Any) -> Any:
-    """What ``send`` returned, its future resolving in the job's names."""
-    from kafka.future import Future
-
-    if not names or not isinstance(sent, Future):
+    if not names or type(sent) is not FutureRecordMetadata:
         return sent
-    named = _sent_class()()
-    named.sent, named.names = sent, names
-    sent.add_callback(lambda metadata: named.success(_metadata_back(names, metadata)))
-    sent.add_errback(named.failure)
-    return named
+    named = client.__dict__.get("_streamchaos_sent")
+    if named is None:
+        class Sent(FutureRecordMetadata):
+            __slots__ = ()
+
+            def success(self, value):
+                return super().success(_metadata_back(names, value))
+
+        named = client.__dict__["_streamchaos_sent"] = Sent
+    sent.__class__ = named
+    if sent.succeeded():
+        sent.value = _metadata_back(names, sent.value)
+    return sent
 
 
 def _kept_out(orig: Callable) -> Callable:
     """``KafkaAdminClient.create_topics``/``delete_topics``: the output topic is the harness's (made fresh for the
     trial with its partitions, deleted after it), so the job's request for the topic that names it is left out
     (nothing raised for it); other topics are made or deleted on the trial's broker as named."""
-    def method(self, topics, *args, **kwargs):
+    def method(self, *args, **kwargs):
         route = self.__dict__["_streamchaos_route"]
-        if route is None:
-            return orig(self, topics, *args, **kwargs)
+        topics, given = first_argument(orig, args, kwargs)
+        if route is None or topics is None:
+            return orig(self, *args, **kwargs)
 
         def ours(t: Any) -> bool:
             return names_output(route, t if isinstance(t, str) else getattr(t, "name", None))
@@ -247,7 +242,8 @@ def _kept_out(orig: Callable) -> Callable:
                 else [t for t in topics if not ours(t)])
         if topics and not rest:
             return {"topics": []}
-        return orig(self, rest, *args, **kwargs)
+        args, kwargs = given(rest)
+        return orig(self, *args, **kwargs)
 
     method.__name__ = orig.__name__
     return method
