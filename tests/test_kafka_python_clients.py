@@ -3,6 +3,8 @@ confluent_kafka ones do; the harness's and a job's outside a run are left as wri
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import kafka
 import kafka.consumer
 import kafka.producer
@@ -262,3 +264,21 @@ def test_a_sends_record_metadata_names_the_jobs_topic(kafka_rerouted):
     assert metadata.topic_partition == TopicPartition("orders-clean", 1) and seen == [metadata]
     assert isinstance(sent, FutureRecordMetadata) and sent.succeeded() and sent.value is metadata
     assert job["p"].calls == [("send", ROUTE["topic"], b"v")]
+
+
+def test_a_kafka_python_too_old_for_the_trials_broker_is_one_line(monkeypatch, kafka_rerouted):
+    """kafka-python before 2.1 (2.0.2 is what many repositories pin) asks protocol versions Kafka 4 removed: the
+    job is told before its client is made, not left waiting out the client's timeouts. A user's cluster, whose
+    version the harness does not know, is tried."""
+    monkeypatch.setattr(kafka, "__version__", "2.0.2")
+    with pytest.raises(UserError, match=r"^the job's kafka-python 2.0.2 cannot speak to the trial's Kafka 4.1.1 "
+                                        r"\(.*\): install kafka-python>=2.1"):
+        kafka_python_clients.require_speaks({"version": "4.1.1"})
+    kafka_python_clients.require_speaks({"version": None})
+    kafka_python_clients.require_speaks({"version": "3.9.1"})
+    kafka_sink.begin({**ROUTE, "version": "4.1.1"}, Path("."), ROUTE["named"])
+    with pytest.raises(UserError, match="kafka-python 2.0.2 cannot speak"):
+        exec("from kafka import KafkaProducer\nKafkaProducer(bootstrap_servers='kafka:9092')\n",  # noqa: S102
+             {"__name__": "orders_job"})
+    monkeypatch.setattr(kafka, "__version__", "2.1.0")
+    kafka_python_clients.require_speaks({"version": "4.1.1"})

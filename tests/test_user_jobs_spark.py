@@ -437,3 +437,37 @@ def test_connections_the_executors_open_reach_the_trials_database(chaos_harness,
     sink_phases = [h for h in history if h["kind"] == "phase" and h["phase"] in ("sink-write", "sink-done")]
     assert sink_phases and not any("partition" in h["detail"] for h in sink_phases), sink_phases[:3]
     assert (Path(r["run_dir"]) / "checkpoint-seen" / "offsets").is_dir()
+
+
+MYSQL_JOB = '''
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+ORDER = "order_id STRING, customer STRING, amount LONG, ts TIMESTAMP"
+DB = {"kind": "mysql", "host": "db", "port": 3306, "name": "shop"}
+
+
+def write(batch, batch_id):
+    url = f"jdbc:{DB['kind']}://{DB['host']}:{DB['port']}/{DB['name']}"
+    batch.write.jdbc(url, "orders", mode="append", properties={"user": "app"})
+
+
+def run():
+    spark = SparkSession.builder.appName("orders-mysql").getOrCreate()
+    orders = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", "kafka:9092")
+              .option("subscribe", "orders").load()
+              .select(F.from_json(F.col("value").cast("string"), ORDER).alias("o")).select("o.*"))
+    return orders.writeStream.foreachBatch(write).option("checkpointLocation", "/tmp/cp/orders-mysql").start()
+'''
+
+
+def test_a_database_the_job_names_only_inside_a_batch_is_one_line_not_a_crash_loop(chaos_harness, tmp_path):
+    """The job's JDBC URL is built from its settings when a batch writes (no URL in its text to refuse at start):
+    the harness's refusal, raised inside foreachBatch, ends the trial as the user's mistake in its one line, not
+    as a driver that keeps dying."""
+    script = tmp_path / "orders_mysql.py"
+    script.write_text(MYSQL_JOB)
+    with pytest.raises(UserError, match=r"^the job writes to jdbc:mysql://db:3306/shop: streamchaos runs PostgreSQL "
+                                        r"only .* \(its output: "):
+        trial(chaos_harness, tmp_path, f"{script}:run", "--schema", ORDER, "--sink", "postgres:orders",
+              "--events", "400", "--json")

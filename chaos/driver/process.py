@@ -357,12 +357,18 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
         return 0
     error = query.exception()
     if error is not None:
+        if said := RAISED_FOR_THE_JOB.search(str(error)):  # in its foreachBatch, or a task's function
+            return job_error(UserError(said.group(1).strip()))
         if query.lastProgress is None and (checkpoint_refusal(str(error)) or config.get("upgraded")):
             return refused(str(error))
         print(f"streamchaos: query failed: {error}", file=sys.stderr, flush=True)
         return 1
     return 0
 
+
+# The harness's one line for the job's own mistake, raised where the job's code called it (a client it cannot
+# reroute: chaos.jobs) inside a batch: the query's error carries the Python traceback's last line.
+RAISED_FOR_THE_JOB = re.compile(r"chaos\.errors\.UserError: ([^\n]+)")
 
 # Spark's error conditions for a checkpoint it will not continue from (a missing metadata file, a stateful
 # operator without its state, an incompatible state store): it stops instead of risking wrong output.

@@ -14,7 +14,8 @@ trial's alone. The classes are replaced in
 ``kafka`` (and ``kafka.producer``, ``kafka.consumer``) before the job's module is imported, so ``from kafka import
 KafkaProducer`` binds the rerouted one. A ``KafkaAdminClient`` reaches the trial's broker too; the output topic is
 the harness's (made fresh for the trial), so the job's ``create_topics`` or ``delete_topics`` of the topic it names
-is left out, other topics are made or deleted there as named.
+is left out, other topics are made or deleted there as named. A kafka-python too old to speak the trial's broker is
+one line before the client is made (``require_speaks``).
 """
 
 from __future__ import annotations
@@ -76,8 +77,12 @@ PLAIN = (list, set, frozenset, tuple, dict)  # containers walked: a Row (a tuple
 def _moved(route: dict, names: dict[str, str], value: Any) -> Any:
     """``TopicPartition``s (alone, in a plain list, set or tuple, or keys of a plain map) on the trial's topic; a
     ``ConsumerGroupMetadata`` the job made itself in the trial's group."""
-    from kafka.structs import ConsumerGroupMetadata, TopicPartition
+    from kafka.structs import TopicPartition
 
+    try:
+        from kafka.structs import ConsumerGroupMetadata
+    except ImportError:  # kafka-python before 2.1 has no transactions: no group metadata to move
+        ConsumerGroupMetadata = ()  # noqa: N806
     if isinstance(value, TopicPartition):
         return value._replace(topic=trial_topic(route, value.topic, names))
     if isinstance(value, ConsumerGroupMetadata):  # one from a rerouted consumer is in the trial's group already
@@ -111,7 +116,12 @@ def _back(names: dict[str, str], value: Any) -> Any:
 def _listener(names: dict[str, str], inner: Any) -> Any:
     """A rebalance listener of the job's, handed its own topic's partitions; of kafka-python's listener classes, as
     ``subscribe`` requires (an asynchronous one stays asynchronous: kafka-python awaits its coroutines)."""
-    from kafka import AsyncConsumerRebalanceListener, ConsumerRebalanceListener
+    from kafka import ConsumerRebalanceListener
+
+    try:
+        from kafka import AsyncConsumerRebalanceListener
+    except ImportError:  # kafka-python before 3.0: listeners are plain
+        AsyncConsumerRebalanceListener = ()  # noqa: N806
 
     lost = getattr(inner, "on_partitions_lost", None) or inner.on_partitions_revoked
     if isinstance(inner, AsyncConsumerRebalanceListener):
@@ -249,7 +259,33 @@ def _kept_out(orig: Callable) -> Callable:
     return method
 
 
+# Kafka 4 no longer serves the protocol versions older clients ask (KIP-896): kafka-python before 2.1 asks
+# Metadata v1 and FindCoordinator v0 whatever the broker offers, and would wait out its timeouts on every call.
+SPEAKS_KAFKA_4 = (2, 1)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+def require_speaks(route: dict) -> None:
+    """One line, before the job's client is made, where the job's kafka-python cannot speak the trial's broker."""
+    import kafka
+
+    broker = route.get("version")
+    if broker and _version(broker)[:1] >= (4,) and _version(kafka.__version__) < SPEAKS_KAFKA_4:
+        raise UserError(f"the job's kafka-python {kafka.__version__} cannot speak to the trial's Kafka {broker} (it "
+                        "asks protocol versions Kafka 4 removed): install kafka-python>=2.1 beside the job "
+                        "(pip install -U kafka-python)")
+
+
 def _rerouted(base: type, methods: tuple[str, ...]) -> type:
+    def __new__(cls, *args, **kwargs):  # noqa: N807 - refused before there is a client to close when collected
+        route = _route()
+        if route is not None:
+            require_speaks(route)
+        return base.__new__(cls)
+
     def __init__(self, *args, **kwargs):  # noqa: N807
         route = _route()
         names: dict[str, str] = {}
@@ -265,7 +301,7 @@ def _rerouted(base: type, methods: tuple[str, ...]) -> type:
 
     # Named as kafka-python's own class, so a job's function that refers to it pickles it by reference and the
     # executors' worker finds its rerouted one (chaos.jobs.databases.on_executors).
-    body: dict[str, Any] = {"__init__": __init__, "__doc__": base.__doc__, "__module__": "kafka",
+    body: dict[str, Any] = {"__new__": __new__, "__init__": __init__, "__doc__": base.__doc__, "__module__": "kafka",
                             "__qualname__": base.__name__, "_streamchaos_rerouted": True}
     if hasattr(base, "__next__"):
         body["__next__"] = __next__

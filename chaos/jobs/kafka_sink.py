@@ -37,7 +37,7 @@ def begin_run(log_options: dict[str, str], folder: Path, named: str) -> None:
     ``answer_kafka`` topic: chaos.jobs.kafka_clients), and Spark's batch Kafka writes rerouted."""
     trial = json.loads(log_options["kafka"]) if log_options.get("kafka") else None
     begin({"bootstrap": trial.get("sink_bootstrap") or trial["bootstrap"], "topic": trial["output"],
-           "login": trial.get("login")} if trial else None,
+           "login": trial.get("login"), "version": trial.get("version")} if trial else None,
           folder, named, json.loads(log_options.get("answer_kafka") or "null"))
     reroute()
 

@@ -211,7 +211,7 @@ class Trial:
             # The job's connections go through the source and sink channels' proxies (chaos.clusters.kafka.broker).
             "kafka": {"bootstrap": self.h.kafka.source_bootstrap, "sink_bootstrap": self.h.kafka.sink_bootstrap,
                       "topic": self.kafka_topic, "login": self.h.kafka.login_file,
-                      "output": self.topics.output,
+                      "output": self.topics.output, "version": self.h.kafka.version,
                       "max_offsets": self.scenario.events_per_batch} if self.kafka_topic else None,
             **self.h.start_settings,
         }

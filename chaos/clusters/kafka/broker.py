@@ -29,7 +29,7 @@ from chaos.machine.java import require_java
 from chaos.machine.processes import Group, Owned, wait_until
 from chaos.machine.spark import free_port, log_tail
 
-from .jars import broker_classpath
+from .jars import BROKER_VERSION, broker_classpath
 from .login import Login, librdkafka
 
 OUTPUT_RECORDS = "output-topic.parquet"  # a trial's output topic, exported into its sink directory at the end
@@ -42,6 +42,7 @@ class KafkaBroker:
     login: Login = {}  # how clients log in (a user's cluster: chaos.clusters.kafka.login); the harness's: plaintext
     login_file: str | None = None  # where the drivers read it (chaos.clusters.kafka.login.write)
     topic_prefix = "streamchaos-"  # a trial's topics' names begin with it
+    version: str | None = BROKER_VERSION  # the Kafka it runs: a job's client too old to speak it is told so
 
     def __init__(self, owned: Owned, work_dir: Path) -> None:
         self.owned = owned

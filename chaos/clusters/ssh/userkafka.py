@@ -85,6 +85,7 @@ class UserKafka(KafkaBroker):
     cluster."""
 
     replicas = -1  # the cluster's own default.replication.factor
+    version = None  # the user's Kafka, whichever it is
 
     def __init__(self, servers: str, login: Login, work_dir: Path) -> None:
         super().__init__(None, work_dir)
