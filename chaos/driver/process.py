@@ -40,6 +40,7 @@ from chaos.jobs import delta_tables
 from chaos.jobs.chains import READING_KEYS, finish_available, stop_side_queries, stopped_feeder
 from chaos.machine.spark import driver_scratch
 from chaos.nemesis import barrier
+from chaos.scenario.variants import JOB_ERROR, JOB_ERROR_RC, REFUSED_RC, raised_for_the_job
 from chaos.store.atomic import write_json
 
 
@@ -357,18 +358,14 @@ def run(spark, config: dict, incarnation: int, source=None) -> int:
         return 0
     error = query.exception()
     if error is not None:
-        if said := RAISED_FOR_THE_JOB.search(str(error)):  # in its foreachBatch, or a task's function
-            return job_error(UserError(said.group(1).strip()))
+        if said := raised_for_the_job(str(error)):  # in its foreachBatch, or a task's function
+            return job_error(UserError(said))
         if query.lastProgress is None and (checkpoint_refusal(str(error)) or config.get("upgraded")):
             return refused(str(error))
         print(f"streamchaos: query failed: {error}", file=sys.stderr, flush=True)
         return 1
     return 0
 
-
-# The harness's one line for the job's own mistake, raised where the job's code called it (a client it cannot
-# reroute: chaos.jobs) inside a batch: the query's error carries the Python traceback's last line.
-RAISED_FOR_THE_JOB = re.compile(r"chaos\.errors\.UserError: ([^\n]+)")
 
 # Spark's error conditions for a checkpoint it will not continue from (a missing metadata file, a stateful
 # operator without its state, an incompatible state store): it stops instead of risking wrong output.
@@ -378,8 +375,6 @@ CHECKPOINT_REFUSAL = re.compile(r"\[(STREAMING_CHECKPOINT_[A-Z_]+|STREAMING_STAT
 
 def refused(message: str, kind: str = "") -> int:
     """Say why Spark refused (one line, what chaos.run.trial.Trial._refusal reads back); the driver's exit code."""
-    from chaos.scenario.variants import REFUSED_RC
-
     print(f"streamchaos: refused: {kind + ': ' if kind else ''}{' '.join(message.split())[:400]}", flush=True)
     return REFUSED_RC
 
@@ -472,8 +467,6 @@ def upgraded(config: dict) -> dict:
 def job_error(exc: UserError) -> int:
     """The job's own mistake, not the harness's (a script that exits before its query starts): one line the trial
     reads back and says, and an exit code it does not retry (chaos.run.trial)."""
-    from chaos.scenario.variants import JOB_ERROR, JOB_ERROR_RC
-
     print(f"{JOB_ERROR}{exc}", file=sys.stderr, flush=True)
     return JOB_ERROR_RC
 

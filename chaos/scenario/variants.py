@@ -25,6 +25,17 @@ TRIGGER = "trigger"
 JOB_ERROR_RC = 65
 JOB_ERROR = "streamchaos: job error: "
 REFUSED_RC = 78  # a driver's exit code when Spark refuses the trial's variant (EX_CONFIG): the verdict ``refused``
+# The harness's one line for the job's own mistake raised inside a batch, where the job's code called it (a client
+# it cannot reroute: chaos.jobs): the query's error carries the Python traceback's last line.
+_RAISED_FOR_THE_JOB = re.compile(r"chaos\.errors\.UserError: ([^\n]+)")
+
+
+def raised_for_the_job(error: str) -> str | None:
+    """What the harness told the job inside a batch, found in the query's error (None: the job failed otherwise)."""
+    said = _RAISED_FOR_THE_JOB.search(error)
+    return said.group(1).strip() if said else None
+
+
 _TRIGGER = re.compile(r"processingTime:(\d+(?:\.\d+)?)(ms|s|m)?|availableNow|once")
 
 
