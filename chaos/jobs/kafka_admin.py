@@ -26,6 +26,7 @@ from chaos.jobs.kafka_clients import (
     _partitions,
     _route,
     first_argument,
+    first_parameter,
     names_output,
     trial_id,
     trial_topic,
@@ -153,9 +154,11 @@ def _groups_in(names: _Names, request: Any) -> Any:
 def _moved(orig: Callable, into_trial: Callable[[_Names, Any], Any]) -> Any:
     """An admin request whose first argument ``into_trial`` moves to the trial's topics and groups, answered in
     the job's names."""
+    first = first_parameter(orig)
+
     def method(self, *args, **kwargs):
         names = self.__dict__.get("_streamchaos_names")
-        request, given = first_argument(orig, args, kwargs)
+        request, given = first_argument(args, kwargs, first)
         if names is None or names.route is None or request is None:
             return orig(self, *args, **kwargs)
         args, kwargs = given(into_trial(names, request))
@@ -169,10 +172,12 @@ def _kept_out(orig: Callable, topic_of: Callable[[Any], str]) -> Any:
     """``create_topics``/``delete_topics``: the output topic is the harness's (made fresh for the trial with its
     partitions, deleted after it), so a request the job makes for the topic that names it is left out and reported
     done; other topics are made or deleted on the trial's broker as named."""
+    first = first_parameter(orig)
+
     def method(self, *args, **kwargs):
         names = self.__dict__.get("_streamchaos_names")
         route = names.route if names is not None else None
-        topics, given = first_argument(orig, args, kwargs)
+        topics, given = first_argument(args, kwargs, first)
         if route is None or topics is None:
             return orig(self, *args, **kwargs)
         ours = [t for t in topics if names_output(route, topic_of(t))]
@@ -212,7 +217,7 @@ def reroute_admin(cls: type) -> None:
         names = self.__dict__.get("_streamchaos_names")
         if names is None or names.route is None:
             return list_topics(self, *args, **kwargs)
-        topic, given = first_argument(list_topics, args, kwargs, "topic")  # list_topics(topic=...): the trial's
+        topic, given = first_argument(args, kwargs, "topic")  # list_topics(topic=...): the trial's
         args, kwargs = given(names.topic(topic)) if topic is not None else (args, kwargs)
         return names.back(list_topics(self, *args, **kwargs))
 

@@ -149,19 +149,23 @@ def on_trial_broker(route: dict, conf: dict[str, Any], *, job_login: Callable[[s
     return conf
 
 
-def first_argument(orig: Callable, args: tuple, kwargs: dict,
-                   name: str | None = None) -> tuple[Any, Callable[[Any], tuple[tuple, dict]]]:
-    """A call's first argument after ``self``, given by position or by its ``name`` (by default, as ``orig``'s
-    signature names it: a job writes ``create_topics(new_topics=[...])`` as often as not), and how to call with
-    another in its place (``args, kwargs``). None where the call has none (``orig`` then says what is missing)."""
+def first_parameter(orig: Callable) -> str | None:
+    """The name ``orig``'s signature gives its first argument after ``self`` (a job writes
+    ``create_topics(new_topics=[...])`` as often as not); None where it has no signature to read. Read once, when a
+    method is wrapped."""
+    try:
+        return list(inspect.signature(orig).parameters)[1]
+    except (ValueError, TypeError, IndexError):
+        return None
+
+
+def first_argument(args: tuple, kwargs: dict, name: str | None) -> tuple[Any, Callable[[Any], tuple[tuple, dict]]]:
+    """A call's first argument after ``self``, given by position or by its ``name`` (``first_parameter``), and how
+    to call with another in its place (``args, kwargs``). None where the call has none (the method then says what
+    is missing)."""
     if args:
         return args[0], lambda value: ((value, *args[1:]), kwargs)
-    if name is None:
-        try:
-            name = list(inspect.signature(orig).parameters)[1]
-        except (ValueError, TypeError, IndexError):  # no signature to read: passed as it is
-            return None, lambda value: (args, kwargs)
-    if name not in kwargs:
+    if name is None or name not in kwargs:
         return None, lambda value: (args, kwargs)
     return kwargs[name], lambda value: (args, {**kwargs, name: value})
 

@@ -30,7 +30,14 @@ from chaos.clusters.kafka.login import of as login_of
 from chaos.errors import UserError
 from chaos.jobs import kafka_sink
 from chaos.jobs.callers import from_the_job
-from chaos.jobs.kafka_clients import first_argument, names_output, on_trial_broker, trial_id, trial_topic
+from chaos.jobs.kafka_clients import (
+    first_argument,
+    first_parameter,
+    names_output,
+    on_trial_broker,
+    trial_id,
+    trial_topic,
+)
 
 OWN = ("kafka.", "chaos.jobs.kafka_python_clients")
 # librdkafka's login settings (chaos.clusters.kafka.login.librdkafka) in kafka-python's names.
@@ -239,9 +246,11 @@ def _kept_out(orig: Callable) -> Callable:
     """``KafkaAdminClient.create_topics``/``delete_topics``: the output topic is the harness's (made fresh for the
     trial with its partitions, deleted after it), so the job's request for the topic that names it is left out
     (nothing raised for it); other topics are made or deleted on the trial's broker as named."""
+    first = first_parameter(orig)
+
     def method(self, *args, **kwargs):
         route = self.__dict__["_streamchaos_route"]
-        topics, given = first_argument(orig, args, kwargs)
+        topics, given = first_argument(args, kwargs, first)
         if route is None or topics is None:
             return orig(self, *args, **kwargs)
 
@@ -284,14 +293,16 @@ def _rerouted(base: type, methods: tuple[str, ...]) -> type:
         route = _route()
         if route is not None:
             require_speaks(route)
-        return base.__new__(cls)
+        client = base.__new__(cls)
+        client.__dict__["_streamchaos_route"] = route  # where the job's call reaches, for __init__ and each call
+        return client
 
     def __init__(self, *args, **kwargs):  # noqa: N807
-        route = _route()
+        route = self.__dict__["_streamchaos_route"]
         names: dict[str, str] = {}
         if route is not None and route.get("named"):
             names[route["topic"]] = route["named"]
-        self.__dict__["_streamchaos_route"], self.__dict__["_streamchaos_names"] = route, names
+        self.__dict__["_streamchaos_names"] = names
         if route is not None and args:  # KafkaConsumer(*topics): the topics it subscribes to
             args = tuple(trial_topic(route, t, names) for t in args)
         base.__init__(self, *args, **configs(route, kwargs))
