@@ -53,7 +53,7 @@ class UserJob(Pipeline):
         self.description = f"your job {spec.entry}, sink {spec.sink}, Spark's answer as the oracle"
         self.database = spec.sink_kind == "postgres"
         # Its Kafka sink (Spark's, or a foreachBatch's batch writes) is the trial's output topic
-        # (chaos.jobs.kafka_sink), its producers through the sink channel's proxy.
+        # (chaos.jobs.kafka.sink), its producers through the sink channel's proxy.
         self.kafka_sink = spec.sink_kind == "kafka"
         self.sink_channel = self.database or self.kafka_sink
         # Its sink phases are reported around the job's foreachBatch or Python data source writer, and by the
@@ -305,8 +305,8 @@ class UserJob(Pipeline):
             return pl.read_parquet(path) if path.exists() else pl.DataFrame()
         if kind == "sqlite":
             return _read_sqlite(folder / SQLITE_FILE, self.spec.table)
-        if kind == "kafka":  # the output topic as exported, or the answer's rows (chaos.jobs.kafka_sink)
-            from chaos.jobs.kafka_sink import read_rows
+        if kind == "kafka":  # the output topic as exported, or the answer's rows (chaos.jobs.kafka.sink)
+            from chaos.jobs.kafka.sink import read_rows
 
             return read_rows(folder)
         table = folder / "files"

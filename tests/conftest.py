@@ -112,7 +112,7 @@ def kafka_rerouted(monkeypatch, tmp_path):
     import kafka.consumer.group
     import kafka.producer.kafka
 
-    from chaos.jobs.kafka_admin import GROUP_REQUESTS, TOPIC_REQUESTS
+    from chaos.jobs.kafka.confluent_admin import GROUP_REQUESTS, TOPIC_REQUESTS
 
     for module, name in ((kafka, "KafkaProducer"), (kafka, "KafkaConsumer"), (kafka, "KafkaAdminClient"),
                          (kafka.producer, "KafkaProducer"), (kafka.producer.kafka, "KafkaProducer"),
@@ -126,7 +126,8 @@ def kafka_rerouted(monkeypatch, tmp_path):
                  *GROUP_REQUESTS):
         monkeypatch.setattr(admin, name, getattr(admin, name))
     monkeypatch.setattr(admin, "_streamchaos_rerouted", False, raising=False)  # removed after the test
-    from chaos.jobs import kafka_rerouting, kafka_sink
+    from chaos.jobs.kafka import rerouting as kafka_rerouting
+    from chaos.jobs.kafka import sink as kafka_sink
 
     output = {"bootstrap": KAFKA_ROUTE["bootstrap"], "topic": KAFKA_ROUTE["topic"]}
     kafka_sink.begin(output, tmp_path, KAFKA_ROUTE["named"])

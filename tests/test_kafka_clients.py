@@ -1,4 +1,4 @@
-"""A job's own confluent_kafka clients reach the run's broker and topic (chaos.jobs.kafka_clients); the harness's
+"""A job's own confluent_kafka clients reach the run's broker and topic (chaos.jobs.kafka.confluent); the harness's
 own clients are left alone."""
 
 from __future__ import annotations
@@ -10,29 +10,30 @@ import confluent_kafka.admin
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicCollection, TopicPartition
 from confluent_kafka.admin import ClusterMetadata, ConfigResource, OffsetSpec, ResourceType, TopicDescription
 
-from chaos.jobs import kafka_admin, kafka_clients, kafka_sink
+from chaos.jobs.kafka import answer, confluent, confluent_admin, naming
+from chaos.jobs.kafka import sink as kafka_sink
 from tests.conftest import KAFKA_ROUTE as ROUTE
 
 
 def test_the_named_topic_is_the_trials_and_other_topics_stay():
-    assert kafka_clients.trial_topic(ROUTE, "orders-clean") == "streamchaos-t1-out"
-    assert kafka_clients.trial_topic(ROUTE, "dead-letters") == "dead-letters"
-    assert kafka_clients.trial_topic({**ROUTE, "named": ""}, "anything") == "streamchaos-t1-out"  # none named: all
-    assert kafka_clients.trial_topic(None, "orders-clean") == "orders-clean"
+    assert naming.trial_topic(ROUTE, "orders-clean") == "streamchaos-t1-out"
+    assert naming.trial_topic(ROUTE, "dead-letters") == "dead-letters"
+    assert naming.trial_topic({**ROUTE, "named": ""}, "anything") == "streamchaos-t1-out"  # none named: all
+    assert naming.trial_topic(None, "orders-clean") == "orders-clean"
 
 
 def test_partitions_move_with_their_offsets_and_settings_name_the_trials_broker_ids_and_groups():
-    moved = kafka_clients._partitions(ROUTE, [TopicPartition("orders-clean", 0, 7), TopicPartition("other", 2, 3),
+    moved = confluent.partitions(ROUTE, [TopicPartition("orders-clean", 0, 7), TopicPartition("other", 2, 3),
                                               TopicPartition("orders-clean", 1, 4, metadata="batch 4")])
     assert [(tp.topic, tp.partition, tp.offset) for tp in moved] == [("streamchaos-t1-out", 0, 7), ("other", 2, 3),
                                                                      ("streamchaos-t1-out", 1, 4)]
     assert moved[2].metadata == "batch 4"
-    conf = kafka_clients._conf(ROUTE, ({"bootstrap.servers": "kafka:9092", "transactional.id": "writer",
+    conf = confluent.settings(ROUTE, ({"bootstrap.servers": "kafka:9092", "transactional.id": "writer",
                                         "acks": "all"},), {"group.id": "writer"})
     assert conf == {"bootstrap.servers": "127.0.0.1:1", "transactional.id": "streamchaos-t1-out.writer",
                     "group.id": "streamchaos-t1-out.writer", "acks": "all"}
-    assert kafka_clients._conf(None, ({"bootstrap.servers": "kafka:9092"},), {}) == {"bootstrap.servers": "kafka:9092"}
-    secured = kafka_clients._conf(ROUTE, ({"bootstrap.servers": "b:9093", "security.protocol": "SASL_SSL",
+    assert confluent.settings(None, ({"bootstrap.servers": "kafka:9092"},), {}) == {"bootstrap.servers": "kafka:9092"}
+    secured = confluent.settings(ROUTE, ({"bootstrap.servers": "b:9093", "security.protocol": "SASL_SSL",
                                            "sasl.mechanism": "PLAIN", "ssl.ca.location": "/ca"},), {})
     assert secured == {"bootstrap.servers": "127.0.0.1:1"}  # the trial's broker is plaintext
 
@@ -67,7 +68,7 @@ def test_the_rerouted_classes_pickle_by_reference_and_serializing_clients_are_re
 
 
 def test_the_answers_topic_is_named_for_its_run():
-    name = kafka_clients.answer_topic("streamchaos-t1-out", "/runs/t1/oracle/again")
+    name = answer.answer_topic("streamchaos-t1-out", "/runs/t1/oracle/again")
     assert name == "streamchaos-t1-out.answer.again"
 
 
@@ -78,22 +79,22 @@ def test_what_the_clients_hand_back_names_the_jobs_topic():
 
     names = {ROUTE["topic"]: ROUTE["named"]}
     message = confluent_kafka.Message(topic=ROUTE["topic"], partition=1, offset=5, value=b"v")
-    assert kafka_clients._back(names, message) is message and message.topic() == "orders-clean"
+    assert confluent.back(names, message) is message and message.topic() == "orders-clean"
     other = confluent_kafka.Message(topic="dead-letters", partition=0)
-    assert kafka_clients._back(names, other).topic() == "dead-letters"
-    parts = kafka_clients._back(names, [TopicPartition(ROUTE["topic"], 0, 7, metadata="m"), TopicPartition("x", 1)])
+    assert confluent.back(names, other).topic() == "dead-letters"
+    parts = confluent.back(names, [TopicPartition(ROUTE["topic"], 0, 7, metadata="m"), TopicPartition("x", 1)])
     assert [(tp.topic, tp.partition, tp.offset, tp.metadata) for tp in parts] == [("orders-clean", 0, 7, "m"),
                                                                                   ("x", 1, -1001, None)]
     seen = []
-    kafka_clients._callback(names, lambda err, msg: seen.append((err, msg.topic())))(
+    confluent._callback(names, lambda err, msg: seen.append((err, msg.topic())))(
         None, confluent_kafka.Message(topic=ROUTE["topic"]))
     assert seen == [(None, "orders-clean")]
     metadata = SimpleNamespace(topics={ROUTE["topic"]: "its metadata"})
-    assert kafka_clients._back(names, metadata).topics["orders-clean"] == "its metadata"
+    assert confluent.back(names, metadata).topics["orders-clean"] == "its metadata"
     learned: dict[str, str] = {}
-    assert kafka_clients.trial_topic({**ROUTE, "named": ""}, "anything", learned) == ROUTE["topic"]
+    assert naming.trial_topic({**ROUTE, "named": ""}, "anything", learned) == ROUTE["topic"]
     assert learned == {ROUTE["topic"]: "anything"}  # none named: the name the job used, handed back
-    assert kafka_clients._back({}, message) is message
+    assert confluent.back({}, message) is message
 
 
 def test_a_rerouted_consumer_learns_the_named_topic(kafka_rerouted):
@@ -102,7 +103,7 @@ def test_a_rerouted_consumer_learns_the_named_topic(kafka_rerouted):
          "c = Consumer({'bootstrap.servers': 'kafka:9092', 'group.id': 'g', 'log_level': 0})\n", job)
     consumer = job["c"]
     try:
-        assert kafka_clients._names(consumer) == {ROUTE["topic"]: "orders-clean"}
+        assert confluent._names(consumer) == {ROUTE["topic"]: "orders-clean"}
         assert consumer.assignment() == []  # a wrapped method, nothing assigned yet
     finally:
         consumer.close()
@@ -135,7 +136,7 @@ def test_a_message_the_job_hands_back_names_the_trials_topic_for_the_call(kafka_
     """``commit(msg)`` and ``store_offsets(msg)`` reach librdkafka with the trial's topic (it reads the topic from
     the message), the message names the job's again after; ``commit(None, offsets)`` moves its partitions; a tuple
     stays a tuple."""
-    cls = kafka_clients._rerouted(_Recording, kafka_clients._CONSUMER_MOVES)
+    cls = confluent._rerouted(_Recording, confluent._CONSUMER_MOVES)
     job = {"__name__": "orders_job", "cls": cls}
     exec("c = cls({'bootstrap.servers': 'kafka:9092', 'group.id': 'g'})\n", job)  # noqa: S102
     consumer = job["c"]
@@ -182,7 +183,7 @@ def test_an_admin_client_leaves_the_trials_topic_to_the_harness(kafka_rerouted):
     class Admin(_Admin):
         pass
 
-    kafka_admin.reroute_admin(Admin)
+    confluent_admin.reroute_admin(Admin)
     job = {"__name__": "orders_job", "cls": Admin}
     exec("a = cls({'bootstrap.servers': 'kafka:9092'})\n", job)  # noqa: S102
     admin = job["a"]
@@ -248,7 +249,7 @@ def test_an_admin_clients_requests_name_the_trials_topic_and_groups_and_answer_i
     class Admin(_Asking):
         pass
 
-    kafka_admin.reroute_admin(Admin)
+    confluent_admin.reroute_admin(Admin)
     job = {"__name__": "orders_job", "cls": Admin}
     exec("a = cls({'bootstrap.servers': 'kafka:9092'})\n", job)  # noqa: S102
     admin, trial = job["a"], ROUTE["topic"]

@@ -9,7 +9,7 @@ import pytest
 
 from chaos.clusters.kafka.broker import OUTPUT_RECORDS
 from chaos.errors import UserError
-from chaos.jobs.kafka_sink import CAPTURED, as_rows, read_rows
+from chaos.jobs.kafka.sink import CAPTURED, as_rows, read_rows
 from chaos.jobs.reference import JobSpec
 
 

@@ -14,8 +14,9 @@ from chaos.clusters.kafka import login
 from chaos.clusters.ssh.hostsfile import load
 from chaos.clusters.ssh.userkafka import gone_owner, owner_prefix
 from chaos.errors import UserError
-from chaos.jobs import kafka_clients, kafka_sink
-from chaos.jobs.kafka_source import kafka_options
+from chaos.jobs.kafka import confluent
+from chaos.jobs.kafka import sink as kafka_sink
+from chaos.jobs.kafka.source import kafka_options
 from chaos.machine.processes import my_tag
 from tests.test_hostfile import GOOD, write
 
@@ -152,7 +153,7 @@ def test_the_login_reaches_sparks_kafka_sink_and_a_jobs_own_clients(monkeypatch)
     assert opts["kafka.security.protocol"] == "SASL_PLAINTEXT" and opts["topic"] == "out"
     assert kafka_sink.trial_owned("kafka.SASL.jaas.config") and not kafka_sink.trial_owned("kafka.acks")
     route = {"bootstrap": "k.staging:9092", "topic": "out", "login": saved}
-    conf = kafka_clients._conf(route, ({"bootstrap.servers": "prod:9093", "security.protocol": "SSL",
+    conf = confluent.settings(route, ({"bootstrap.servers": "prod:9093", "security.protocol": "SSL",
                                         "ssl.ca.location": "/prod.pem", "transactional.id": "orders"},), {})
     assert conf == {"bootstrap.servers": "k.staging:9092", "transactional.id": "out.orders",
                     "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN", "sasl.username": "alice",

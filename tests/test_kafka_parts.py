@@ -60,7 +60,7 @@ def test_kafka_offsets_in_the_checkpoint_read_as_records_per_partition(tmp_path)
 
 
 def test_a_jobs_kafka_options_stand_but_where_and_from_when_it_reads():
-    from chaos.jobs.kafka_source import kafka_options
+    from chaos.jobs.kafka.source import kafka_options
 
     trial = {"bootstrap": "127.0.0.1:9", "topic": "streamchaos-t", "max_offsets": 200}
     job = {"kafka.bootstrap.servers": "broker:9092", "subscribePattern": "orders.*", "failOnDataLoss": "false",

@@ -1,4 +1,4 @@
-"""A job's own kafka-python clients reach the run's broker and topic (chaos.jobs.kafka_python_clients), as its
+"""A job's own kafka-python clients reach the run's broker and topic (chaos.jobs.kafka.kafka_python), as its
 confluent_kafka ones do; the harness's and a job's outside a run are left as written."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from kafka.consumer.fetcher import ConsumerRecord
 from kafka.structs import ConsumerGroupMetadata, OffsetAndMetadata, TopicPartition
 
 from chaos.errors import UserError
-from chaos.jobs import kafka_python_clients, kafka_sink
+from chaos.jobs.kafka import kafka_python as kafka_python_clients
+from chaos.jobs.kafka import sink as kafka_sink
 from tests.conftest import KAFKA_ROUTE as ROUTE
 
 

@@ -172,7 +172,7 @@ def test_a_jobs_admin_client_asks_the_trials_broker_and_answers_in_the_jobs_name
     """A job that makes its topic at start and reads its consumer group's lag with confluent_kafka's AdminClient, as
     written for its production broker: it reaches the trial's, its topic is the harness's (its 6 partitions are not
     made), its group is the trial's, and every answer names the job's topic and group."""
-    from chaos.jobs import kafka_sink
+    from chaos.jobs.kafka import sink as kafka_sink
 
     trial = "streamchaos-t7-out"
     broker.create_topic(trial, 2)
@@ -612,7 +612,7 @@ def run(spark=None):
 
 def test_a_jobs_kafka_python_transactions_reach_the_trials_topic_and_skip_a_replayed_batch(tmp_path,
                                                                                          connector_cluster):
-    """The same transaction per batch with kafka-python's producer and consumer (chaos.jobs.kafka_python_clients),
+    """The same transaction per batch with kafka-python's producer and consumer (chaos.jobs.kafka.kafka_python),
     the output topic made first by its admin client pinned to an old broker: they reach the trial's broker, output
     topic and group, and the replay after the driver died past batch 2's transaction is skipped: exactly-once on
     committed reads, Spark's answer in a topic of its own."""

@@ -14,7 +14,7 @@ import pytest
 from chaos.clusters.kafka import login
 from chaos.clusters.ssh.userkafka import UserKafka, owner_prefix
 from chaos.errors import UserError
-from chaos.jobs.kafka_clients import begin_answer, finish_answer
+from chaos.jobs.kafka.answer import begin_answer, finish_answer
 from chaos.machine.processes import Owned
 from tests.conftest import require_java
 from tests.sasl_broker import LOGIN_ENV, SECRET, SaslBroker

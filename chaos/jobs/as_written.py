@@ -33,12 +33,15 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import UserError
-from chaos.jobs import avro_values, delta_tables, kafka_clients, kafka_rerouting, kafka_sink
+from chaos.jobs import avro_values, delta_tables
 from chaos.jobs.chains import UPSTREAM, Chain, chain_for, in_order, stop_side_queries, without_reading_reports
 from chaos.jobs.databases import phases_to, reroute, reroute_partitions
 from chaos.jobs.job_env import DATABASE_VARS, database_env
 from chaos.jobs.job_threads import await_job_threads, note_harness_threads
-from chaos.jobs.kafka_source import kafka_options
+from chaos.jobs.kafka import answer as kafka_answer
+from chaos.jobs.kafka import rerouting as kafka_rerouting
+from chaos.jobs.kafka import sink as kafka_sink
+from chaos.jobs.kafka.source import kafka_options
 from chaos.jobs.named_checkpoints import named_location, start_on
 from chaos.jobs.payloads import as_ddl, leaves, parse_schema, roles
 from chaos.jobs.reference import JobSpec, import_entry
@@ -88,8 +91,7 @@ def database_url(dsn: str) -> str:
 
 
 def _recorders(orig: dict[str, Callable]) -> dict[str, Callable]:
-    """A reader's or writer's ``format``, ``option`` and ``options`` that note what it was told (``_seen``),
-    then do it."""
+    """A reader's or writer's ``format``, ``option``, ``options`` that note what they were told (``_seen``)."""
 
     def format(self, source):
         _seen(self)["format"] = source
@@ -472,12 +474,12 @@ def run_answer(spark, spec: JobSpec, eventlog: str, folder: Path, database: str 
     stream read behind its watermark. It runs until Spark has nothing left to do, the no-data batch that moves
     the watermark included, so what it wrote is what an exactly-once stream holds at the same watermark.
     Returns whether the job set a watermark. ``kafka``: the trial's broker and output topic, where the job's own
-    Kafka clients write a topic of the answer's (chaos.jobs.kafka_clients)."""
+    Kafka clients write a topic of the answer's (chaos.jobs.kafka.answer)."""
     folder.mkdir(parents=True, exist_ok=True)
     saved = {name: os.environ.get(name) for name in DATABASE_VARS}
     options = {"eventlog": eventlog, "checkpoint": str(folder / "checkpoint"),
                **({"late": json.dumps(late)} if late else {}), **({"topic": topic} if topic else {})}
-    with kafka_clients.answering(kafka if spec.sink_kind == "kafka" else None, folder) as answer:
+    with kafka_answer.answering(kafka if spec.sink_kind == "kafka" else None, folder) as answer:
         options.update(answer)
         try:
             query, watermark = start_job(spark, spec, options, str(folder / "checkpoint"), folder / "files",

@@ -243,7 +243,7 @@ def on_executors(fn: Any) -> Any:
     a writer's ``open``); the workers have neither the driver's environment nor its patches. The variables
     travel with the task, never to a file of the run."""
     from chaos.jobs.job_env import DATABASE_VARS
-    from chaos.jobs.kafka_sink import OUT_VAR
+    from chaos.jobs.kafka.sink import OUT_VAR
 
     env = {k: os.environ[k] for k in (*DATABASE_VARS, OUT_VAR) if k in os.environ}
     return fn if not env or isinstance(fn, _OnExecutors) else _wrapped(fn, env)
@@ -282,12 +282,12 @@ class _Called(_OnExecutors):
 def _in_worker(env: dict[str, str], pickled: bytes) -> _OnExecutors:
     import pickle
 
-    from chaos.jobs.kafka_sink import OUT_VAR
+    from chaos.jobs.kafka.sink import OUT_VAR
 
     os.environ.update(env)
     _reroute_psycopg()
-    if OUT_VAR in env:  # a job's own Kafka clients there too (chaos.jobs.kafka_rerouting)
-        from chaos.jobs.kafka_rerouting import reroute as reroute_kafka
+    if OUT_VAR in env:  # a job's own Kafka clients there too (chaos.jobs.kafka.rerouting)
+        from chaos.jobs.kafka.rerouting import reroute as reroute_kafka
 
         reroute_kafka()
     else:  # a reused worker: no earlier run's topic

@@ -3,7 +3,7 @@
 Jobs make an ``AdminClient`` to create their output topic at start, check it exists (``list_topics``,
 ``describe_topics``) or its settings (``describe_configs``), read their consumer groups' lag
 (``list_consumer_group_offsets``, ``list_offsets``) or reset it (``alter_consumer_group_offsets``). Run as
-written, it would reach the broker the job names. Here it reaches the trial's (chaos.jobs.kafka_clients): a
+written, it would reach the broker the job names. Here it reaches the trial's (chaos.jobs.kafka.confluent): a
 request's topic the job names in ``--sink kafka:TOPIC`` (every topic, with none named) is the trial's output topic,
 a consumer group is the trial's (``trial_id``, as the job's consumers' groups are), and what comes back (the keys
 of the futures' map, a topic's description, a group's offsets, members and their partitions, the cluster's
@@ -20,17 +20,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from chaos.jobs.kafka_clients import (
-    _back,
-    _conf,
-    _partitions,
-    _route,
-    first_argument,
-    first_parameter,
-    names_output,
-    trial_id,
-    trial_topic,
-)
+from chaos.jobs.kafka import confluent
+from chaos.jobs.kafka.naming import first_argument, first_parameter, names_output, trial_id, trial_topic
 
 
 class _Names:
@@ -58,11 +49,11 @@ class _Names:
         client's own objects made for this answer)."""
         if isinstance(value, str):
             return self.groups.get(value, self.topics.get(value, value))
-        value = _back(self.topics, value)
+        value = confluent.back(self.topics, value)
         if isinstance(getattr(value, "group_id", None), str):  # ConsumerGroupTopicPartitions, its description
             value.group_id = self.groups.get(value.group_id, value.group_id)
         if isinstance(getattr(value, "topic_partitions", None), list):  # their offsets, a member's assignment
-            value.topic_partitions = _back(self.topics, value.topic_partitions)
+            value.topic_partitions = confluent.back(self.topics, value.topic_partitions)
         if isinstance(getattr(value, "name", None), str) and (hasattr(value, "partitions")  # TopicDescription
                                                               or _is_topic_resource(value)):
             value.name = self.topics.get(value.name, value.name)
@@ -124,11 +115,11 @@ def _topics_in(names: _Names, request: Any) -> Any:
     if isinstance(request, TopicCollection):
         return TopicCollection([names.topic(t) for t in request.topic_names])
     if isinstance(request, dict):
-        return {_partitions(names.route, k, names.topics): v for k, v in request.items()}
+        return {confluent.partitions(names.route, k, names.topics): v for k, v in request.items()}
     if isinstance(request, list) and request and isinstance(request[0], NewPartitions):
         return [NewPartitions(names.topic(p.topic), p.new_total_count, replica_assignment=p.replica_assignment)
                 for p in request]
-    return _partitions(names.route, request, names.topics)
+    return confluent.partitions(names.route, request, names.topics)
 
 
 def _configs_in(names: _Names, request: Any) -> Any:
@@ -147,7 +138,7 @@ def _groups_in(names: _Names, request: Any) -> Any:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
     return [ConsumerGroupTopicPartitions(names.group(r.group_id),
-                                         _partitions(names.route, r.topic_partitions, names.topics))
+                                         confluent.partitions(names.route, r.topic_partitions, names.topics))
             if isinstance(r, ConsumerGroupTopicPartitions) else names.group(r) for r in request]
 
 
@@ -209,9 +200,9 @@ def reroute_admin(cls: type) -> None:
     list_groups = getattr(cls, "list_consumer_groups", None)
 
     def __init__(self, conf, **kwargs):  # noqa: N807
-        route = _route()
+        route = confluent.job_route()
         self.__dict__["_streamchaos_names"] = _Names(route)
-        init(self, _conf(route, (conf,), {}), **kwargs)
+        init(self, confluent.settings(route, (conf,), {}), **kwargs)
 
     def listed(self, *args, **kwargs):
         names = self.__dict__.get("_streamchaos_names")

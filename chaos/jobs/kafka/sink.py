@@ -27,14 +27,14 @@ CAPTURED = "kafka"  # the answer's rows, under its folder
 def begin(output: dict | None, folder: Path, named: str = "", answer: dict | None = None) -> None:
     """From now on in this run, a Kafka write goes to ``output`` (``{"bootstrap", "topic"}``: the trial's), or, with
     none (Spark's answer), into Parquet under ``folder``, the job's own clients to ``answer``'s topic
-    (chaos.jobs.kafka_clients). ``named``: the topic the job writes (``--sink kafka:TOPIC``; empty: any)."""
+    (chaos.jobs.kafka.confluent). ``named``: the topic the job writes (``--sink kafka:TOPIC``; empty: any)."""
     target = output if output else {"capture": str(Path(folder) / CAPTURED), **(answer or {})}
     os.environ[OUT_VAR] = json.dumps({**target, "named": named})
 
 
 def begin_run(log_options: dict[str, str], folder: Path, named: str) -> None:
     """``begin`` for a run of the job with these options (the trial's ``kafka`` settings, or the answer's
-    ``answer_kafka`` topic: chaos.jobs.kafka_clients), and Spark's batch Kafka writes rerouted."""
+    ``answer_kafka`` topic: chaos.jobs.kafka.answer), and Spark's batch Kafka writes rerouted."""
     trial = json.loads(log_options["kafka"]) if log_options.get("kafka") else None
     begin({"bootstrap": trial.get("sink_bootstrap") or trial["bootstrap"], "topic": trial["output"],
            "login": trial.get("login"), "version": trial.get("version")} if trial else None,

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 
 def reroute() -> None:
-    """confluent_kafka's producers and consumers (chaos.jobs.kafka_clients) and its ``AdminClient``
-    (chaos.jobs.kafka_admin), kafka-python's clients (chaos.jobs.kafka_python_clients), whichever the job has."""
-    from chaos.jobs import kafka_admin, kafka_clients, kafka_python_clients
+    """confluent_kafka's producers and consumers (``confluent``) and its ``AdminClient`` (``confluent_admin``),
+    kafka-python's clients (``kafka_python``), whichever the job has."""
+    from chaos.jobs.kafka import confluent, confluent_admin, kafka_python
 
-    kafka_python_clients.reroute()
-    kafka_clients.reroute()
+    kafka_python.reroute()
+    confluent.reroute()
     try:
         import confluent_kafka.admin
     except ImportError:
         return
-    kafka_admin.reroute_admin(confluent_kafka.admin.AdminClient)
+    confluent_admin.reroute_admin(confluent_kafka.admin.AdminClient)

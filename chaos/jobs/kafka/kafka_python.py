@@ -1,4 +1,4 @@
-"""A job's own kafka-python clients reach the trial's broker, as its confluent_kafka ones do (chaos.jobs.kafka_clients).
+"""A job's own kafka-python clients reach the trial's broker, as its confluent_kafka ones do (``confluent``).
 
 Many PySpark jobs write Kafka from a ``foreachBatch`` with kafka-python's ``KafkaProducer`` (an alert per row, a
 batch sent and flushed, a transaction per batch with ``send_offsets_to_transaction``), or read a topic back with its
@@ -28,9 +28,9 @@ from typing import Any
 from chaos.clusters.kafka.login import librdkafka
 from chaos.clusters.kafka.login import of as login_of
 from chaos.errors import UserError
-from chaos.jobs import kafka_sink
 from chaos.jobs.callers import from_the_job
-from chaos.jobs.kafka_clients import (
+from chaos.jobs.kafka import sink
+from chaos.jobs.kafka.naming import (
     first_argument,
     first_parameter,
     names_output,
@@ -39,7 +39,7 @@ from chaos.jobs.kafka_clients import (
     trial_topic,
 )
 
-OWN = ("kafka.", "chaos.jobs.kafka_python_clients")
+OWN = ("kafka.", "chaos.jobs.kafka.kafka_python")
 # librdkafka's login settings (chaos.clusters.kafka.login.librdkafka) in kafka-python's names.
 LOGIN_NAMES = {"security.protocol": "security_protocol", "sasl.mechanisms": "sasl_mechanism",
                "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
@@ -50,7 +50,7 @@ STRING_TOPICS = {"send": 0, "partitions_for": 0, "partitions_for_topic": 0}  # m
 
 
 def _route() -> dict | None:
-    out = kafka_sink.target()
+    out = sink.target()
     if not out or not out.get("bootstrap") or not from_the_job(OWN):
         return None
     return out
