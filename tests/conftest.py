@@ -112,7 +112,7 @@ def kafka_rerouted(monkeypatch, tmp_path):
     import kafka.consumer.group
     import kafka.producer.kafka
 
-    from chaos.jobs.kafka.confluent_admin import GROUP_REQUESTS, TOPIC_REQUESTS
+    from chaos.jobs.kafka.confluent_admin import CONFIG_REQUESTS, GROUP_REQUESTS, TOPIC_REQUESTS
 
     for module, name in ((kafka, "KafkaProducer"), (kafka, "KafkaConsumer"), (kafka, "KafkaAdminClient"),
                          (kafka.producer, "KafkaProducer"), (kafka.producer.kafka, "KafkaProducer"),
@@ -123,7 +123,7 @@ def kafka_rerouted(monkeypatch, tmp_path):
         monkeypatch.setattr(confluent_kafka, name, getattr(confluent_kafka, name))
     admin = confluent_kafka.admin.AdminClient  # changed in place: its own methods put back
     for name in ("__init__", "list_topics", "list_consumer_groups", "create_topics", "delete_topics", *TOPIC_REQUESTS,
-                 *GROUP_REQUESTS):
+                 *CONFIG_REQUESTS, *GROUP_REQUESTS):
         monkeypatch.setattr(admin, name, getattr(admin, name))
     monkeypatch.setattr(admin, "_streamchaos_rerouted", False, raising=False)  # removed after the test
     from chaos.jobs.kafka import rerouting as kafka_rerouting

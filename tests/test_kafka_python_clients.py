@@ -107,8 +107,8 @@ class _Recording:
 
 
 def test_topics_and_partitions_move_to_the_trials_and_come_back_named_as_the_jobs(kafka_rerouted):
-    producer_cls = kafka_python_clients._rerouted(_Recording, kafka_python_clients.PRODUCER_METHODS)
-    consumer_cls = kafka_python_clients._rerouted(_Recording, kafka_python_clients.CONSUMER_METHODS)
+    producer_cls = kafka_python_clients.rerouted(_Recording, kafka_python_clients.PRODUCER_METHODS)
+    consumer_cls = kafka_python_clients.rerouted(_Recording, kafka_python_clients.CONSUMER_METHODS)
     job = {"__name__": "orders_job", "P": producer_cls, "C": consumer_cls}
     exec("p = P(bootstrap_servers='kafka:9092', transactional_id='w')\n"  # noqa: S102
          "c = C('orders-clean', 'other', bootstrap_servers='kafka:9092', group_id='g')\n", job)
@@ -162,7 +162,7 @@ def test_topics_and_partitions_move_to_the_trials_and_come_back_named_as_the_job
 def test_calls_kafka_python_makes_on_itself_reach_it_as_they_are(kafka_rerouted):
     """Its record iterator polls and its constructor subscribes through the (rerouted) methods: those calls see the
     trial's names, or the iterator would not find the partitions it fetches."""
-    consumer_cls = kafka_python_clients._rerouted(_Recording, kafka_python_clients.CONSUMER_METHODS)
+    consumer_cls = kafka_python_clients.rerouted(_Recording, kafka_python_clients.CONSUMER_METHODS)
     job = {"__name__": "orders_job", "C": consumer_cls}
     exec("c = C(bootstrap_servers='kafka:9092', group_id='g')\n", job)  # noqa: S102
     itself = {"__name__": "kafka.consumer.group", "c": job["c"]}
@@ -204,42 +204,6 @@ def test_a_listener_is_one_of_kafka_pythons_and_an_async_one_stays_async():
                     ("async assigned", ["orders-clean"])]
 
 
-class _Admin:
-    """An admin client's base class that records the topics a request would carry."""
-
-    def __init__(self, **configs):
-        self.configs, self.calls = configs, []
-
-    def create_topics(self, new_topics, timeout_ms=None):
-        self.calls.append(("create", sorted(new_topics) if isinstance(new_topics, dict)
-                           else [getattr(t, "name", t) for t in new_topics]))
-        return {"topics": ["made"]}
-
-    def delete_topics(self, topics, timeout_ms=None):
-        self.calls.append(("delete", list(topics)))
-        return {"topics": ["deleted"]}
-
-
-def test_an_admin_client_leaves_the_trials_topic_to_the_harness(kafka_rerouted):
-    """The job making or deleting the topic it names (the trial's, made fresh by the harness) is left out; other
-    topics are made or deleted on the trial's broker as named; the harness's admin client is left alone."""
-    from kafka.admin import NewTopic
-
-    admin_cls = kafka_python_clients._rerouted(_Admin, ("list_topics",))
-    admin_cls.create_topics = kafka_python_clients._kept_out(_Admin.create_topics)
-    admin_cls.delete_topics = kafka_python_clients._kept_out(_Admin.delete_topics)
-    job = {"__name__": "orders_job", "A": admin_cls}
-    exec("a = A(bootstrap_servers='kafka:9092', api_version=(0, 10, 1))\n", job)  # noqa: S102
-    admin = job["a"]
-    assert admin.configs == {"bootstrap_servers": "127.0.0.1:1"}
-    assert admin.create_topics([NewTopic("orders-clean", 3, 1)]) == {"topics": []}
-    made = admin.create_topics(new_topics={"orders-clean": {}, "dead-letters": {}}, timeout_ms=5)
-    assert made == {"topics": ["made"]}
-    assert admin.delete_topics(["orders-clean", "dead-letters"]) == {"topics": ["deleted"]}
-    assert admin.calls == [("create", ["dead-letters"]), ("delete", ["dead-letters"])]
-    assert kafka.KafkaAdminClient._streamchaos_rerouted and kafka.admin.KafkaAdminClient is kafka.KafkaAdminClient
-
-
 def test_a_sends_record_metadata_names_the_jobs_topic(kafka_rerouted):
     """``send(...).get()`` and its callbacks: the record's metadata names the topic the job sent to, resolved when
     kafka-python's own future is (a batch acknowledged at offset 40, this record its third)."""
@@ -252,7 +216,7 @@ def test_a_sends_record_metadata_names_the_jobs_topic(kafka_rerouted):
             super().send(topic, value, key)
             return FutureRecordMetadata(batch, 2, 1_700_000_000_000, None, 1, 1, 0)
 
-    producer = kafka_python_clients._rerouted(Sending, kafka_python_clients.PRODUCER_METHODS)
+    producer = kafka_python_clients.rerouted(Sending, kafka_python_clients.PRODUCER_METHODS)
     job = {"__name__": "orders_job", "P": producer}
     exec("p = P(bootstrap_servers='kafka:9092')\n", job)  # noqa: S102
     sent = job["p"].send("orders-clean", value=b"v")

@@ -168,6 +168,19 @@ groups = [g.group_id for g in admin.list_consumer_groups().result(30).valid]
 """
 
 
+def _holds_the_trials_names(broker, trial: str) -> None:
+    """The broker as it is after a job's admin calls: the trial's topic and group (offset 3 kept on partition 0),
+    no topic of the job's name; the trial's topic deleted after."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    harness = broker.admin()
+    assert "orders-clean" not in harness.list_topics(timeout=30).topics
+    kept = harness.list_consumer_group_offsets([ConsumerGroupTopicPartitions(f"{trial}.lag-check",
+                                                                             [TopicPartition(trial, 0)])])
+    assert [(tp.topic, tp.offset) for tp in kept[f"{trial}.lag-check"].result(30).topic_partitions] == [(trial, 3)]
+    broker.delete_topic(trial)
+
+
 def test_a_jobs_admin_client_asks_the_trials_broker_and_answers_in_the_jobs_names(broker, kafka_rerouted, tmp_path):
     """A job that makes its topic at start and reads its consumer group's lag with confluent_kafka's AdminClient, as
     written for its production broker: it reaches the trial's, its topic is the harness's (its 6 partitions are not
@@ -187,14 +200,51 @@ def test_a_jobs_admin_client_asks_the_trials_broker_and_answers_in_the_jobs_name
     assert {(tp.topic, tp.partition): end for tp, end in job["ends"].items()} == {("orders-clean", 0): 5,
                                                                                  ("orders-clean", 1): 5}
     assert "orders-clean" in job["listed"] and job["groups"] == ["lag-check"]
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    _holds_the_trials_names(broker, trial)
 
-    harness = broker.admin()  # the broker as it is: the trial's topic and group, no topic of the job's name
-    assert "orders-clean" not in harness.list_topics(timeout=30).topics
-    kept = harness.list_consumer_group_offsets([ConsumerGroupTopicPartitions(f"{trial}.lag-check",
-                                                                             [TopicPartition(trial, 0)])])
-    assert [(tp.topic, tp.offset) for tp in kept[f"{trial}.lag-check"].result(30).topic_partitions] == [(trial, 3)]
-    broker.delete_topic(trial)
+
+KAFKA_PYTHON_ADMIN_JOB = """
+import time
+
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
+from kafka.errors import CoordinatorNotAvailableError
+from kafka.structs import OffsetAndMetadata
+
+admin = KafkaAdminClient(bootstrap_servers="kafka.prod:9092", api_version=(0, 10, 1))
+admin.create_topics([NewTopic(name="orders-clean", num_partitions=6, replication_factor=3)])
+described = admin.describe_topics(["orders-clean"])
+retention = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "orders-clean", ["retention.ms"])])
+for attempt in range(30):  # a fresh broker makes its offsets topic at the first group's request
+    try:
+        admin.alter_group_offsets("lag-check", {TopicPartition("orders-clean", 0): OffsetAndMetadata(3, "", -1)})
+        break
+    except CoordinatorNotAvailableError:
+        time.sleep(1)
+lag = admin.list_group_offsets(["lag-check"])
+groups = [g["group_id"] for g in admin.list_groups()]
+admin.close()
+"""
+
+
+def test_a_jobs_kafka_python_admin_asks_the_trials_broker_and_answers_in_the_jobs_names(broker, kafka_rerouted,
+                                                                                        tmp_path):
+    """The same with kafka-python's KafkaAdminClient: the topic the job names is the harness's (2 partitions, not
+    the job's 6), its group's offsets are kept in the trial's group, and the answers name the job's topic and group."""
+    from chaos.jobs.kafka import sink as kafka_sink
+
+    trial = "streamchaos-t8-out"
+    broker.create_topic(trial, 2)
+    assert broker.produce(trial, events(4, 2)) == 4  # its partitions led and written
+    kafka_sink.end()
+    kafka_sink.begin({"bootstrap": broker.bootstrap, "topic": trial}, tmp_path, "orders-clean")
+    job = {"__name__": "orders_job"}
+    exec(KAFKA_PYTHON_ADMIN_JOB, job)  # noqa: S102 - the job module's own code
+    assert [(d["name"], len(d["partitions"])) for d in job["described"]] == [("orders-clean", 2)]
+    assert "orders-clean" in str(job["retention"]) and trial not in str(job["retention"])
+    assert {(tp.topic, tp.partition): o.offset for tp, o in job["lag"]["lag-check"].items()} == {("orders-clean", 0): 3}
+    assert job["groups"] == ["lag-check"]
+    _holds_the_trials_names(broker, trial)
 
 
 def test_a_broker_of_a_sigkilled_harness_is_reaped_at_the_next_start(tmp_path):

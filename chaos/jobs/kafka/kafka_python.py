@@ -12,9 +12,8 @@ read each other's. What the clients hand back names the job's topic again (``Top
 listener's partitions, a producer's ``RecordMetadata``); a ``pattern`` that matches the named topic subscribes the
 trial's alone. The classes are replaced in
 ``kafka`` (and ``kafka.producer``, ``kafka.consumer``) before the job's module is imported, so ``from kafka import
-KafkaProducer`` binds the rerouted one. A ``KafkaAdminClient`` reaches the trial's broker too; the output topic is
-the harness's (made fresh for the trial), so the job's ``create_topics`` or ``delete_topics`` of the topic it names
-is left out, other topics are made or deleted there as named. A kafka-python too old to speak the trial's broker is
+KafkaProducer`` binds the rerouted one. A ``KafkaAdminClient`` reaches the trial's broker too
+(``kafka_python_admin``). A kafka-python too old to speak the trial's broker is
 one line before the client is made (``require_speaks``).
 """
 
@@ -31,9 +30,6 @@ from chaos.errors import UserError
 from chaos.jobs.callers import from_the_job
 from chaos.jobs.kafka import sink
 from chaos.jobs.kafka.naming import (
-    first_argument,
-    first_parameter,
-    names_output,
     on_trial_broker,
     trial_id,
     trial_topic,
@@ -81,7 +77,7 @@ def configs(route: dict | None, configs: dict[str, Any]) -> dict[str, Any]:
 PLAIN = (list, set, frozenset, tuple, dict)  # containers walked: a Row (a tuple) or a dict of the job's is a value
 
 
-def _moved(route: dict, names: dict[str, str], value: Any) -> Any:
+def moved(route: dict, names: dict[str, str], value: Any) -> Any:
     """``TopicPartition``s (alone, in a plain list, set or tuple, or keys of a plain map) on the trial's topic; a
     ``ConsumerGroupMetadata`` the job made itself in the trial's group."""
     from kafka.structs import TopicPartition
@@ -96,13 +92,13 @@ def _moved(route: dict, names: dict[str, str], value: Any) -> Any:
         ours = value.group_id.startswith(trial_id(route, ""))
         return value if ours else value._replace(group_id=trial_id(route, value.group_id))
     if type(value) is dict:
-        return {_moved(route, names, k): v for k, v in value.items()}
+        return {moved(route, names, k): v for k, v in value.items()}
     if type(value) in PLAIN:
-        return type(value)(_moved(route, names, v) for v in value)
+        return type(value)(moved(route, names, v) for v in value)
     return value
 
 
-def _back(names: dict[str, str], value: Any) -> Any:
+def back(names: dict[str, str], value: Any) -> Any:
     """What a client hands back, naming the job's topic where it names the trial's."""
     from kafka.consumer.fetcher import ConsumerRecord
     from kafka.structs import TopicPartition
@@ -112,9 +108,9 @@ def _back(names: dict[str, str], value: Any) -> Any:
     if isinstance(value, TopicPartition | ConsumerRecord):
         return value._replace(topic=names[value.topic]) if value.topic in names else value
     if type(value) is dict:
-        return {_back(names, k): _back(names, v) for k, v in value.items()}
+        return {back(names, k): back(names, v) for k, v in value.items()}
     if type(value) in PLAIN:
-        return type(value)(_back(names, v) for v in value)
+        return type(value)(back(names, v) for v in value)
     if isinstance(value, str):  # subscription(), topics()
         return names.get(value, value)
     return value
@@ -134,25 +130,25 @@ def _listener(names: dict[str, str], inner: Any) -> Any:
     if isinstance(inner, AsyncConsumerRebalanceListener):
         class Async(AsyncConsumerRebalanceListener):
             async def on_partitions_revoked(self, revoked):
-                return await inner.on_partitions_revoked(_back(names, revoked))
+                return await inner.on_partitions_revoked(back(names, revoked))
 
             async def on_partitions_assigned(self, assigned):
-                return await inner.on_partitions_assigned(_back(names, assigned))
+                return await inner.on_partitions_assigned(back(names, assigned))
 
             async def on_partitions_lost(self, gone):
-                return await lost(_back(names, gone))
+                return await lost(back(names, gone))
 
         return Async()
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked):
-            return inner.on_partitions_revoked(_back(names, revoked))
+            return inner.on_partitions_revoked(back(names, revoked))
 
         def on_partitions_assigned(self, assigned):
-            return inner.on_partitions_assigned(_back(names, assigned))
+            return inner.on_partitions_assigned(back(names, assigned))
 
         def on_partitions_lost(self, gone):
-            return lost(_back(names, gone))
+            return lost(back(names, gone))
 
     return Listener()
 
@@ -197,14 +193,14 @@ def _method(name: str, orig: Callable) -> Callable:
                         kwargs["group_metadata"] = trial_id(route, kwargs["group_metadata"])
                 if name == "commit_async" and callable(kwargs.get("callback")):
                     done = kwargs["callback"]
-                    kwargs["callback"] = lambda offsets, response: done(_back(names, offsets), response)
+                    kwargs["callback"] = lambda offsets, response: done(back(names, offsets), response)
                 elif name == "commit_async" and len(args) > 1 and callable(args[1]):
                     done = args[1]
-                    args = (args[0], lambda offsets, response: done(_back(names, offsets), response), *args[2:])
-                args = tuple(_moved(route, names, a) for a in args)
-                kwargs = {k: _moved(route, names, v) for k, v in kwargs.items()}
+                    args = (args[0], lambda offsets, response: done(back(names, offsets), response), *args[2:])
+                args = tuple(moved(route, names, a) for a in args)
+                kwargs = {k: moved(route, names, v) for k, v in kwargs.items()}
         out = orig(self, *args, **kwargs)
-        return _sent(self, names, out) if name == "send" and route is not None else _back(names, out)
+        return _sent(self, names, out) if name == "send" and route is not None else back(names, out)
 
     method.__name__ = name
     return method
@@ -216,7 +212,7 @@ def _metadata_back(names: dict[str, str], metadata: Any) -> Any:
 
     if not isinstance(metadata, RecordMetadata) or metadata.topic not in names:
         return metadata
-    return metadata._replace(topic=names[metadata.topic], topic_partition=_back(names, metadata.topic_partition))
+    return metadata._replace(topic=names[metadata.topic], topic_partition=back(names, metadata.topic_partition))
 
 
 def _sent(client: Any, names: dict[str, str], sent: Any) -> Any:
@@ -242,32 +238,6 @@ def _sent(client: Any, names: dict[str, str], sent: Any) -> Any:
     return sent
 
 
-def _kept_out(orig: Callable) -> Callable:
-    """``KafkaAdminClient.create_topics``/``delete_topics``: the output topic is the harness's (made fresh for the
-    trial with its partitions, deleted after it), so the job's request for the topic that names it is left out
-    (nothing raised for it); other topics are made or deleted on the trial's broker as named."""
-    first = first_parameter(orig)
-
-    def method(self, *args, **kwargs):
-        route = self.__dict__["_streamchaos_route"]
-        topics, given = first_argument(args, kwargs, first)
-        if route is None or topics is None:
-            return orig(self, *args, **kwargs)
-
-        def ours(t: Any) -> bool:
-            return names_output(route, t if isinstance(t, str) else getattr(t, "name", None))
-
-        rest = ({k: v for k, v in topics.items() if not ours(k)} if isinstance(topics, dict)
-                else [t for t in topics if not ours(t)])
-        if topics and not rest:
-            return {"topics": []}
-        args, kwargs = given(rest)
-        return orig(self, *args, **kwargs)
-
-    method.__name__ = orig.__name__
-    return method
-
-
 # Kafka 4 no longer serves the protocol versions older clients ask (KIP-896): kafka-python before 2.1 asks
 # Metadata v1 and FindCoordinator v0 whatever the broker offers, and would wait out its timeouts on every call.
 SPEAKS_KAFKA_4 = (2, 1)
@@ -288,7 +258,7 @@ def require_speaks(route: dict) -> None:
                         "(pip install -U kafka-python)")
 
 
-def _rerouted(base: type, methods: tuple[str, ...]) -> type:
+def rerouted(base: type, methods: tuple[str, ...]) -> type:
     def __new__(cls, *args, **kwargs):  # noqa: N807 - refused before there is a client to close when collected
         route = _route()
         if route is not None:
@@ -308,7 +278,7 @@ def _rerouted(base: type, methods: tuple[str, ...]) -> type:
         base.__init__(self, *args, **configs(route, kwargs))
 
     def __next__(self):  # noqa: N807 - iterating a consumer yields its records
-        return _back(self.__dict__["_streamchaos_names"], base.__next__(self))
+        return back(self.__dict__["_streamchaos_names"], base.__next__(self))
 
     # Named as kafka-python's own class, so a job's function that refers to it pickles it by reference and the
     # executors' worker finds its rerouted one (chaos.jobs.databases.on_executors).
@@ -317,8 +287,6 @@ def _rerouted(base: type, methods: tuple[str, ...]) -> type:
     if hasattr(base, "__next__"):
         body["__next__"] = __next__
     body.update({name: _method(name, getattr(base, name)) for name in methods if hasattr(base, name)})
-    if hasattr(base, "create_topics"):  # KafkaAdminClient
-        body.update(create_topics=_kept_out(base.create_topics), delete_topics=_kept_out(base.delete_topics))
     return type(base.__name__, (base,), body)
 
 
@@ -330,20 +298,17 @@ CONSUMER_METHODS = ("assign", "assignment", "commit", "commit_async", "committed
 
 
 def reroute() -> None:
-    """kafka-python's ``KafkaProducer``, ``KafkaConsumer`` and ``KafkaAdminClient``, where the job has it, reach this
-    run's broker."""
+    """kafka-python's ``KafkaProducer`` and ``KafkaConsumer``, where the job has it, reach this run's broker (its
+    ``KafkaAdminClient``: ``kafka_python_admin``)."""
     try:
         import kafka
-        import kafka.admin.client
         import kafka.consumer.group
         import kafka.producer.kafka
     except ImportError:
         return
     if getattr(kafka.KafkaProducer, "_streamchaos_rerouted", False):
         return
-    producer = _rerouted(kafka.KafkaProducer, PRODUCER_METHODS)
-    consumer = _rerouted(kafka.KafkaConsumer, CONSUMER_METHODS)
+    producer = rerouted(kafka.KafkaProducer, PRODUCER_METHODS)
+    consumer = rerouted(kafka.KafkaConsumer, CONSUMER_METHODS)
     kafka.KafkaProducer = kafka.producer.KafkaProducer = kafka.producer.kafka.KafkaProducer = producer
     kafka.KafkaConsumer = kafka.consumer.KafkaConsumer = kafka.consumer.group.KafkaConsumer = consumer
-    admin = _rerouted(kafka.KafkaAdminClient, ("list_topics",))
-    kafka.KafkaAdminClient = kafka.admin.KafkaAdminClient = kafka.admin.client.KafkaAdminClient = admin

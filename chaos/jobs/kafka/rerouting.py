@@ -7,10 +7,11 @@ from __future__ import annotations
 
 def reroute() -> None:
     """confluent_kafka's producers and consumers (``confluent``) and its ``AdminClient`` (``confluent_admin``),
-    kafka-python's clients (``kafka_python``), whichever the job has."""
-    from chaos.jobs.kafka import confluent, confluent_admin, kafka_python
+    kafka-python's (``kafka_python``, ``kafka_python_admin``), whichever the job has."""
+    from chaos.jobs.kafka import confluent, confluent_admin, kafka_python, kafka_python_admin
 
     kafka_python.reroute()
+    kafka_python_admin.reroute()
     confluent.reroute()
     try:
         import confluent_kafka.admin
