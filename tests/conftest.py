@@ -122,8 +122,8 @@ def kafka_rerouted(monkeypatch, tmp_path):
     for name in ("Producer", "Consumer", "SerializingProducer", "DeserializingConsumer"):
         monkeypatch.setattr(confluent_kafka, name, getattr(confluent_kafka, name))
     admin = confluent_kafka.admin.AdminClient  # changed in place: its own methods put back
-    for name in ("__init__", "list_topics", "list_consumer_groups", "create_topics", "delete_topics", *TOPIC_REQUESTS,
-                 *CONFIG_REQUESTS, *GROUP_REQUESTS):
+    for name in ("__init__", "list_topics", "list_consumer_groups", "list_groups", "create_topics", "delete_topics",
+                 *TOPIC_REQUESTS, *CONFIG_REQUESTS, *GROUP_REQUESTS):
         monkeypatch.setattr(admin, name, getattr(admin, name))
     monkeypatch.setattr(admin, "_streamchaos_rerouted", False, raising=False)  # removed after the test
     from chaos.jobs.kafka import rerouting as kafka_rerouting

@@ -235,6 +235,16 @@ class _Asking(_Admin):
                                                            f"{ROUTE['topic']}.answer.again.writer")]
         return _done(ListConsumerGroupsResult(valid=listed if kwargs.get("states") is None else None))
 
+    def list_groups(self, group=None, timeout=-1):
+        from confluent_kafka.admin import GroupMetadata
+
+        self.calls.append(("legacy groups", group))
+        listed = []
+        for name in (f"{ROUTE['topic']}.writer", "streamchaos-t2-out.writer", f"{ROUTE['topic']}.answer.x.writer"):
+            listed.append(GroupMetadata())
+            listed[-1].id = name
+        return [g for g in listed if group is None or g.id == group]
+
     def delete_consumer_groups(self, groups, **kwargs):
         self.calls.append(("delete groups", list(groups)))
         failed = Future()
@@ -269,12 +279,15 @@ def test_an_admin_clients_requests_name_the_trials_topic_and_groups_and_answer_i
                                             answer.topic_partitions] == [("orders-clean", 1, 5)]
     assert [g.group_id for g in admin.list_consumer_groups().result(timeout=0).valid] == ["writer"]  # not t2's
     assert admin.list_consumer_groups(states={"STABLE"}).result(timeout=0).valid == []  # none listed
+    assert [g.id for g in admin.list_groups()] == ["writer"] and [g.id for g in admin.list_groups("writer")] == [
+        "writer"]
     gone = admin.delete_consumer_groups(["writer"])
     assert isinstance(gone["writer"].exception(timeout=0), RuntimeError)
     assert not gone["writer"].cancel()  # running, as the library's own futures are
     assert admin.calls == [("list", trial), ("describe", [trial, "dead-letters"]), ("configs", [trial]),
                            ("offsets", [(trial, 0)]),
-                           ("group offsets", [(f"{trial}.writer", [trial])]), ("delete groups", [f"{trial}.writer"])]
+                           ("group offsets", [(f"{trial}.writer", [trial])]), ("legacy groups", None),
+                           ("legacy groups", f"{trial}.writer"), ("delete groups", [f"{trial}.writer"])]
     kafka_sink.end()  # made with no run: asked and answered as named
     plain = Admin({"bootstrap.servers": "kafka:9092"})
     assert list(plain.describe_topics(TopicCollection(["orders-clean"]))) == ["orders-clean"]

@@ -2,15 +2,15 @@
 
 Jobs make an ``AdminClient`` to create their output topic at start, check it exists (``list_topics``,
 ``describe_topics``) or its settings (``describe_configs``), read their consumer groups' lag
-(``list_consumer_group_offsets``, ``list_offsets``) or reset it (``alter_consumer_group_offsets``). Run as
-written, it would reach the broker the job names. Here it reaches the trial's (chaos.jobs.kafka.confluent): a
-request's topic the job names in ``--sink kafka:TOPIC`` (every topic, with none named) is the trial's output topic,
-a consumer group is the trial's (``trial_id``, as the job's consumers' groups are), and what comes back (the keys
-of the futures' map, a topic's description, a group's offsets, members and their partitions, the cluster's
-metadata, the groups listed: the trial's alone) names the job's topic and group again. The output topic is the
-harness's, made fresh for the trial with its partitions, so the job's ``create_topics``/``delete_topics`` of it are
-left out and reported done. The class is changed in place (its methods call ``super(AdminClient, self)``, which a
-subclass put in its name would turn into endless recursion).
+(``list_consumer_group_offsets``, ``list_offsets``) or reset it (``alter_consumer_group_offsets``). Run as written,
+it would reach the broker the job names. Here it reaches the trial's (chaos.jobs.kafka.confluent): a request's topic
+the job names in ``--sink kafka:TOPIC`` (every topic, with none named) is the trial's output topic, a consumer group
+is the trial's (``trial_id``, as the job's consumers' groups are), and what comes back (the keys of the futures'
+map, a topic's description, a group's offsets, members and their partitions, the cluster's metadata, the groups
+``list_consumer_groups`` or the deprecated ``list_groups`` list: the trial's alone) names the job's topic and group
+again. The output topic is the harness's, made fresh for the trial with its partitions, so the job's
+``create_topics``/``delete_topics`` of it are left out and reported done. The class is changed in place (its methods
+call ``super(AdminClient, self)``, which a subclass put in its name would turn into endless recursion).
 """
 
 from __future__ import annotations
@@ -63,15 +63,28 @@ class _Names:
                     self.back(assignment)
         return value
 
-    def own_groups(self, listed: Any) -> Any:
-        """``list_consumer_groups``' answer: the trial's groups alone (other trials share the broker, and Spark's
-        answer runs name theirs after ``answer_topic``), by the job's names."""
+    def own(self, group: str) -> str | None:
+        """The job's name of a listed group of the trial's; None for another's (other trials share the broker, and
+        Spark's answer runs name theirs after ``answer_topic``)."""
         prefix = trial_id(self.route, "")
-        listed.valid = [g for g in listed.valid or () if g.group_id.startswith(prefix)
-                        and not g.group_id.startswith(f"{prefix}answer.")]
+        if not group.startswith(prefix) or group.startswith(f"{prefix}answer."):
+            return None
+        self.groups[group] = group[len(prefix):]
+        return group[len(prefix):]
+
+    def own_groups(self, listed: Any) -> Any:
+        """``list_consumer_groups``' answer: the trial's groups alone, by the job's names."""
+        listed.valid = [g for g in listed.valid or () if self.own(g.group_id) is not None]
         for listing in listed.valid:
-            self.groups[listing.group_id] = listing.group_id = listing.group_id[len(prefix):]
+            listing.group_id = self.groups[listing.group_id]
         return listed
+
+    def own_metadata(self, listed: list) -> list:
+        """The deprecated ``list_groups``' answer (``GroupMetadata``, named by ``id``): the trial's alone."""
+        ours = [g for g in listed if isinstance(g.id, str) and self.own(g.id) is not None]
+        for group in ours:
+            group.id = self.groups[group.id]
+        return ours
 
     def answer(self, futures: dict[Any, Future]) -> dict[Any, Future]:
         """A request's futures keyed and resolving as the job named them."""
@@ -197,7 +210,7 @@ def reroute_admin(cls: type) -> None:
     if cls.__dict__.get("_streamchaos_rerouted"):
         return
     init, list_topics = cls.__init__, getattr(cls, "list_topics", None)
-    list_groups = getattr(cls, "list_consumer_groups", None)
+    list_groups, legacy_groups = getattr(cls, "list_consumer_groups", None), getattr(cls, "list_groups", None)
 
     def __init__(self, conf, **kwargs):  # noqa: N807
         route = confluent.job_route()
@@ -219,9 +232,19 @@ def reroute_admin(cls: type) -> None:
             return listed
         return _named_back(names, listed, names.own_groups)
 
+    def metadata(self, *args, **kwargs):  # list_groups(group=None): deprecated, still in jobs written for 1.x
+        names = self.__dict__.get("_streamchaos_names")
+        if names is None or names.route is None:
+            return legacy_groups(self, *args, **kwargs)
+        group, given = first_argument(args, kwargs, "group")
+        args, kwargs = given(names.group(group)) if group is not None else (args, kwargs)
+        return names.own_metadata(legacy_groups(self, *args, **kwargs))
+
     cls.__init__ = __init__
     if list_groups is not None:
         cls.list_consumer_groups = groups
+    if legacy_groups is not None:
+        cls.list_groups = metadata
     if list_topics is not None:
         cls.list_topics = listed
     cls.create_topics = _kept_out(cls.create_topics, lambda t: t.topic)
