@@ -1,5 +1,6 @@
 """Configuration variants (``--conf``): parsing, the campaign plan (every pipeline under every combination, with
-the same schedules and seeds), rows and shrink records per variant, the grid in the summary and the report. No JVM."""
+the same schedules and seeds), rows and shrink records per variant, the grid in the summary and the report; and the
+line the harness told a job inside a batch, read back from the query's error (chaos.scenario.variants). No JVM."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from chaos.campaign.stored import Campaign, CampaignSpec
 from chaos.errors import UserError
 from chaos.scenario.scenario import Scenario
-from chaos.scenario.variants import grid, label, parse_conf, parse_matrix, trigger_args, variants
+from chaos.scenario.variants import grid, label, parse_conf, parse_matrix, raised_for_the_job, trigger_args, variants
 from reports.data import campaign_view
 from reports.html import render
 from tests.campaign_samples import write_trial
@@ -117,3 +118,11 @@ def test_the_plugin_takes_variants_as_a_dict_or_as_on_the_command_line():
     assert conf_matrix(["a=1,2"]) == {"a": ["1", "2"]} and conf_matrix(None) is None
     with pytest.raises(pytest.UsageError, match="trigger"):
         conf_matrix({"trigger": "sometimes"})
+
+
+def test_what_the_harness_told_the_job_inside_a_batch_is_read_back_from_the_querys_error():
+    error = ("[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach batch "
+             "sink.\n  File \"/job.py\", line 9, in write\nchaos.errors.UserError: the job's kafka-python 2.0.2 "
+             "cannot speak to the trial's Kafka 4.1.1\n\nJVM stacktrace: ...")
+    assert raised_for_the_job(error) == "the job's kafka-python 2.0.2 cannot speak to the trial's Kafka 4.1.1"
+    assert raised_for_the_job("psycopg.errors.UniqueViolation: duplicate key") is None

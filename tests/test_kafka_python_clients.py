@@ -247,13 +247,3 @@ def test_a_kafka_python_too_old_for_the_trials_broker_is_one_line(monkeypatch, k
              {"__name__": "orders_job"})
     monkeypatch.setattr(kafka, "__version__", "2.1.0")
     kafka_python_clients.require_speaks({"version": "4.1.1"})
-
-
-def test_what_the_harness_told_the_job_inside_a_batch_is_read_back_from_the_querys_error():
-    from chaos.scenario.variants import raised_for_the_job
-
-    error = ("[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in foreach batch "
-             "sink.\n  File \"/job.py\", line 9, in write\nchaos.errors.UserError: the job's kafka-python 2.0.2 "
-             "cannot speak to the trial's Kafka 4.1.1\n\nJVM stacktrace: ...")
-    assert raised_for_the_job(error) == "the job's kafka-python 2.0.2 cannot speak to the trial's Kafka 4.1.1"
-    assert raised_for_the_job("psycopg.errors.UniqueViolation: duplicate key") is None
