@@ -86,12 +86,13 @@ def test_topic_requests_ask_the_trials_topic_and_answer_with_the_jobs(kafka_rero
     admin = _job_admin()
     described = admin.describe_topics(["orders-clean", "dead-letters"])
     assert [d["name"] for d in described] == ["orders-clean", "dead-letters"]
+    assert [d["name"] for d in admin.describe_topics()] == ["orders-clean", "other"]
     assert admin.create_partitions(topic_partitions={"orders-clean": NewPartitions(4)}) == {"orders-clean": None}
     resources = [ConfigResource(ConfigResourceType.TOPIC, "orders-clean"), ConfigResource("BROKER", "1")]
     answer = admin.describe_configs(resources)
     assert answer == [{"resources": [{"resource_name": "orders-clean"}, {"resource_name": "1"}]}]
     assert resources[0].name == "orders-clean"  # the job's own resource is left as it wrote it
-    assert admin.calls == [("describe", [TRIAL, "dead-letters"]), ("partitions", [TRIAL]),
+    assert admin.calls == [("describe", [TRIAL, "dead-letters"]), ("describe", None), ("partitions", [TRIAL]),
                            ("configs", [("TOPIC", TRIAL), ("BROKER", "1")])]
 
 

@@ -109,10 +109,11 @@ def _request(orig: Callable, into_trial: Callable[[dict, Names, Any], Any]) -> C
 
     def method(self, *args, **kwargs):
         route, names = self.__dict__["_streamchaos_route"], self.__dict__["_streamchaos_names"]
-        request, given = first_argument(args, kwargs, first)
-        if route is None or request is None or _from_kafka_python():
+        if route is None or _from_kafka_python():
             return orig(self, *args, **kwargs)
-        args, kwargs = given(into_trial(route, names, request))
+        request, given = first_argument(args, kwargs, first)
+        if request is not None:  # describe_topics(): every topic, the trial's answered by the job's name
+            args, kwargs = given(into_trial(route, names, request))
         args = (args[0], *(moved(route, names, a) for a in args[1:])) if args else args
         kwargs = {k: v if k == first else moved(route, names, v) for k, v in kwargs.items()}
         return _answer(names, orig(self, *args, **kwargs))
