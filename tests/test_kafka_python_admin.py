@@ -22,13 +22,16 @@ class _Admin:
         self.configs, self.calls = configs, []
 
     def create_topics(self, new_topics, timeout_ms=None):
-        self.calls.append(("create", sorted(new_topics) if isinstance(new_topics, dict)
-                           else [getattr(t, "name", t) for t in new_topics]))
-        return {"topics": ["made"]}
+        made = sorted(new_topics) if isinstance(new_topics, dict) else [getattr(t, "name", t) for t in new_topics]
+        self.calls.append(("create", made))
+        return {"topics": made}
 
     def delete_topics(self, topics, timeout_ms=None):
         self.calls.append(("delete", list(topics)))
-        return {"topics": ["deleted"]}
+        return {"topics": list(topics)}
+
+    def wait_for_topics(self, topic_names, timeout_ms=10000):
+        self.calls.append(("wait", list(topic_names)))
 
     def describe_topics(self, topics=None):
         self.calls.append(("describe", topics))
@@ -74,11 +77,13 @@ def test_an_admin_client_leaves_the_trials_topic_to_the_harness(kafka_rerouted):
     topics are made or deleted on the trial's broker as named."""
     admin = _job_admin()
     assert admin.configs == {"bootstrap_servers": "127.0.0.1:1"}
-    assert admin.create_topics([NewTopic("orders-clean", 3, 1)]) == {"topics": []}
+    assert admin.create_topics([NewTopic("orders-clean", 3, 1)]) == {"topics": []}  # 3.x: not asked, its shape
     made = admin.create_topics(new_topics={"orders-clean": {}, "dead-letters": {}}, timeout_ms=5)
-    assert made == {"topics": ["made"]}
-    assert admin.delete_topics(["orders-clean", "dead-letters"]) == {"topics": ["deleted"]}
-    assert admin.calls == [("create", ["dead-letters"]), ("delete", ["dead-letters"])]
+    assert made == {"topics": ["dead-letters"]}
+    assert admin.delete_topics(["orders-clean", "dead-letters"]) == {"topics": ["dead-letters"]}
+    admin.wait_for_topics(["orders-clean"])
+    assert admin.calls == [("create", ["dead-letters"]), ("delete", ["dead-letters"]),
+                           ("wait", [TRIAL])]
     assert kafka.KafkaAdminClient._streamchaos_rerouted and kafka.admin.KafkaAdminClient is kafka.KafkaAdminClient
 
 
@@ -104,7 +109,8 @@ def test_group_requests_ask_the_trials_group_and_answer_with_the_jobs(kafka_rero
     assert offsets == {"lag-check": {TopicPartition("orders-clean", 0): OffsetAndMetadata(3, "", -1)}}
     reset = {TopicPartition("orders-clean", 0): OffsetAndMetadata(0, "", -1)}
     assert admin.alter_group_offsets("lag-check", reset) == {TopicPartition("orders-clean", 0): None}
-    old = admin.list_consumer_group_offsets("lag-check", partitions=[TopicPartition("orders-clean", 0)])
+    # A group the job names as its rerouted consumer's config holds it (the trial's already) stays as it is.
+    old = admin.list_consumer_group_offsets(GROUP, partitions=[TopicPartition("orders-clean", 0)])
     assert old == {TopicPartition("orders-clean", 0): OffsetAndMetadata(3, "", -1)}
     assert admin.calls == [("group offsets", [GROUP]), ("alter", GROUP, [TopicPartition(TRIAL, 0)]),
                            ("2.x offsets", GROUP, [TopicPartition(TRIAL, 0)])]
@@ -149,3 +155,21 @@ def test_kafka_python_2_answers_name_the_jobs_topic_and_group(kafka_rerouted):
     assert response.topic_errors == [("orders-clean", 0, None), ("other", 0, None)]
     assert kafka_python_admin._answer(names, {TopicPartition(TRIAL, 1): OffsetAndMetadata(3, "", -1)}) == {
         TopicPartition("orders-clean", 1): OffsetAndMetadata(3, "", -1)}
+
+
+def test_kafka_python_3_raw_answers_and_cursors_name_the_jobs_topic(kafka_rerouted):
+    """3.x's ``create_partitions`` answers with the protocol's own response object; ``describe_topic_partitions``'
+    cursor (from an answer, so by the job's name) is handed back on the trial's topic; a static member to remove
+    is the trial's, as the job's consumer got its ``group_instance_id``."""
+    from kafka.admin import MemberToRemove
+    from kafka.protocol.admin import CreatePartitionsResponse
+
+    answer = CreatePartitionsResponse(throttle_time_ms=0, results=[
+        CreatePartitionsResponse.CreatePartitionsTopicResult(name=TRIAL, error_code=0, error_message=None)], version=1)
+    names = {TRIAL: "orders-clean"}
+    assert kafka_python_admin._answer(names, answer).results[0].name == "orders-clean"
+    cursor = kafka_python_admin._others(ROUTE, names, {"topic_name": "orders-clean", "partition_index": 4})
+    assert cursor == {"topic_name": TRIAL, "partition_index": 4}
+    given = [MemberToRemove(group_instance_id="worker-1")]
+    members = kafka_python_admin._others(ROUTE, names, given)
+    assert members[0].group_instance_id == f"{TRIAL}.worker-1" and given[0].group_instance_id == "worker-1"

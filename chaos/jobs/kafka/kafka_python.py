@@ -244,7 +244,7 @@ def _sent(client: Any, names: dict[str, str], sent: Any) -> Any:
 SPEAKS_KAFKA_4 = (2, 1)
 
 
-def _version(text: str) -> tuple[int, ...]:
+def version_of(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
 
 
@@ -253,7 +253,7 @@ def require_speaks(route: dict) -> None:
     import kafka
 
     broker = route.get("version")
-    if broker and _version(broker)[:1] >= (4,) and _version(kafka.__version__) < SPEAKS_KAFKA_4:
+    if broker and version_of(broker)[:1] >= (4,) and version_of(kafka.__version__) < SPEAKS_KAFKA_4:
         raise UserError(f"the job's kafka-python {kafka.__version__} cannot speak to the trial's Kafka {broker} (it "
                         "asks protocol versions Kafka 4 removed): install kafka-python>=2.1 beside the job "
                         "(pip install -U kafka-python)")

@@ -20,15 +20,16 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from chaos.jobs.kafka.kafka_python import PLAIN, back, moved, rerouted
+from chaos.jobs.kafka.kafka_python import PLAIN, back, moved, rerouted, version_of
 from chaos.jobs.kafka.naming import first_argument, first_parameter, names_output, trial_id, trial_topic
 
 Names = dict[str, str]
 
 
 def _group(route: dict, names: Names, group: Any) -> Any:
-    """The trial's group for the job's ``group`` (its name learned for the answers)."""
-    if not isinstance(group, str):
+    """The trial's group (or transactional id) for the job's ``group``, its name learned for the answers; one named
+    as the trial's already (a rerouted consumer's ``config["group_id"]``) is left as it is."""
+    if not isinstance(group, str) or group.startswith(trial_id(route, "")):
         return group
     names[trial_id(route, group)] = group
     return trial_id(route, group)
@@ -56,7 +57,8 @@ def _configs(route: dict, names: Names, resources: Any) -> Any:
 
 
 def _groups(route: dict, names: Names, groups: Any) -> Any:
-    """Group ids (one, a list, or ``list_group_offsets``' map of a group to its partitions) in the trial's."""
+    """Group ids (one, a list, or ``list_group_offsets``' map of a group to its partitions) in the trial's; so are
+    transactional ids (``describe_transactions``)."""
     if isinstance(groups, dict):
         return {_group(route, names, k): moved(route, names, v) for k, v in groups.items()}
     if isinstance(groups, list | tuple | set):
@@ -64,29 +66,57 @@ def _groups(route: dict, names: Names, groups: Any) -> Any:
     return _group(route, names, groups)
 
 
-# Each request's first argument, and how it moves to the trial's names; its other arguments' TopicPartitions move
-# too (``alter_group_offsets``' offsets, ``list_consumer_group_offsets``' partitions).
+def _as_given(route: dict, names: Names, value: Any) -> Any:
+    """A first argument that names no topic or group (``elect_leaders``' election type): the others move."""
+    return value
+
+
+def _others(route: dict, names: Names, value: Any) -> Any:
+    """An argument after the first: its TopicPartitions on the trial's topic (``alter_group_offsets``' offsets,
+    ``list_consumer_group_offsets``' partitions), a static member to remove by its trial's ``group_instance_id``
+    (as the job's consumer got it), ``describe_topic_partitions``' cursor on the trial's topic."""
+    if isinstance(value, dict) and isinstance(value.get("topic_name"), str):  # the cursor an answer gave
+        return {**value, "topic_name": trial_topic(route, value["topic_name"], names)}
+    if isinstance(value, list) and any(type(m).__name__ == "MemberToRemove" for m in value):
+        members = [copy.copy(m) for m in value]
+        for member in members:
+            if type(member).__name__ == "MemberToRemove" and member.group_instance_id:
+                member.group_instance_id = _group(route, names, member.group_instance_id)
+        return members
+    return moved(route, names, value)
+
+
+# Each request's first argument, and how it moves to the trial's names; the others move by ``_others``. A request
+# kafka-python makes of itself (``wait_for_topics`` asks ``describe_topics``) passes as it is, so the one the job
+# calls is here even where it only calls another.
 REQUESTS: dict[str, Callable[[dict, Names, Any], Any]] = {
-    "describe_topics": _topics, "describe_topic_partitions": _topics, "create_partitions": _topics,
-    "delete_records": moved, "list_partition_offsets": moved,
+    "describe_topics": _topics, "wait_for_topics": _topics, "describe_topic_partitions": _topics,
+    "create_partitions": _topics, "delete_records": moved, "list_partition_offsets": moved,
+    "describe_log_dirs": moved, "elect_leaders": _as_given, "describe_producers": moved,
     "describe_configs": _configs, "alter_configs": _configs, "reset_configs": _configs,
     "describe_groups": _groups, "delete_groups": _groups, "list_group_offsets": _groups,
     "alter_group_offsets": _groups, "reset_group_offsets": _groups, "delete_group_offsets": _groups,
-    "remove_group_members": _groups,
+    "remove_group_members": _groups, "describe_transactions": _groups,
     "describe_consumer_groups": _groups, "delete_consumer_groups": _groups, "list_consumer_group_offsets": _groups,
-    "alter_consumer_group_offsets": _groups,
 }
 LISTINGS = ("list_groups", "list_consumer_groups")
 
 
 def _answer(names: Names, value: Any) -> Any:
-    """An admin answer naming the job's topics and groups: 3.x's dicts and lists, 2.x's named tuples
-    (``GroupInformation``) and raw responses (``describe_configs``, ``create_partitions``: a response object whose
-    fields hold plain tuples), made for this answer and so renamed in place."""
+    """An admin answer naming the job's topics and groups: 3.x's dicts and lists and raw responses
+    (``create_partitions``), 2.x's named tuples (``GroupInformation``) and raw responses (``describe_configs``,
+    ``create_partitions``: a response object whose fields hold plain tuples), made for this answer and so renamed in
+    place."""
     from kafka.structs import TopicPartition
 
     if isinstance(value, tuple) and hasattr(value, "_fields") and not isinstance(value, TopicPartition):
         return type(value)._make(_answer(names, v) for v in value)
+    fields = getattr(getattr(type(value), "_struct", None), "_fields", None)
+    if fields is not None and hasattr(value, "__slots__"):  # 3.x's protocol DataContainer (create_partitions)
+        for field in fields:
+            if hasattr(value, field.name):
+                setattr(value, field.name, _answer(names, getattr(value, field.name)))
+        return value
     schema = getattr(type(value), "SCHEMA", None)
     if schema is not None and hasattr(value, "__dict__"):  # kafka-python 2.x's protocol Struct
         for field in schema.names:
@@ -114,8 +144,8 @@ def _request(orig: Callable, into_trial: Callable[[dict, Names, Any], Any]) -> C
         request, given = first_argument(args, kwargs, first)
         if request is not None:  # describe_topics(): every topic, the trial's answered by the job's name
             args, kwargs = given(into_trial(route, names, request))
-        args = (args[0], *(moved(route, names, a) for a in args[1:])) if args else args
-        kwargs = {k: v if k == first else moved(route, names, v) for k, v in kwargs.items()}
+        args = (args[0], *(_others(route, names, a) for a in args[1:])) if args else args
+        kwargs = {k: v if k == first else _others(route, names, v) for k, v in kwargs.items()}
         return _answer(names, orig(self, *args, **kwargs))
 
     method.__name__ = orig.__name__
@@ -162,7 +192,9 @@ def _listing(orig: Callable) -> Callable:
 def _kept_out(orig: Callable) -> Callable:
     """``create_topics``/``delete_topics``: the output topic is the harness's (made fresh for the trial with its
     partitions, deleted after it), so the job's request for the topic that names it is left out (nothing raised for
-    it); other topics are made or deleted on the trial's broker as named."""
+    it; an answer with none); other topics are made or deleted on the trial's broker as named."""
+    import kafka
+
     first = first_parameter(orig)
 
     def method(self, *args, **kwargs):
@@ -176,9 +208,9 @@ def _kept_out(orig: Callable) -> Callable:
 
         rest = ({k: v for k, v in topics.items() if not ours(k)} if isinstance(topics, dict)
                 else [t for t in topics if not ours(t)])
-        if topics and not rest:
-            return {"topics": []}
-        args, kwargs = given(rest)
+        if topics and not rest and version_of(kafka.__version__) >= (3,):  # 3.x refuses a request of none
+            return {"topics": []}  # its answer's shape (the response's fields), with none
+        args, kwargs = given(rest)  # 2.x is asked for none: its answer is the response object it gives
         return orig(self, *args, **kwargs)
 
     method.__name__ = orig.__name__
