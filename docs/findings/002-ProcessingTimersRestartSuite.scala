@@ -15,7 +15,8 @@
  * limitations under the License.
  */
 
-// Not compiled or run here: a sketch for sql/core/src/test/scala/org/apache/spark/sql/streaming/.
+// For sql/core/src/test/scala/org/apache/spark/sql/streaming/. Run here against Spark 4.2.0's published test
+// jars (docs/findings/pom.xml).
 // Each test fails today at its last CheckNewAnswer (no batch runs after the restart, so nothing new
 // reaches the sink) and passes once a restarted query runs the batch without data that its last
 // committed batch asked for.

@@ -15,7 +15,8 @@
  * limitations under the License.
  */
 
-// Not compiled or run here: a sketch for sql/core/src/test/scala/org/apache/spark/sql/streaming/, beside
+// For sql/core/src/test/scala/org/apache/spark/sql/streaming/ (run here against Spark 4.2.0's published test
+// jars: docs/findings/pom.xml), beside
 // "SPARK-53103: non empty state checkpoint directory on first batch" in StreamingQuerySuite. Each test fails
 // today at StartStream (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY: the leftover temporary file counts as
 // checkpoint data) and passes once verifyNewCheckpointDirectory ignores the file manager's own dot-files.

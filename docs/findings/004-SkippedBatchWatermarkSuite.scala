@@ -15,9 +15,10 @@
  * limitations under the License.
  */
 
-// Not compiled or run here: a sketch for sql/core/src/test/scala/org/apache/spark/sql/streaming/, beside the
-// recovery tests of FileStreamSinkSuite. It fails today (the re-run batch 0 is skipped by the file sink without
-// running, commits/0 keeps watermark 0 and the late record is counted: 11) and passes once a skipped re-run batch
+// For sql/core/src/test/scala/org/apache/spark/sql/streaming/ (run here against Spark 4.2.0's published test
+// jars: docs/findings/pom.xml), beside the recovery tests of FileStreamSinkSuite. It fails today (the re-run
+// batch 0 is skipped by the file sink without running: commits/0 keeps watermark 0, and the late record would
+// be counted: 11) and passes once a skipped re-run batch
 // still advances the watermark as its first run did (10). The same steps as skipped_batch_watermark_repro.py.
 
 package org.apache.spark.sql.streaming
@@ -26,7 +27,7 @@ import java.io.File
 
 // Before the streaming runtime classes moved: org.apache.spark.sql.execution.streaming.MemoryStream
 import org.apache.spark.sql.Row
-import org.apache.spark.sql.execution.streaming.runtime.MemoryStream
+import org.apache.spark.sql.execution.streaming.runtime.{MemoryStream, StreamingQueryWrapper}
 import org.apache.spark.sql.functions.{count, timestamp_seconds, window}
 
 class SkippedBatchWatermarkSuite extends StreamTest {
