@@ -21,7 +21,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from chaos.jobs.kafka import confluent
-from chaos.jobs.kafka.naming import first_argument, first_parameter, names_output, trial_id, trial_topic
+from chaos.jobs.kafka.naming import first_argument, first_parameter, job_group, names_output, trial_id, trial_topic
 
 
 class _Names:
@@ -64,13 +64,11 @@ class _Names:
         return value
 
     def own(self, group: str) -> str | None:
-        """The job's name of a listed group of the trial's; None for another's (other trials share the broker, and
-        Spark's answer runs name theirs after ``answer_topic``)."""
-        prefix = trial_id(self.route, "")
-        if not group.startswith(prefix) or group.startswith(f"{prefix}answer."):
-            return None
-        self.groups[group] = group[len(prefix):]
-        return group[len(prefix):]
+        """The job's name of a listed group of the trial's (learned for the answers); None for another's."""
+        name = job_group(self.route, group)
+        if name is not None:
+            self.groups[group] = name
+        return name
 
     def own_groups(self, listed: Any) -> Any:
         """``list_consumer_groups``' answer: the trial's groups alone, by the job's names."""

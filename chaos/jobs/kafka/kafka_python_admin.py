@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chaos.jobs.kafka.kafka_python import PLAIN, back, moved, rerouted, version_of
-from chaos.jobs.kafka.naming import first_argument, first_parameter, names_output, trial_id, trial_topic
+from chaos.jobs.kafka.naming import first_argument, first_parameter, job_group, names_output, trial_id, trial_topic
 
 Names = dict[str, str]
 
@@ -156,16 +156,11 @@ def _group_id(listing: Any) -> Any:
     """A listed group's id: 3.x lists dicts, 2.x ``(group_id, protocol_type)`` tuples."""
     if isinstance(listing, dict):
         return listing.get("group_id")
-    return listing[0] if isinstance(listing, tuple) and listing else getattr(listing, "group_id", None)
+    return listing[0] if isinstance(listing, tuple) and listing else None
 
 
 def _renamed(listing: Any, group: str) -> Any:
-    if isinstance(listing, dict):
-        return {**listing, "group_id": group}
-    if hasattr(listing, "_replace"):
-        return listing._replace(group_id=group) if hasattr(listing, "group_id") else listing._replace(
-            **{listing._fields[0]: group})
-    return (group, *listing[1:])
+    return {**listing, "group_id": group} if isinstance(listing, dict) else (group, *listing[1:])
 
 
 def _listing(orig: Callable) -> Callable:
@@ -176,13 +171,13 @@ def _listing(orig: Callable) -> Callable:
         listed = orig(self, *args, **kwargs)
         if route is None or _from_kafka_python() or not isinstance(listed, list):
             return listed
-        prefix = trial_id(route, "")
         ours = []
         for listing in listed:
             group = _group_id(listing)
-            if isinstance(group, str) and group.startswith(prefix) and not group.startswith(f"{prefix}answer."):
-                names[group] = group[len(prefix):]
-                ours.append(_renamed(listing, group[len(prefix):]))
+            name = job_group(route, group) if isinstance(group, str) else None
+            if name is not None:
+                names[group] = name
+                ours.append(_renamed(listing, name))
         return ours
 
     method.__name__ = orig.__name__
@@ -196,6 +191,7 @@ def _kept_out(orig: Callable) -> Callable:
     import kafka
 
     first = first_parameter(orig)
+    refuses_none = version_of(kafka.__version__) >= (3,)  # 3.x refuses a request of no topic
 
     def method(self, *args, **kwargs):
         route = self.__dict__["_streamchaos_route"]
@@ -208,7 +204,7 @@ def _kept_out(orig: Callable) -> Callable:
 
         rest = ({k: v for k, v in topics.items() if not ours(k)} if isinstance(topics, dict)
                 else [t for t in topics if not ours(t)])
-        if topics and not rest and version_of(kafka.__version__) >= (3,):  # 3.x refuses a request of none
+        if topics and not rest and refuses_none:
             return {"topics": []}  # its answer's shape (the response's fields), with none
         args, kwargs = given(rest)  # 2.x is asked for none: its answer is the response object it gives
         return orig(self, *args, **kwargs)

@@ -28,6 +28,15 @@ def trial_id(route: dict, name: str) -> str:
     return f"{route['topic']}.{name}"
 
 
+def job_group(route: dict, group: str) -> str | None:
+    """The job's name of a group listed on the trial's broker; None for a group that is not the trial's (other
+    trials share the broker, and Spark's answer runs name theirs after the answer's topic)."""
+    prefix = trial_id(route, "")
+    if not group.startswith(prefix) or group.startswith(f"{prefix}answer."):
+        return None
+    return group[len(prefix):]
+
+
 def on_trial_broker(route: dict, conf: dict[str, Any], *, job_login: Callable[[str], bool], login: dict[str, Any],
                     bootstrap: str, ids: tuple[str, ...]) -> dict[str, Any]:
     """A client's settings (in its library's names) on the trial's broker: the settings ``job_login`` tells as the
